@@ -1,0 +1,81 @@
+"""The message bus: the types every channel and the agent share, and the queues between them.
+
+This module is a leaf: it imports nothing else from clawgate, so `channels` and `agent`
+can both depend on it without depending on each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Trust(StrEnum):
+    """Who is talking, decided by the channel. Everything downstream decides by this."""
+
+    OWNER = "owner"  # a private chat with an owner; every cli:* session
+    ALLOWED = "allowed"  # a private chat with someone approved to chat
+    GROUP = "group"  # any group or channel chat
+
+    @property
+    def is_owner(self) -> bool:
+        return self is Trust.OWNER
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class InboundMessage(BaseModel):
+    """One platform message, normalised by its channel."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    chat_id: str
+    message_id: str = ""
+    sender_id: str = ""
+    sender_name: str = ""
+    text: str = ""
+    media: tuple[str, ...] = ()
+    trust: Trust = Trust.GROUP
+    mentioned: bool = False
+    reply_to: str | None = None
+    timestamp: datetime = Field(default_factory=_now)
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
+class OutboundMessage(BaseModel):
+    """One reply on its way back to a channel."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    chat_id: str
+    text: str
+    media: tuple[str, ...] = ()
+    reply_to: str | None = None
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
+class MessageBus:
+    """Two unbounded queues: channels publish inbound, the dispatcher publishes outbound."""
+
+    def __init__(self) -> None:
+        self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self.outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+
+    async def publish_inbound(self, message: InboundMessage) -> None:
+        await self.inbound.put(message)
+
+    async def publish_outbound(self, message: OutboundMessage) -> None:
+        await self.outbound.put(message)

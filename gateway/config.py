@@ -1,0 +1,179 @@
+"""Configuration: one TOML file, overridable key by key from the environment.
+
+`CLAWGATE_<SECTION>__<KEY>=value` overrides `[section] key`; nested sections chain with
+`__` (`CLAWGATE_CHANNELS__TELEGRAM__TOKEN`). Values that parse as JSON are taken as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+
+ENV_PREFIX = "CLAWGATE_"
+CONFIG_ENV = "CLAWGATE_CONFIG"
+DEFAULT_HOME = Path("~/.clawgate")
+
+
+class ConfigError(Exception):
+    """A config file or override a user must fix; the message is one line naming the key."""
+
+
+def _ids_to_str(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return value
+
+
+IdList = Annotated[list[str], BeforeValidator(_ids_to_str)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class AgentConfig(_Section):
+    model: str = ""
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    fallback_models: list[str] = Field(default_factory=list)
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(4096, gt=0)
+    max_tool_iterations: int = Field(20, gt=0)
+    memory_window: int = Field(50, ge=4)
+    context_window_tokens: int = Field(128_000, ge=1024)
+    request_timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    max_concurrent_turns: int = Field(8, ge=1)
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+
+class TelegramConfig(_Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    allow_from: IdList = Field(default_factory=list)
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str = "https://api.telegram.org/file/bot"
+
+
+class DiscordConfig(_Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    allow_from: IdList = Field(default_factory=list)
+    api_base: str = "https://discord.com/api/v10"
+    gateway_url: str = "wss://gateway.discord.gg/"
+
+
+class ChannelsConfig(_Section):
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+
+
+class ToolsConfig(_Section):
+    restrict_to_workspace: bool = True
+    exec_enabled: bool = True
+    exec_timeout: float = Field(60.0, gt=0)
+    max_result_chars: int = Field(16_000, ge=1000)
+
+
+class Config(_Section):
+    workspace: Path = DEFAULT_HOME / "workspace"
+    data_dir: Path = DEFAULT_HOME
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+
+    @field_validator("workspace", "data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    def secrets(self) -> list[str]:
+        """Every configured secret value, so tools can scrub them from what they show."""
+        found = [self.agent.api_key, self.channels.telegram.token, self.channels.discord.token]
+        return [s.get_secret_value() for s in found if s and s.get_secret_value()]
+
+
+def default_config_path(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    return (DEFAULT_HOME / "config.toml").expanduser()
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        if not all(parts):
+            raise ConfigError(f"{name}: malformed override name (use CLAWGATE_SECTION__KEY)")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{name}: '{part}' is a value, not a section")
+            node = child
+        node[parts[-1]] = _parse_env_value(raw)
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "config"
+    if first["type"] == "extra_forbidden":
+        return f"unknown key '{key}'"
+    message = first["msg"].removeprefix("Value error, ")
+    extra = f" ({len(error.errors()) - 1} more problems)" if len(error.errors()) > 1 else ""
+    return f"invalid value for '{key}': {message}{extra}"
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read the TOML file (absent means defaults), apply env overrides, validate.
+
+    Raises ConfigError with one line naming the file and key; never falls back silently.
+    """
+    env = dict(os.environ if environ is None else environ)
+    path = path or default_config_path(env)
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read: {exc}") from None
+    _apply_env(data, env)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
