@@ -61,6 +61,11 @@ class OutboundMessage(BaseModel):
     text: str
     media: tuple[str, ...] = ()
     reply_to: str | None = None
+    # True when the text explains a failure (model unreachable...) rather than answering;
+    # the terminal channel exits non-zero on it, chat channels send it like any reply.
+    is_error: bool = False
+    # The session seq of the assistant message this delivers, so the delivery can be recorded.
+    seq: int | None = None
 
     @property
     def session_key(self) -> str:

@@ -1,0 +1,28 @@
+"""Tools the model can call: files in the workspace and, for the owner, a shell."""
+
+from agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError
+from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from agent.tools.paths import resolve_path
+from agent.tools.registry import ToolRegistry
+from agent.tools.shell import ExecTool
+
+
+def default_tools() -> list[Tool]:
+    """One instance of every built-in tool, in the order the model sees them."""
+    return [ReadFile(), WriteFile(), EditFile(), ListDir(), ExecTool()]
+
+
+__all__ = [
+    "EditFile",
+    "ExecTool",
+    "ListDir",
+    "PathOutsideWorkspace",
+    "ReadFile",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "WriteFile",
+    "default_tools",
+    "resolve_path",
+]

@@ -1,0 +1,345 @@
+"""The one place that talks to a model: litellm underneath, our retry policy on top.
+
+litellm is imported on the first call, never at module import: it costs seconds and
+~190 MB, and commands that never call a model (`clawgate --help`) must not pay for it.
+Failures leave this module as `ModelUnavailable` (or `ContextOverflow`) with a one-line
+message a person can read; the API key never appears in them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, NoReturn, TypeVar
+
+from gateway.config import AgentConfig
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 30.0
+RETRY_AFTER_CAP = 30.0
+_CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it; the tool registry validates it
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    content: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str
+    usage: dict[str, int]
+    model: str
+
+
+class ModelUnavailable(Exception):
+    """No configured model gave an answer; the message is one line fit to show a person."""
+
+
+class ContextOverflow(ModelUnavailable):
+    """The provider says the request exceeds the model's context window; retrying cannot help."""
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way another attempt may not (rate limit, 5xx, timeout)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _NextModel(Exception):
+    """This model gave no answer, but a fallback might; `attempts` is None if not retried."""
+
+    def __init__(self, model: str, reason: str, attempts: int | None) -> None:
+        super().__init__(reason)
+        self.model = model
+        self.reason = reason
+        self.attempts = attempts
+
+    def describe(self) -> str:
+        tries = f" after {self.attempts} attempts" if self.attempts else ""
+        return f"{self.model}: {self.reason}{tries}"
+
+
+def _import_litellm() -> ModuleType:
+    # Without this litellm fetches its cost map over the network at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return litellm
+
+
+class LLMClient:
+    """Chat completions and embeddings for one `AgentConfig`, with retries and fallbacks."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._config = config
+        self._sleep = sleep
+        self._litellm: ModuleType | None = None
+        self._api_key = config.api_key.get_secret_value() if config.api_key else None
+
+    def _lib(self) -> ModuleType:
+        if self._litellm is None:
+            self._litellm = _import_litellm()
+        return self._litellm
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMResponse:
+        """One completion from `model` (default: the configured one), then each fallback.
+
+        Raises ContextOverflow when the conversation does not fit, ModelUnavailable when
+        no model answered or the provider refused the request.
+        """
+        litellm = self._lib()
+        params: dict[str, Any] = {
+            "messages": messages,
+            "api_base": self._config.api_base,
+            "api_key": self._api_key,
+            "temperature": self._config.temperature,
+            "max_tokens": max_tokens or self._config.max_tokens,
+            "timeout": self._config.request_timeout,
+            # Retries are ours; the OpenAI SDK underneath would otherwise add two of its own.
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if tools:
+            params["tools"] = tools
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+
+        models = [model or self._config.model, *self._config.fallback_models]
+        failures: list[_NextModel] = []
+        for name in models:
+
+            async def attempt(name: str = name) -> Any:
+                return await litellm.acompletion(model=name, **params)
+
+            try:
+                response = await self._with_retries(name, attempt)
+            except _NextModel as exc:
+                failures.append(exc)
+                continue
+            return _to_response(response, name)
+        raise ModelUnavailable(self._scrub(_summary(failures)))
+
+    async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
+        """One vector per text, in order; same retry policy as chat, no fallbacks."""
+        if not texts:
+            return []
+        litellm = self._lib()
+
+        async def attempt() -> Any:
+            return await litellm.aembedding(
+                model=model,
+                input=texts,
+                api_base=self._config.api_base,
+                api_key=self._api_key,
+                timeout=self._config.request_timeout,
+                max_retries=0,
+            )
+
+        try:
+            response = await self._with_retries(model, attempt)
+        except _NextModel as exc:
+            raise ModelUnavailable(self._scrub(_summary([exc]))) from None
+        items = sorted(response.data, key=lambda item: _field(item, "index") or 0)
+        return [list(_field(item, "embedding")) for item in items]
+
+    @property
+    def _attempts(self) -> int:
+        return 1 + self._config.max_retries
+
+    async def _with_retries(self, model: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run `attempt` up to 1 + max_retries times; raise _NextModel when they all fail."""
+        for number in range(1, self._attempts + 1):
+            started = time.monotonic()
+            try:
+                # litellm's timeout bounds each read; this bounds the whole attempt.
+                async with asyncio.timeout(self._config.request_timeout):
+                    return await attempt()
+            except TimeoutError:
+                failure = _Retryable("timed out")
+            except Exception as exc:
+                failure = self._classify(model, exc)
+            if number == self._attempts:
+                break
+            delay = self._backoff(number, failure.retry_after)
+            log.warning(
+                "model %s attempt %d/%d failed after %.1f s: %s; retrying in %.1f s",
+                model,
+                number,
+                self._attempts,
+                time.monotonic() - started,
+                failure.reason,
+                delay,
+            )
+            await self._sleep(delay)
+        log.warning("model %s failed %d times: %s", model, self._attempts, failure.reason)
+        raise _NextModel(model, failure.reason, self._attempts)
+
+    @staticmethod
+    def _backoff(attempt_number: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), RETRY_AFTER_CAP)
+        return min(BACKOFF_BASE * 2 ** (attempt_number - 1), BACKOFF_CAP)
+
+    def _classify(self, model: str, exc: Exception) -> _Retryable:
+        """Return a retryable failure, or raise what ends this call (or this model)."""
+        litellm = self._lib()
+        status = getattr(exc, "status_code", None)
+        detail = self._provider_detail(exc)
+        if isinstance(exc, litellm.ContextWindowExceededError) or (
+            isinstance(exc, litellm.BadRequestError)
+            and any(marker in detail.lower() for marker in _CONTEXT_MARKERS)
+        ):
+            self._fail(
+                ContextOverflow,
+                f"The conversation is too long for the context window of {model}",
+                exc,
+            )
+        if isinstance(exc, litellm.AuthenticationError):
+            self._fail(
+                ModelUnavailable, f"The model provider rejected the API key for {model}", exc
+            )
+        if isinstance(exc, litellm.PermissionDeniedError):
+            self._fail(ModelUnavailable, f"The model provider refused access to {model}", exc)
+        if isinstance(exc, litellm.RateLimitError):
+            return _Retryable("rate limited (HTTP 429)", _retry_after(exc))
+        if isinstance(exc, litellm.Timeout):
+            return _Retryable("timed out")
+        if isinstance(exc, litellm.APIConnectionError):
+            return _Retryable("could not connect")
+        if isinstance(exc, litellm.NotFoundError):
+            raise _NextModel(model, f"not found ({detail})" if detail else "not found", None)
+        if isinstance(status, int) and status >= 500:
+            # litellm reports a refused connection as a 500 "Connection error."
+            reason = "could not connect" if "connection error" in detail.lower() else None
+            return _Retryable(reason or f"server error (HTTP {status})", _retry_after(exc))
+        if isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError):
+            suffix = f": {detail}" if detail else ""
+            self._fail(
+                ModelUnavailable, f"The model provider rejected the request to {model}{suffix}", exc
+            )
+        if isinstance(exc, litellm.APIError | litellm.OpenAIError):
+            self._fail(
+                ModelUnavailable,
+                f"The model {model} failed: {type(exc).__name__}{f': {detail}' if detail else ''}",
+                exc,
+            )
+        raise exc  # not a provider failure: a bug, keep its traceback
+
+    def _fail(self, kind: type[ModelUnavailable], message: str, exc: Exception) -> NoReturn:
+        log.warning("%s (%s)", self._scrub(message), type(exc).__name__)
+        # `from None`: the provider's exception text may echo request details, key included.
+        raise kind(self._scrub(message)) from None
+
+    def _provider_detail(self, exc: Exception) -> str:
+        """The provider's own words, without litellm's layered prefixes, on one short line."""
+        message = str(getattr(exc, "message", "") or exc)
+        _, sep, tail = message.rpartition("Exception - ")
+        text = self._scrub(" ".join((tail if sep else message).split()))
+        # Scrub before cutting: a key split by the cut would no longer match.
+        return text if len(text) <= 200 else text[:199] + "…"
+
+    def _scrub(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, "[api key]")
+        return text
+
+
+def _summary(failures: list[_NextModel]) -> str:
+    if len(failures) > 1:
+        return "No model answered: " + "; ".join(f.describe() for f in failures)
+    only = failures[0]
+    if only.attempts is None:
+        return f"The model {only.model} is not available: {only.reason}"
+    return f"The model {only.model} did not answer after {only.attempts} attempts: {only.reason}"
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        if (millis := headers.get("retry-after-ms")) is not None:
+            return float(millis) / 1000
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            moment = email.utils.parsedate_to_datetime(value)
+            return moment.timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _to_response(response: Any, model: str) -> LLMResponse:
+    usage_obj = _field(response, "usage")
+    usage = {
+        key: int(_field(usage_obj, key) or 0) if usage_obj is not None else 0
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    choices = _field(response, "choices") or []
+    if not choices:
+        return LLMResponse(None, [], "", usage, model)
+    choice = choices[0]
+    message = _field(choice, "message")
+    calls = []
+    for raw in (_field(message, "tool_calls") or []) if message is not None else []:
+        function = _field(raw, "function")
+        arguments = _field(function, "arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(
+            ToolCall(
+                id=_field(raw, "id") or f"call_{uuid.uuid4().hex[:12]}",
+                name=_field(function, "name") or "",
+                arguments=arguments,
+            )
+        )
+    content = _field(message, "content") if message is not None else None
+    return LLMResponse(content, calls, _field(choice, "finish_reason") or "", usage, model)

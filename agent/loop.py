@@ -1,0 +1,207 @@
+"""The agent loop: one turn = persist the user's message, call the model, run tools, reply."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.commands import CommandHandler, parse_command
+from agent.context import ContextBuilder
+from agent.history import to_model_messages
+from agent.llm import LLMClient, LLMResponse, ModelUnavailable
+from agent.session import Session, SessionStore
+from agent.tools.base import ToolContext
+from agent.tools.registry import ToolRegistry
+from agent.writer import DiskWriter
+from gateway.bus import InboundMessage, OutboundMessage
+from gateway.config import Config
+
+log = logging.getLogger(__name__)
+
+CANCELLED_RESULT = "[cancelled by /stop before this tool finished]"
+EMPTY_REPLY = "The model returned an empty reply. Your message is saved; please try again."
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced, for the caller and for tests."""
+
+    text: str
+    is_error: bool = False
+    seq: int | None = None  # seq of the persisted assistant reply, if any
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def strip_inline_media(content: Any) -> Any:
+    """Drop base64 payloads from multimodal content before it is stored: they bloat every
+    later request and the file on disk. The media file itself stays in the workspace."""
+    if not isinstance(content, list):
+        return content
+    kept: list[Any] = []
+    for part in content:
+        url = part.get("image_url", {}).get("url", "") if isinstance(part, dict) else ""
+        if isinstance(url, str) and url.startswith("data:"):
+            kept.append({"type": "text", "text": "[image omitted from history]"})
+        else:
+            kept.append(part)
+    return kept
+
+
+class AgentLoop:
+    """Runs turns for any session. Holds no per-session state beyond what SessionStore has."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        sessions: SessionStore,
+        llm: LLMClient,
+        tools: ToolRegistry,
+        context: ContextBuilder,
+        writer: DiskWriter,
+        commands: CommandHandler,
+    ) -> None:
+        self.config = config
+        self.sessions = sessions
+        self.llm = llm
+        self.tools = tools
+        self.context = context
+        self.writer = writer
+        self.commands = commands
+        self._secrets = tuple(config.secrets())
+
+    async def handle(self, message: InboundMessage) -> OutboundMessage | None:
+        """Answer one inbound message (a command or a model turn)."""
+        session = await self.sessions.get(message.session_key)
+        command = parse_command(message.text)
+        if command is not None:
+            text = await self.commands.run(command[0], command[1], message, session)
+            return self._outbound(message, TurnResult(text))
+        result = await self.run_turn(message, session)
+        return self._outbound(message, result)
+
+    def _outbound(self, message: InboundMessage, result: TurnResult) -> OutboundMessage:
+        return OutboundMessage(
+            channel=message.channel,
+            chat_id=message.chat_id,
+            text=result.text,
+            reply_to=message.message_id or None,
+            is_error=result.is_error,
+            seq=result.seq,
+        )
+
+    def _user_content(self, message: InboundMessage) -> str:
+        if message.trust.value == "group" and message.sender_name:
+            # In groups several people talk in one session: the model needs to know who spoke.
+            return f"[{message.sender_name}] {message.text}"
+        return message.text
+
+    async def run_turn(self, message: InboundMessage, session: Session) -> TurnResult:
+        """The model turn. The user's message is on disk before the model is called."""
+        user = {"role": "user", "content": self._user_content(message)}
+        # One write() is enough to survive kill -9; the fsync comes once, at the end of the turn.
+        self.sessions.append_message(session, user)
+        try:
+            return await self._tool_loop(message, session)
+        finally:
+            await self.sessions.sync(session)
+
+    async def _tool_loop(self, message: InboundMessage, session: Session) -> TurnResult:
+        ctx = ToolContext(
+            workspace=self.config.workspace.resolve(),
+            trust=message.trust,
+            session_key=session.key,
+            config=self.config.tools,
+            secrets=self._secrets,
+            writer=self.writer,
+        )
+        schemas = self.tools.schemas(message.trust, self.config.tools) or None
+        system = await self.context.system_prompt(
+            trust=message.trust,
+            session_key=session.key,
+            now=datetime.now(UTC),
+            incoming_text=message.text,
+        )
+        model = self.commands.model_for(session)
+        total: dict[str, int] = {}
+        for _ in range(self.config.agent.max_tool_iterations):
+            history = to_model_messages(session.unconsolidated())
+            try:
+                response = await self.llm.chat(
+                    self.context.build_messages(system, history), tools=schemas, model=model
+                )
+            except ModelUnavailable as exc:
+                log.warning("%s: %s", session.key, exc)
+                self.sessions.append_record(session, "error", error=str(exc))
+                return TurnResult(
+                    f"Sorry, I couldn't reach the model: {exc} Your message is saved; "
+                    "try again in a moment.",
+                    is_error=True,
+                )
+            _add_usage(total, response)
+            self.commands.last_usage[session.key] = total
+            if not response.tool_calls:
+                return self._finish(session, response, total)
+            await self._run_tool_calls(session, response, ctx)
+        note = (
+            f"I stopped after {self.config.agent.max_tool_iterations} tool steps without "
+            "finishing. Tell me to continue if you want me to go on."
+        )
+        self.sessions.append_record(session, "error", error="max_tool_iterations reached")
+        return TurnResult(note, is_error=False, usage=total)
+
+    def _finish(self, session: Session, response: LLMResponse, usage: dict[str, int]) -> TurnResult:
+        text = (response.content or "").strip()
+        if not text:
+            # Never store an empty reply as the model's: it poisons every later request.
+            self.sessions.append_record(session, "error", error="empty reply")
+            return TurnResult(EMPTY_REPLY, is_error=True, usage=usage)
+        stored = self.sessions.append_message(session, {"role": "assistant", "content": text})
+        return TurnResult(text, seq=stored["seq"], usage=usage)
+
+    async def _run_tool_calls(
+        self, session: Session, response: LLMResponse, ctx: ToolContext
+    ) -> None:
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in response.tool_calls
+        ]
+        self.sessions.append_message(
+            session, {"role": "assistant", "content": response.content or "", "tool_calls": calls}
+        )
+        done: set[str] = set()
+        try:
+            for call in response.tool_calls:
+                result = await self.tools.execute(call.name, call.arguments, ctx)
+                self.sessions.append_message(
+                    session,
+                    {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result},
+                )
+                done.add(call.id)
+        except asyncio.CancelledError:
+            # /stop: keep every call paired with a result so the history stays valid.
+            for call in response.tool_calls:
+                if call.id not in done:
+                    self.sessions.append_message(
+                        session,
+                        {
+                            "role": "tool",
+                            "tool_call_id": call.id,
+                            "name": call.name,
+                            "content": CANCELLED_RESULT,
+                        },
+                    )
+            raise
+
+
+def _add_usage(total: dict[str, int], response: LLMResponse) -> None:
+    for name, value in response.usage.items():
+        if isinstance(value, int):
+            total[name] = total.get(name, 0) + value

@@ -1,0 +1,205 @@
+"""File tools: read_file, write_file, edit_file, list_dir. Every path goes through the guard."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import stat
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.tools.base import Tool, ToolContext, ToolError, describe_os_error
+from agent.tools.paths import resolve_path
+
+MAX_READ_BYTES = 1024 * 1024
+MAX_LIST_ENTRIES = 500
+NEW_FILE_MODE = 0o644
+# Below this similarity "closest match" would be noise, not a hint.
+MIN_MATCH_RATIO = 0.3
+
+
+def _path_property(what: str) -> dict[str, str]:
+    return {
+        "type": "string",
+        "description": f"{what}, relative to the workspace (or absolute inside it)",
+    }
+
+
+class ReadFile(Tool):
+    name: ClassVar[str] = "read_file"
+    description: ClassVar[str] = "Read a text file and return its contents (up to 1 MB)."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"path": _path_property("The file to read")},
+        "required": ["path"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        path = resolve_path(args["path"], ctx)
+        text = await asyncio.to_thread(_read_text, path, args["path"])
+        return text if text else f"({args['path']} is empty)"
+
+
+class WriteFile(Tool):
+    name: ClassVar[str] = "write_file"
+    description: ClassVar[str] = (
+        "Create or overwrite a text file with the given content; parent folders are created."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("The file to write"),
+            "content": {"type": "string", "description": "The complete new file content"},
+        },
+        "required": ["path", "content"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        shown, content = args["path"], args["content"]
+        path = resolve_path(shown, ctx)
+        size = await asyncio.to_thread(_write_text, ctx, path, shown, content)
+        return f"Wrote {size} bytes to {shown}"
+
+
+class EditFile(Tool):
+    name: ClassVar[str] = "edit_file"
+    description: ClassVar[str] = (
+        "Replace one exact occurrence of old_text with new_text in a file. old_text must "
+        "match exactly once, including whitespace; add surrounding lines to make it unique."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("The file to edit"),
+            "old_text": {"type": "string", "description": "Exact text to find (once)"},
+            "new_text": {"type": "string", "description": "Text to put in its place"},
+        },
+        "required": ["path", "old_text", "new_text"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        shown, old, new = args["path"], args["old_text"], args["new_text"]
+        if not old:
+            raise ToolError("old_text must not be empty")
+        path = resolve_path(shown, ctx)
+        text = await asyncio.to_thread(_read_text, path, shown)
+        count = text.count(old)
+        if count == 0:
+            hint = await asyncio.to_thread(closest_match, text, old)
+            raise ToolError(f"old_text not found in {shown}; {hint}")
+        if count > 1:
+            raise ToolError(
+                f"old_text occurs {count} times in {shown}; include more context to make it unique"
+            )
+        await asyncio.to_thread(_write_text, ctx, path, shown, text.replace(old, new, 1))
+        return f"Edited {shown}: replaced 1 occurrence"
+
+
+class ListDir(Tool):
+    name: ClassVar[str] = "list_dir"
+    description: ClassVar[str] = (
+        "List a folder: entries sorted by name, folders end with '/', files show their size."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"path": _path_property("The folder to list ('.' for the workspace)")},
+        "required": ["path"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        shown = args["path"] or "."
+        path = resolve_path(shown, ctx)
+        return await asyncio.to_thread(_list, path, shown)
+
+
+def _read_text(path: Path, shown: str) -> str:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ToolError(f"file not found: {shown}") from None
+    except OSError as exc:
+        raise ToolError(f"could not read {shown}: {describe_os_error(exc)}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{shown} is a directory; use list_dir to see what it contains")
+    if not stat.S_ISREG(info.st_mode):
+        # A FIFO or device would block or never end.
+        raise ToolError(f"{shown} is not a regular file")
+    if info.st_size > MAX_READ_BYTES:
+        raise ToolError(f"{shown} is too large to read ({info.st_size:,} bytes; the limit is 1 MB)")
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_READ_BYTES + 1)
+    except OSError as exc:
+        raise ToolError(f"could not read {shown}: {describe_os_error(exc)}") from None
+    if len(raw) > MAX_READ_BYTES:
+        raise ToolError(f"{shown} is too large to read (over 1 MB)")
+    return raw.decode("utf-8", errors="replace")
+
+
+def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; give a file path")
+    data = content.encode("utf-8")
+    try:
+        # Rewriting a private file (MEMORY.md is 0600) must not widen who can read it.
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else NEW_FILE_MODE
+        if not path.parent.is_dir():
+            ctx.writer.mkdir(path.parent, mode=0o755)
+        ctx.writer.replace(path, data, mode=mode)
+    except OSError as exc:
+        raise ToolError(f"could not write {shown}: {describe_os_error(exc)}") from None
+    return len(data)
+
+
+def closest_match(text: str, wanted: str) -> str:
+    """Describe the block of lines in `text` most like `wanted`, for a failed edit."""
+    lines = text.splitlines()
+    size = max(len(wanted.splitlines()), 1)
+    if not lines:
+        return "the file is empty"
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(wanted)
+    # Starting at the threshold lets the cheap bounds below skip hopeless windows too.
+    best_ratio, best_start = MIN_MATCH_RATIO, -1
+    for start in range(max(len(lines) - size + 1, 1)):
+        matcher.set_seq1("\n".join(lines[start : start + size]))
+        # The cheap upper bounds skip most windows before the expensive ratio().
+        if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+            continue
+        ratio = matcher.ratio()
+        if ratio > best_ratio:
+            best_ratio, best_start = ratio, start
+    if best_start < 0:
+        return "nothing similar found; read the file first"
+    block = lines[best_start : best_start + size]
+    end = best_start + len(block)
+    where = f"line {end}" if len(block) == 1 else f"lines {best_start + 1}-{end}"
+    return f"closest match at {where}:\n" + "\n".join(block)
+
+
+def _list(path: Path, shown: str) -> str:
+    try:
+        with os.scandir(path) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+    except FileNotFoundError:
+        raise ToolError(f"folder not found: {shown}") from None
+    except NotADirectoryError:
+        raise ToolError(f"{shown} is a file, not a folder; use read_file") from None
+    except OSError as exc:
+        raise ToolError(f"could not list {shown}: {describe_os_error(exc)}") from None
+    if not entries:
+        return f"{shown} is empty"
+    lines = [_describe_entry(entry) for entry in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"... and {len(entries) - MAX_LIST_ENTRIES} more")
+    return "\n".join(lines)
+
+
+def _describe_entry(entry: os.DirEntry[str]) -> str:
+    try:
+        if entry.is_dir():
+            return f"{entry.name}/"
+        return f"{entry.name}  ({entry.stat().st_size:,} bytes)"
+    except OSError:
+        return f"{entry.name}  (unreadable)"  # a dangling symlink, for one

@@ -1,0 +1,97 @@
+"""The terminal channel: `clawgate agent` as a one-shot, a line-per-message pipe, or a chat."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import itertools
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TextIO
+
+from channels.base import Channel
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+
+WaitIdle = Callable[[], Awaitable[object]]
+
+
+class TerminalChannel(Channel):
+    """Session key `cli:<name>`, always owner trust: whoever has the terminal owns the box."""
+
+    name = "cli"
+
+    def __init__(
+        self, bus: MessageBus, session_name: str = "default", output: TextIO | None = None
+    ) -> None:
+        super().__init__(bus)
+        self.chat_id = session_name
+        self.output = output or sys.stdout
+        self.errors = 0
+        self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> None:
+        stream = sys.stderr if message.is_error else self.output
+        print(message.text, file=stream, flush=True)
+        if message.is_error:
+            self.errors += 1
+        self.replies.put_nowait(message)
+
+    async def say(self, text: str) -> None:
+        await self.bus.publish_inbound(
+            InboundMessage(
+                channel=self.name,
+                chat_id=self.chat_id,
+                message_id=str(next(self._ids)),
+                sender_id="local",
+                sender_name=_user_name(),
+                text=text,
+                trust=Trust.OWNER,
+                mentioned=True,
+            )
+        )
+
+    async def one_shot(self, text: str) -> int:
+        await self.say(text)
+        await self.replies.get()
+        return 1 if self.errors else 0
+
+    async def pipe(self, source: TextIO, wait_idle: WaitIdle) -> int:
+        """One message per input line; each reply is printed as soon as it is ready."""
+        while True:
+            line = await asyncio.to_thread(source.readline)
+            if not line:
+                break
+            if line.strip():
+                await self.say(line.rstrip("\n"))
+        await wait_idle()
+        return 1 if self.errors else 0
+
+    async def interactive(self) -> int:
+        try:
+            import readline  # noqa: F401  (gives input() line editing and history)
+        except ImportError:
+            pass
+        print("clawgate chat - /help for commands, Ctrl-D to quit.", file=self.output)
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                print(file=self.output)
+                return 0
+            if line.strip():
+                await self.say(line)
+                await self.replies.get()
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "owner"

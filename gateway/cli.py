@@ -1,0 +1,213 @@
+"""The `clawgate` command. Heavy libraries (litellm, telegram, discord) load only in the
+commands that use them, so `clawgate --help` and the file-reading commands stay instant."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+
+app = typer.Typer(
+    name="clawgate",
+    help="Your self-hosted AI assistant: Telegram, Discord and the terminal, with memory in Markdown.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+sessions_app = typer.Typer(help="Inspect conversation transcripts.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+
+_state: dict[str, Path | None] = {"config": None}
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"clawgate: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _load() -> Config:
+    from gateway.config import ConfigError, load_config
+
+    try:
+        return load_config(_state["config"])
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "httpcore", "LiteLLM", "litellm", "telegram", "discord", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@app.callback()
+def main_options(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Config file (default: $CLAWGATE_CONFIG or ~/.clawgate/config.toml).",
+        ),
+    ] = None,
+) -> None:
+    _state["config"] = config
+
+
+@app.command()
+def onboard(
+    workspace: Annotated[
+        Path | None, typer.Option(help="Workspace folder (default ~/.clawgate/workspace).")
+    ] = None,
+) -> None:
+    """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
+    from gateway.config import default_config_path
+    from gateway.onboard import onboard as run_onboard
+
+    config_path = _state["config"] or default_config_path()
+    result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
+    for path in result.created:
+        typer.echo(f"created  {path}")
+    for path in result.kept:
+        typer.echo(f"kept     {path}")
+    typer.echo(f"\nNext: set [agent] model (and api_key / api_base) in {config_path},")
+    typer.echo("then talk to your assistant with `clawgate agent`.")
+
+
+@app.command()
+def agent(
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="Answer this one message and exit.")
+    ] = None,
+    session: Annotated[str, typer.Option(help="Session name: the key is cli:<name>.")] = "default",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens.")] = False,
+) -> None:
+    """Chat in the terminal. Reads one message per line when stdin is not a terminal."""
+    config = _load()
+    if not config.agent.model:
+        fail(
+            'no model configured: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
+        )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, stream=sys.stderr)
+    code = asyncio.run(_run_terminal(config, message, session))
+    raise typer.Exit(code)
+
+
+async def _run_terminal(config: Config, message: str | None, session: str) -> int:
+    from agent.runtime import AgentRuntime
+    from channels.terminal import TerminalChannel
+    from gateway.bus import MessageBus
+    from gateway.daemon import Gateway
+
+    bus = MessageBus()
+    terminal = TerminalChannel(bus, session)
+    gateway = Gateway(AgentRuntime.build(config), [terminal], bus)
+    await gateway.start()
+    try:
+        if message is not None:
+            return await terminal.one_shot(message)
+        if not sys.stdin.isatty():
+            return await terminal.pipe(sys.stdin, gateway.dispatcher.wait_idle)
+        return await terminal.interactive()
+    finally:
+        await gateway.stop()
+
+
+@app.command()
+def gateway(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
+    from channels.base import ChannelError
+    from gateway.config import ConfigError
+    from gateway.daemon import check_ready, serve
+    from gateway.lock import AlreadyRunning, InstanceLock
+
+    config = _load()
+    try:
+        check_ready(config)
+    except ConfigError as exc:
+        fail(str(exc))
+    _setup_logging(verbose)
+    try:
+        with InstanceLock(config.data_dir):
+            asyncio.run(serve(config))
+    except AlreadyRunning as exc:
+        fail(str(exc))
+    except ChannelError as exc:
+        fail(str(exc), code=1)
+
+
+@sessions_app.command("list")
+def sessions_list() -> None:
+    """Every session with its message count and last activity."""
+    from agent.session import SessionStore, load_session
+
+    config = _load()
+    store = SessionStore(config.workspace / "sessions")
+    rows = []
+    for key, path in store.list_keys():
+        session = load_session(path, key)
+        last = session.messages[-1]["timestamp"] if session.messages else "-"
+        rows.append((key, len(session.messages), len(session.unconsolidated()), last, path.name))
+    if not rows:
+        typer.echo(f"no sessions yet in {store.directory}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("key", "messages", "unconsolidated", "last message", "file")
+    for key, count, live, last, name in rows:
+        table.add_row(key, str(count), str(live), last, name)
+    Console().print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(
+    key: Annotated[str, typer.Argument(help="Session key, e.g. telegram:123 or cli:default.")],
+    tail: Annotated[int | None, typer.Option(help="Only the last N messages.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Raw JSON lines.")] = False,
+) -> None:
+    """Print one session's transcript."""
+    from agent.session import SessionStore, load_session
+
+    config = _load()
+    path = SessionStore(config.workspace / "sessions").path_for(key)
+    if not path.exists():
+        fail(f"no session {key!r} (looked for {path})", code=1)
+    messages = load_session(path, key).messages
+    if tail is not None:
+        messages = messages[-tail:] if tail > 0 else []
+    for message in messages:
+        if as_json:
+            typer.echo(json.dumps(message, ensure_ascii=False))
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        calls = message.get("tool_calls") or []
+        if calls:
+            names = ", ".join(c.get("function", {}).get("name", "?") for c in calls)
+            text = f"{text} [calls: {names}]".strip()
+        role = message["role"] if message["role"] != "tool" else f"tool {message.get('name', '')}"
+        typer.echo(f"#{message['seq']} {message['timestamp']} {role}: {text}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

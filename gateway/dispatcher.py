@@ -1,0 +1,118 @@
+"""Takes inbound messages off the bus and runs them: in order within a session, sessions in
+parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from agent.commands import parse_command
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[InboundMessage], Awaitable[OutboundMessage | None]]
+INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
+
+
+class Dispatcher:
+    """Per-session FIFO queues, one worker task per busy session, a global concurrency cap.
+
+    Messages that arrive while their session's turn runs wait and get their own turn after
+    it; they are not merged, so every message gets exactly one answer.
+    """
+
+    def __init__(self, bus: MessageBus, handle: Handler, *, max_concurrent: int = 8) -> None:
+        self.bus = bus
+        self._handle = handle
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._queues: dict[str, deque[InboundMessage]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._turns: dict[str, asyncio.Task[OutboundMessage | None]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._accepting = True
+
+    async def run(self) -> None:
+        """Consume the inbound queue until cancelled."""
+        while True:
+            message = await self.bus.inbound.get()
+            await self.submit(message)
+
+    async def submit(self, message: InboundMessage) -> None:
+        if not self._accepting:
+            log.warning("%s: shutting down, message left for the next start", message.session_key)
+            return
+        command = parse_command(message.text)
+        if command is not None and command[0] == "stop" and message.session_key in self._turns:
+            self._turns[message.session_key].cancel()
+            await self.bus.publish_outbound(_reply(message, "Stopped."))
+            return
+        key = message.session_key
+        self._queues.setdefault(key, deque()).append(message)
+        if key not in self._workers:
+            self._idle.clear()
+            self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
+
+    async def _work(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                message = queue.popleft()
+                async with self._slots:
+                    reply = await self._run_one(key, message)
+                if reply is not None:
+                    await self.bus.publish_outbound(reply)
+        finally:
+            del self._workers[key]
+            if not queue:
+                self._queues.pop(key, None)
+            if not self._workers:
+                self._idle.set()
+
+    async def _run_one(self, key: str, message: InboundMessage) -> OutboundMessage | None:
+        turn = asyncio.create_task(self._handle(message), name=f"turn {key}")
+        self._turns[key] = turn
+        try:
+            await asyncio.wait({turn})
+        except asyncio.CancelledError:
+            turn.cancel()
+            await asyncio.gather(turn, return_exceptions=True)
+            raise
+        finally:
+            self._turns.pop(key, None)
+        if turn.cancelled():
+            return None  # /stop already answered
+        exc = turn.exception()
+        if exc is not None:
+            log.error("%s: turn failed", key, exc_info=exc)
+            return _reply(message, INTERNAL_ERROR, is_error=True)
+        return turn.result()
+
+    def busy(self, key: str) -> bool:
+        return key in self._turns
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no session has work queued or running; False on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop taking new messages, let queued and running turns finish for `grace` seconds,
+        then cancel them (a cancelled turn persists what it produced, tool pairs intact)."""
+        self._accepting = False
+        if not await self.wait_idle(grace):
+            for task in list(self._workers.values()):
+                task.cancel()
+            await asyncio.gather(*self._workers.values(), return_exceptions=True)
+
+
+def _reply(message: InboundMessage, text: str, *, is_error: bool = False) -> OutboundMessage:
+    return OutboundMessage(
+        channel=message.channel, chat_id=message.chat_id, text=text, is_error=is_error
+    )

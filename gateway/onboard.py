@@ -1,0 +1,162 @@
+"""`clawgate onboard`: write a starter config and copy the workspace template.
+
+Safe to run any number of times: it only ever adds what is missing and never
+overwrites a file, so a self-hoster's edits survive a second run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from agent.writer import DiskWriter
+from gateway.config import load_config
+
+TEMPLATE_PACKAGE = "workspace"
+_SKIP_NAMES = {"__init__.py", "__pycache__", ".gitkeep"}
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+@dataclass
+class OnboardResult:
+    created: list[Path] = field(default_factory=list)  # files and folders this run made
+    kept: list[Path] = field(default_factory=list)  # already there, left untouched
+
+
+def _toml_string(value: str) -> str:
+    escaped = []
+    for char in value:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04x}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def config_template(workspace: Path | None = None, data_dir: Path | None = None) -> str:
+    """The starter config: defaults spelled out, examples commented, no secrets."""
+    top = []
+    if workspace is not None:
+        top.append(f"workspace = {_toml_string(str(workspace))}")
+    else:
+        top.append('# workspace = "~/.clawgate/workspace"')
+    if data_dir is not None:
+        top.append(
+            f"data_dir = {_toml_string(str(data_dir))}  # search index and other derived data"
+        )
+    else:
+        top.append('# data_dir = "~/.clawgate"  # search index and other derived data')
+    return f"""\
+# clawgate configuration.
+#
+# Every key is optional; commented lines show examples or defaults. Any key can also
+# be set from the environment as CLAWGATE_<SECTION>__<KEY>, which wins over this
+# file - the best place for secrets, e.g. CLAWGATE_AGENT__API_KEY or
+# CLAWGATE_CHANNELS__TELEGRAM__TOKEN.
+
+{chr(10).join(top)}
+
+[agent]
+# Any model litellm knows, as "provider/model". Pick one:
+# model = "openai/gpt-4o-mini"
+# model = "anthropic/claude-3-5-haiku-latest"
+# model = "ollama/llama3.1"
+# api_base = "http://localhost:11434"  # only for self-hosted or OpenAI-compatible servers
+# api_key = "sk-..."                   # or CLAWGATE_AGENT__API_KEY in the environment
+# fallback_models = ["openai/gpt-4o"]  # tried in order when the main model fails
+# temperature = 0.7
+# max_tokens = 4096
+# max_tool_iterations = 20
+# memory_window = 50                   # messages kept before older ones are consolidated
+# context_window_tokens = 128000
+# timezone = "Europe/Lisbon"           # default "UTC"
+
+[channels.telegram]
+enabled = false
+# token = "123456:ABC-..."     # from @BotFather; or CLAWGATE_CHANNELS__TELEGRAM__TOKEN
+# allow_from = ["123456789"]   # your numeric Telegram user id; owners of the bot
+
+[channels.discord]
+enabled = false
+# token = "..."                # bot token; or CLAWGATE_CHANNELS__DISCORD__TOKEN
+# allow_from = ["123456789012345678"]
+
+[tools]
+restrict_to_workspace = true   # file tools stay inside the workspace
+exec_enabled = true            # the shell tool; its deny list is not a sandbox
+# exec_timeout = 60.0          # seconds before a shell command is stopped
+# max_result_chars = 16000     # longer tool output is cut before the model sees it
+"""
+
+
+def _make_dir(path: Path, writer: DiskWriter, result: OnboardResult, *, track: bool) -> None:
+    """Create `path` and any missing parents, each private (pathlib gives parents 0777&~umask)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        writer.mkdir(directory, mode=PRIVATE_DIR)
+        os.chmod(directory, PRIVATE_DIR)
+        result.created.append(directory)
+    if track and not missing:
+        result.kept.append(path)
+
+
+def _write_new(path: Path, data: str | bytes, writer: DiskWriter, result: OnboardResult) -> None:
+    if path.exists():
+        result.kept.append(path)
+        return
+    # Atomic replace so a crash never leaves a half file that later runs would keep.
+    writer.replace(path, data, mode=PRIVATE_FILE)
+    result.created.append(path)
+
+
+def _copy_template(
+    source: Traversable, target: Path, writer: DiskWriter, result: OnboardResult
+) -> None:
+    _make_dir(target, writer, result, track=True)
+    for entry in sorted(source.iterdir(), key=lambda e: e.name):
+        if entry.name in _SKIP_NAMES or entry.name.endswith(".pyc"):
+            continue
+        if entry.is_dir():
+            _copy_template(entry, target / entry.name, writer, result)
+        else:
+            _write_new(target / entry.name, entry.read_bytes(), writer, result)
+
+
+def onboard(
+    config_path: Path,
+    workspace: Path | None = None,
+    data_dir: Path | None = None,
+    *,
+    writer: DiskWriter | None = None,
+) -> OnboardResult:
+    """Create what is missing: the config (0600, folder 0700), then the workspace tree.
+
+    Without `workspace` the location comes from the config (existing or new), so rerunning
+    onboard after editing the config fills in the configured workspace. `data_dir` is only
+    written into a new config; whoever needs it creates it. Raises ConfigError if the
+    existing config does not load.
+    """
+    writer = writer or DiskWriter()
+    result = OnboardResult()
+    config_path = config_path.expanduser()
+    if workspace is not None:
+        workspace = workspace.expanduser().absolute()
+    if data_dir is not None:
+        data_dir = data_dir.expanduser().absolute()
+
+    _make_dir(config_path.parent, writer, result, track=False)
+    _write_new(config_path, config_template(workspace, data_dir), writer, result)
+
+    if workspace is None:
+        workspace = load_config(config_path).workspace
+
+    _copy_template(resources.files(TEMPLATE_PACKAGE), workspace, writer, result)
+    _make_dir(workspace / "memory", writer, result, track=False)  # normally from the template
+    _make_dir(workspace / "sessions", writer, result, track=True)
+    return result

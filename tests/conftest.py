@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.config import AgentConfig
+from tests.fakes.llm import FakeLLM
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+def agent_config(fake_llm: FakeLLM) -> AgentConfig:
+    return AgentConfig(
+        model="openai/fake-model",
+        api_base=fake_llm.url,
+        api_key="sk-test-secret",
+        request_timeout=5.0,
+        max_retries=2,
+    )
+
+
+@pytest.fixture
+async def harness(tmp_path, agent_config):
+    from tests.harness import Harness, make_config
+
+    async with Harness(make_config(tmp_path, agent_config)) as running:
+        yield running

@@ -1,0 +1,101 @@
+"""An in-process gateway for tests: a recording channel on the real bus, dispatcher and loop."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.runtime import AgentRuntime
+from agent.writer import DiskWriter
+from channels.base import Channel
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from gateway.config import AgentConfig, Config
+from gateway.daemon import Gateway
+from gateway.onboard import onboard
+
+
+class RecordingChannel(Channel):
+    """Stands in for a chat platform: tests inject messages and read what was sent."""
+
+    name = "test"
+
+    def __init__(self, bus: MessageBus) -> None:
+        super().__init__(bus)
+        self.sent: dict[str, asyncio.Queue[OutboundMessage]] = {}
+        self._ids = itertools.count(1)
+
+    def _queue(self, chat_id: str) -> asyncio.Queue[OutboundMessage]:
+        return self.sent.setdefault(chat_id, asyncio.Queue())
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> None:
+        self._queue(message.chat_id).put_nowait(message)
+
+    async def say(
+        self, text: str, *, chat_id: str = "1", trust: Trust = Trust.OWNER, sender: str = "Ann"
+    ) -> None:
+        await self.bus.publish_inbound(
+            InboundMessage(
+                channel=self.name,
+                chat_id=chat_id,
+                message_id=str(next(self._ids)),
+                sender_id=sender.lower(),
+                sender_name=sender,
+                text=text,
+                trust=trust,
+                mentioned=True,
+            )
+        )
+
+    async def next_reply(self, chat_id: str = "1", timeout: float = 10) -> OutboundMessage:
+        return await asyncio.wait_for(self._queue(chat_id).get(), timeout)
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 20) -> None:
+    """Block until `predicate()` holds, checking every few ms; TimeoutError after `timeout`.
+
+    Only for state with no event to wait on (e.g. "the turn reached its tool call").
+    """
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
+
+def make_config(tmp_path: Path, agent: AgentConfig, **overrides: object) -> Config:
+    config = Config(
+        workspace=tmp_path / "workspace", data_dir=tmp_path / "data", agent=agent, **overrides
+    )
+    onboard(tmp_path / "data" / "config.toml", workspace=config.workspace)
+    return config
+
+
+class Harness:
+    def __init__(self, config: Config, writer: DiskWriter | None = None) -> None:
+        self.config = config
+        self.bus = MessageBus()
+        self.channel = RecordingChannel(self.bus)
+        self.runtime = AgentRuntime.build(config, writer=writer)
+        self.gateway = Gateway(self.runtime, [self.channel], self.bus)
+
+    @property
+    def workspace(self) -> Path:
+        return self.config.workspace
+
+    async def __aenter__(self) -> Harness:
+        await self.gateway.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.gateway.stop(grace=2)
+
+    async def ask(self, text: str, **kwargs: object) -> OutboundMessage:
+        chat_id = str(kwargs.get("chat_id", "1"))
+        await self.channel.say(text, **kwargs)  # type: ignore[arg-type]
+        return await self.channel.next_reply(chat_id)

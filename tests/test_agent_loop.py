@@ -1,0 +1,212 @@
+import asyncio
+import json
+
+from agent.loop import CANCELLED_RESULT, EMPTY_REPLY
+from agent.session import load_session
+from gateway.bus import Trust
+from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
+from tests.harness import Harness, make_config, wait_until
+
+
+def _session_lines(harness, key="test:1"):
+    path = harness.runtime.sessions.path_for(key)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_plain_reply_is_persisted_and_delivered(harness, fake_llm):
+    fake_llm.script(text("Hello, Ann."))
+    reply = await harness.ask("hi")
+    assert reply.text == "Hello, Ann." and not reply.is_error
+    lines = _session_lines(harness)
+    assert lines[0] == {**lines[0], "type": "session", "key": "test:1"}
+    messages = [line for line in lines if "role" in line]
+    assert [(m["role"], m["content"], m["seq"]) for m in messages] == [
+        ("user", "hi", 1),
+        ("assistant", "Hello, Ann.", 2),
+    ]
+    await harness.gateway.dispatcher.wait_idle(5)
+    await asyncio.wait_for(harness.bus.outbound.join(), 5)
+    deliveries = [line for line in _session_lines(harness) if line.get("type") == "delivery"]
+    assert deliveries and deliveries[0]["seq"] == 2 and deliveries[0]["status"] == "sent"
+    system = fake_llm.last_system_prompt()
+    assert "AGENTS.md" in system and "test:1" in system
+
+
+async def test_tool_call_writes_file_then_answers(harness, fake_llm):
+    fake_llm.script(tool_call("write_file", path="todo.md", content="- milk"), text("Saved."))
+    reply = await harness.ask("note: milk")
+    assert reply.text == "Saved."
+    assert (harness.workspace / "todo.md").read_text() == "- milk"
+    sent = fake_llm.requests[1]["messages"]
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "write_file"
+    assert sent[-1]["role"] == "tool" and "todo.md" in sent[-1]["content"]
+    roles = [
+        m["role"]
+        for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
+    ]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_several_calls_bad_arguments_and_unknown_tool_become_readable_errors(
+    harness, fake_llm
+):
+    (harness.workspace / "a.txt").write_text("alpha")
+    fake_llm.script(
+        tool_calls(call("read_file", path="a.txt"), call("no_such_tool", x=1)),
+        raw_tool_call("read_file", '{"path": "a.txt"'),
+        text("Done."),
+    )
+    assert (await harness.ask("go")).text == "Done."
+    second = fake_llm.requests[1]["messages"]
+    results = [m["content"] for m in second if m["role"] == "tool"]
+    assert results[0] == "alpha"
+    assert results[1].startswith("Error: unknown tool 'no_such_tool'")
+    third = fake_llm.requests[2]["messages"]
+    assert "not valid JSON" in [m for m in third if m["role"] == "tool"][-1]["content"]
+
+
+async def test_tool_iterations_are_bounded(tmp_path, fake_llm, agent_config):
+    agent_config.max_tool_iterations = 3
+    fake_llm.handler = lambda request: tool_call("list_dir", path=".")
+    async with Harness(make_config(tmp_path, agent_config)) as harness:
+        reply = await harness.ask("loop forever")
+    assert "3 tool steps" in reply.text
+    assert len(fake_llm.requests) == 3
+
+
+async def test_model_failure_apologises_and_persists_no_fake_reply(
+    tmp_path, fake_llm, agent_config
+):
+    agent_config.max_retries = 0
+    fake_llm.script(error(500, "boom"))
+    async with Harness(make_config(tmp_path, agent_config)) as harness:
+        reply = await harness.ask("are you there?")
+        assert reply.is_error and "couldn't reach the model" in reply.text
+        fake_llm.script(text("Yes."))
+        assert (await harness.ask("again")).text == "Yes."
+        messages = harness.runtime.sessions.path_for("test:1")
+    stored = [m for m in load_session(messages, "test:1").messages]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "are you there?"),
+        ("user", "again"),
+        ("assistant", "Yes."),
+    ]
+    assert "boom" not in json.dumps(fake_llm.requests[-1]["messages"])
+
+
+async def test_empty_reply_is_not_stored_as_the_models(harness, fake_llm):
+    fake_llm.script(text(""))
+    reply = await harness.ask("hello?")
+    assert reply.text == EMPTY_REPLY and reply.is_error
+    roles = [line.get("role") for line in _session_lines(harness) if "role" in line]
+    assert roles == ["user"]
+
+
+async def test_stop_cancels_running_turn_and_keeps_pairs(harness, fake_llm):
+    fake_llm.script(tool_call("exec", command="sleep 30"))
+    await harness.channel.say("run something slow")
+    session = await harness.runtime.sessions.get("test:1")
+    await wait_until(lambda: any(m.get("tool_calls") for m in session.messages))
+    await harness.channel.say("/stop")
+    assert (await harness.channel.next_reply()).text == "Stopped."
+    assert await harness.gateway.dispatcher.wait_idle(5)
+    messages = [line for line in _session_lines(harness) if "role" in line]
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == "exec"
+    assert messages[-1]["role"] == "tool" and messages[-1]["content"] == CANCELLED_RESULT
+    fake_llm.script(text("ok"))
+    assert (await harness.ask("next")).text == "ok"
+
+
+async def test_messages_of_one_session_are_answered_in_order(harness, fake_llm):
+    release = asyncio.Event()
+    fake_llm.script(gate(release, text("first")))
+    fake_llm.handler = lambda request: text(
+        "other chat" if request["messages"][-1]["content"] == "hey" else "second"
+    )
+    await harness.channel.say("one")
+    await harness.channel.say("two")
+    await fake_llm.wait_for_requests(1)
+    # Another session is not held up by the first one's slow turn.
+    assert (await harness.ask("hey", chat_id="2")).text == "other chat"
+    release.set()
+    assert (await harness.channel.next_reply()).text == "first"
+    assert (await harness.channel.next_reply()).text == "second"
+    second_request = fake_llm.requests[-1]["messages"]
+    assert [m["content"] for m in second_request if m["role"] != "system"][-1] == "two"
+
+
+async def test_model_status_help_and_new(harness, fake_llm):
+    assert (await harness.ask("/model")).text == "Model: openai/fake-model"
+    assert "set to openai/other" in (await harness.ask("/model openai/other")).text
+    fake_llm.script(text("from other"))
+    await harness.ask("hi")
+    assert fake_llm.requests[-1]["model"] == "other"
+    status = (await harness.ask("/status")).text
+    assert "Session: test:1" in status and "Trust: owner" in status and "Messages: 2" in status
+    assert "/new" in (await harness.ask("/help")).text
+    assert (await harness.ask("/new")).text == "New session started."
+    archived = list((harness.workspace / "sessions" / "archive").glob("test_1.*.jsonl"))
+    assert len(archived) == 1 and "from other" in archived[0].read_text()
+    fake_llm.script(text("fresh"))
+    await harness.ask("again")
+    roles = [m["role"] for m in fake_llm.last_messages()]
+    assert roles == ["system", "user"]
+    assert len(fake_llm.requests) == 2
+
+
+async def test_private_memory_only_in_owner_sessions(harness, fake_llm):
+    (harness.workspace / "memory" / "MEMORY.md").write_text("Owner's secret: the cat is Miso\n")
+    (harness.workspace / "sessions" / "cli_default.jsonl").write_text('{"type":"session"}\n')
+    for trust in (Trust.ALLOWED, Trust.GROUP):
+        chat = trust.value
+        fake_llm.script(
+            tool_calls(
+                call("read_file", path="memory/MEMORY.md"),
+                call("read_file", path="../memory/MEMORY.md"),
+                call("read_file", path=str(harness.workspace / "sessions" / "cli_default.jsonl")),
+                call("exec", command="cat memory/MEMORY.md"),
+            ),
+            text("no"),
+        )
+        await harness.ask("read the owner's memory", chat_id=chat, trust=trust)
+        system = fake_llm.requests[-2]["messages"][0]["content"]
+        assert "Miso" not in system
+        results = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
+        assert len(results) == 4 and all(r.startswith("Error:") for r in results)
+        assert not any("Miso" in r for r in results)
+    fake_llm.script(tool_call("read_file", path="memory/MEMORY.md"), text("yes"))
+    await harness.ask("what is in memory?")
+    assert "Miso" in fake_llm.requests[-2]["messages"][0]["content"]
+    assert "Miso" in fake_llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_group_messages_carry_the_speaker(harness, fake_llm):
+    fake_llm.script(text("hi Bob"))
+    await harness.ask("hello bot", chat_id="-100", trust=Trust.GROUP, sender="Bob")
+    assert fake_llm.last_messages()[-1] == {"role": "user", "content": "[Bob] hello bot"}
+
+
+async def test_api_key_never_reaches_the_model(harness, fake_llm):
+    fake_llm.script(tool_call("exec", command="env; echo $CLAWGATE_AGENT__API_KEY"), text("ok"))
+    await harness.ask("show env")
+    assert "sk-test-secret" not in json.dumps(fake_llm.requests)
+    assert "sk-test-secret" not in harness.runtime.sessions.path_for("test:1").read_text()
+
+
+async def test_shutdown_finishes_in_flight_turn(tmp_path, fake_llm, agent_config):
+    release = asyncio.Event()
+    fake_llm.script(gate(release, text("finished")))
+    harness = Harness(make_config(tmp_path, agent_config))
+    await harness.gateway.start()
+    await harness.channel.say("slow one")
+    await fake_llm.wait_for_requests(1)
+    stopping = asyncio.create_task(harness.gateway.stop(grace=5))
+    await asyncio.sleep(0.1)
+    release.set()
+    await stopping
+    assert (await harness.channel.next_reply(timeout=1)).text == "finished"
+    roles = [
+        m["role"]
+        for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
+    ]
+    assert roles == ["user", "assistant"]

@@ -1,0 +1,361 @@
+"""LLMClient and the fake provider, both exercised through the real litellm over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable, ToolCall
+from gateway.config import AgentConfig
+from tests.fakes.llm import (
+    FakeLLM,
+    call,
+    context_overflow,
+    delay,
+    embed_text,
+    error,
+    gate,
+    hang,
+    raw_tool_call,
+    text,
+    tool_call,
+    tool_calls,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "sk-test-secret"
+USER = [{"role": "user", "content": "hello there"}]
+
+
+class RecordingSleep:
+    """Stands in for asyncio.sleep so backoff is instant and its delays can be asserted."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def sleep() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+def client(agent_config: AgentConfig, sleep: RecordingSleep) -> LLMClient:
+    return LLMClient(agent_config, sleep=sleep)
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+# --- the fake itself, driven by litellm directly ---
+
+
+async def test_fake_answers_litellm_and_records_the_request(fake_llm: FakeLLM) -> None:
+    fake_llm.script(text("scripted answer"))
+    messages = [{"role": "system", "content": "be brief"}, *USER]
+    response = await _litellm().acompletion(
+        model="openai/fake-model", messages=messages, api_base=fake_llm.url, api_key=KEY
+    )
+    assert response.choices[0].message.content == "scripted answer"
+    assert response.usage.total_tokens == response.usage.prompt_tokens + 2
+    assert await fake_llm.wait_for_requests(1) == fake_llm.requests
+    assert fake_llm.requests[0]["model"] == "fake-model"
+    assert fake_llm.last_system_prompt() == "be brief"
+    assert fake_llm.last_messages() == messages
+    assert fake_llm.unscripted == 0 and fake_llm.pending == 0
+
+
+@pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning")
+async def test_fake_streams_text_and_tool_calls(fake_llm: FakeLLM) -> None:
+    litellm = _litellm()
+    fake_llm.script(text("one two three"), tool_call("search", _id="call_s", query="milk"))
+    common = {"model": "openai/fake-model", "api_base": fake_llm.url, "api_key": KEY}
+
+    stream = await litellm.acompletion(messages=USER, stream=True, **common)
+    parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+    assert "".join(parts) == "one two three"
+    assert len([p for p in parts if p]) == 3
+
+    stream = await litellm.acompletion(messages=USER, stream=True, **common)
+    chunks = [chunk async for chunk in stream]
+    message = litellm.stream_chunk_builder(chunks, messages=USER).choices[0].message
+    assert message.tool_calls[0].id == "call_s"
+    assert message.tool_calls[0].function.name == "search"
+    assert json.loads(message.tool_calls[0].function.arguments) == {"query": "milk"}
+    assert all(r["stream"] for r in fake_llm.requests)
+
+
+async def test_fake_counts_unscripted_requests_and_uses_handler(
+    client: LLMClient, fake_llm: FakeLLM
+) -> None:
+    assert (await client.chat(USER)).content == "(fake: no scripted reply)"
+    assert fake_llm.unscripted == 1
+
+    fake_llm.handler = lambda body: text(f"echo {body['messages'][-1]['content']}")
+    assert (await client.chat(USER)).content == "echo hello there"
+
+    async def async_handler(body: dict[str, Any]) -> Any:
+        return text(str(len(body["messages"])))
+
+    fake_llm.handler = async_handler
+    assert (await client.chat(USER)).content == "1"
+    assert fake_llm.unscripted == 1
+
+
+async def test_fake_gate_and_delay_hold_the_reply(client: LLMClient, fake_llm: FakeLLM) -> None:
+    release = asyncio.Event()
+    fake_llm.script(gate(release, text("released")), delay(0.05, text("late")))
+    task = asyncio.create_task(client.chat(USER))
+    await fake_llm.wait_for_requests(1)
+    assert not task.done()
+    release.set()
+    assert (await task).content == "released"
+    assert (await client.chat(USER)).content == "late"
+
+
+async def test_fake_wait_for_requests_times_out(fake_llm: FakeLLM) -> None:
+    with pytest.raises(TimeoutError):
+        await fake_llm.wait_for_requests(1, timeout=0.05)
+
+
+# --- LLMClient: answers ---
+
+
+async def test_plain_reply(client: LLMClient, fake_llm: FakeLLM, agent_config: AgentConfig) -> None:
+    fake_llm.script(text("Hi! How can I help?"))
+    response = await client.chat(USER)
+    assert response == LLMResponse(
+        content="Hi! How can I help?",
+        tool_calls=[],
+        finish_reason="stop",
+        usage={"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7},
+        model="openai/fake-model",
+    )
+    sent = fake_llm.requests[0]
+    assert sent["temperature"] == agent_config.temperature
+    assert sent["max_tokens"] == agent_config.max_tokens
+    assert "tools" not in sent
+
+
+async def test_one_tool_call(client: LLMClient, fake_llm: FakeLLM) -> None:
+    tools = [{"type": "function", "function": {"name": "write_file", "parameters": {}}}]
+    fake_llm.script(tool_call("write_file", _id="call_1", path="todo.md", content="- milk"))
+    response = await client.chat(USER, tools=tools, tool_choice="auto", max_tokens=100)
+    assert response.finish_reason == "tool_calls"
+    assert response.tool_calls == [
+        ToolCall("call_1", "write_file", json.dumps({"path": "todo.md", "content": "- milk"}))
+    ]
+    sent = fake_llm.requests[0]
+    assert sent["tools"] == tools and sent["tool_choice"] == "auto" and sent["max_tokens"] == 100
+
+
+async def test_several_tool_calls_in_one_response(client: LLMClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(tool_calls(call("read_file", path="a.md"), call("read_file", path="b.md")))
+    response = await client.chat(USER)
+    assert [c.name for c in response.tool_calls] == ["read_file", "read_file"]
+    assert [json.loads(c.arguments) for c in response.tool_calls] == [
+        {"path": "a.md"},
+        {"path": "b.md"},
+    ]
+    assert len({c.id for c in response.tool_calls}) == 2
+
+
+async def test_malformed_arguments_are_kept_raw(client: LLMClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(raw_tool_call("exec", '{"cmd": "ls", oops'))
+    response = await client.chat(USER)
+    assert response.tool_calls[0].name == "exec"
+    assert response.tool_calls[0].arguments == '{"cmd": "ls", oops'
+
+
+async def test_empty_content_is_returned_as_is(client: LLMClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(text("", finish_reason="length"))
+    response = await client.chat(USER)
+    assert response.content in ("", None)
+    assert response.tool_calls == [] and response.finish_reason == "length"
+
+
+# --- LLMClient: retries and failures ---
+
+
+async def test_rate_limit_then_success_honours_retry_after(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.script(error(429, "slow down", retry_after=3), text("ok"))
+    assert (await client.chat(USER)).content == "ok"
+    assert len(fake_llm.requests) == 2
+    assert sleep.delays == [3.0]
+
+
+async def test_retry_after_is_capped(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.script(error(429, retry_after=3600), error(429), text("ok"))
+    assert (await client.chat(USER)).content == "ok"
+    assert sleep.delays == [30.0, 2.0]
+
+
+async def test_server_errors_back_off_exponentially(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.script(error(500), error(503), text("ok"))
+    assert (await client.chat(USER)).content == "ok"
+    assert len(fake_llm.requests) == 3
+    assert sleep.delays == [1.0, 2.0]
+
+
+async def test_persistent_server_error_gives_up_after_max_retries(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.handler = lambda body: error(500, "overloaded")
+    with pytest.raises(ModelUnavailable) as caught:
+        await client.chat(USER)
+    assert len(fake_llm.requests) == 3
+    assert sleep.delays == [1.0, 2.0]
+    assert str(caught.value) == (
+        "The model openai/fake-model did not answer after 3 attempts: server error (HTTP 500)"
+    )
+
+
+async def test_hang_is_bounded_by_request_timeout(
+    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    config = agent_config.model_copy(update={"request_timeout": 0.5, "max_retries": 1})
+    fake_llm.script(hang(), hang())
+    _litellm()  # the one-off import cost is not part of any attempt
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="after 2 attempts: timed out"):
+        await LLMClient(config, sleep=sleep).chat(USER)
+    assert time.monotonic() - started < 2.5
+    assert len(fake_llm.requests) == 2
+
+
+async def test_auth_error_is_not_retried(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.script(error(401, "Incorrect API key provided"))
+    with pytest.raises(ModelUnavailable, match="rejected the API key") as caught:
+        await client.chat(USER)
+    assert not isinstance(caught.value, ContextOverflow)
+    assert len(fake_llm.requests) == 1 and sleep.delays == []
+
+
+async def test_bad_request_is_not_retried(client: LLMClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(error(400, "Invalid 'messages[0].role'"))
+    with pytest.raises(ModelUnavailable) as caught:
+        await client.chat(USER)
+    assert not isinstance(caught.value, ContextOverflow)
+    assert "Invalid 'messages[0].role'" in str(caught.value)
+    assert len(fake_llm.requests) == 1
+
+
+async def test_context_overflow_is_not_retried(
+    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    config = agent_config.model_copy(update={"fallback_models": ["openai/backup-model"]})
+    fake_llm.script(context_overflow())
+    with pytest.raises(ContextOverflow, match="too long for the context window"):
+        await LLMClient(config, sleep=sleep).chat(USER)
+    assert len(fake_llm.requests) == 1 and sleep.delays == []
+
+
+async def test_fallback_model_answers_after_primary_fails(
+    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    config = agent_config.model_copy(update={"fallback_models": ["openai/backup-model"]})
+    fake_llm.script(error(500), error(500), error(500), text("from backup"))
+    response = await LLMClient(config, sleep=sleep).chat(USER)
+    assert response.content == "from backup"
+    assert response.model == "openai/backup-model"
+    assert [r["model"] for r in fake_llm.requests] == ["fake-model"] * 3 + ["backup-model"]
+
+
+async def test_unknown_model_skips_to_fallback_and_all_failures_are_summarised(
+    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    config = agent_config.model_copy(
+        update={"fallback_models": ["openai/backup-model"], "max_retries": 1}
+    )
+    fake_llm.script(error(404, "model not found"), error(503), error(503))
+    with pytest.raises(ModelUnavailable) as caught:
+        await LLMClient(config, sleep=sleep).chat(USER)
+    message = str(caught.value)
+    assert message.startswith("No model answered: openai/fake-model: not found")
+    assert "openai/backup-model: server error (HTTP 503) after 2 attempts" in message
+    assert "\n" not in message
+    assert len(fake_llm.requests) == 3
+
+
+async def test_connection_refused_is_retried_then_reported(
+    agent_config: AgentConfig, sleep: RecordingSleep
+) -> None:
+    async with FakeLLM() as gone:
+        url = gone.url
+    config = agent_config.model_copy(update={"api_base": url, "max_retries": 1})
+    with pytest.raises(ModelUnavailable, match="after 2 attempts: could not connect"):
+        await LLMClient(config, sleep=sleep).chat(USER)
+    assert sleep.delays == [1.0]
+
+
+async def test_api_key_never_appears_in_errors_or_logs(
+    client: LLMClient, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agent.llm")
+    fake_llm.script(
+        error(401, f"Incorrect API key provided: {KEY}"),
+        # The key straddles the point where long provider messages are cut.
+        error(400, "x" * 195 + f" {KEY} rejected"),
+    )
+    fake_llm.handler = lambda body: error(500, f"upstream broke for {KEY}")
+    for _ in range(3):
+        with pytest.raises(ModelUnavailable) as caught:
+            await client.chat(USER)
+        assert KEY not in str(caught.value)
+        # What a channel would log: the whole printed traceback, chained exceptions included.
+        assert KEY not in "".join(traceback.format_exception(caught.value))
+    assert KEY not in caplog.text
+    assert "Bearer" not in caplog.text
+
+
+# --- embeddings ---
+
+
+async def test_embed_hits_the_embeddings_endpoint(client: LLMClient, fake_llm: FakeLLM) -> None:
+    vectors = await client.embed(["buy milk", "walk the dog"], model="openai/embed-small")
+    assert vectors == [
+        pytest.approx(embed_text("buy milk")),
+        pytest.approx(embed_text("walk the dog")),
+    ]
+    assert len(vectors[0]) == 64
+    assert fake_llm.embedding_requests[0]["model"] == "embed-small"
+    assert fake_llm.embedding_requests[0]["input"] == ["buy milk", "walk the dog"]
+    assert fake_llm.requests == []
+    assert await client.embed([], model="openai/embed-small") == []
+
+
+# --- import cost ---
+
+
+def test_importing_the_client_does_not_import_litellm() -> None:
+    code = "import agent.llm, sys; assert 'litellm' not in sys.modules, 'litellm imported'"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
