@@ -166,10 +166,16 @@ def sessions_list() -> None:
     if not rows:
         typer.echo(f"no sessions yet in {store.directory}")
         return
+    headers = ("key", "messages", "unconsolidated", "last message", "file")
+    if not sys.stdout.isatty():
+        # rich would fit the table to 80 columns and cut keys and file names with "…".
+        for row in (headers, *rows):
+            typer.echo("\t".join(str(cell) for cell in row))
+        return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("key", "messages", "unconsolidated", "last message", "file")
+    table = Table(*headers)
     for key, count, live, last, name in rows:
         table.add_row(key, str(count), str(live), last, name)
     Console().print(table)

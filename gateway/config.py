@@ -131,7 +131,9 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
+def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str, ...], str]:
+    """Merge overrides into `data`; returns each overridden key path -> its variable name."""
+    applied: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
             continue
@@ -145,6 +147,18 @@ def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
                 raise ConfigError(f"{name}: '{part}' is a value, not a section")
             node = child
         node[parts[-1]] = _parse_env_value(raw)
+        applied[tuple(parts)] = name
+    return applied
+
+
+def _error_source(error: ValidationError, path: Path, overrides: dict[tuple[str, ...], str]) -> str:
+    """The env variable behind the first error if an override caused it, else the file."""
+    loc = tuple(str(p) for p in error.errors()[0]["loc"])
+    for key, name in overrides.items():
+        # loc under the key: a bad value; key under loc: an unknown key or section.
+        if loc and (loc[: len(key)] == key or key[: len(loc)] == loc):
+            return name
+    return str(path)
 
 
 def _describe(error: ValidationError) -> str:
@@ -160,7 +174,8 @@ def _describe(error: ValidationError) -> str:
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
     """Read the TOML file (absent means defaults), apply env overrides, validate.
 
-    Raises ConfigError with one line naming the file and key; never falls back silently.
+    Raises ConfigError with one line naming the file (or the env variable) and the key;
+    never falls back silently.
     """
     env = dict(os.environ if environ is None else environ)
     path = path or default_config_path(env)
@@ -172,8 +187,8 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
-    _apply_env(data, env)
+    overrides = _apply_env(data, env)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from None
+        raise ConfigError(f"{_error_source(exc, path, overrides)}: {_describe(exc)}") from None

@@ -111,13 +111,23 @@ async def test_cwd_is_the_workspace(workspace: Path) -> None:
     assert (workspace / "here.txt").read_text() == "made\n"
 
 
-def _gone(pid: int) -> bool:
+def _dead(pid: int) -> bool:
     """Dead: no such process, or a zombie no one has reaped yet (it runs nothing)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
+
+
+def _gone(pid: int) -> bool:
+    """SIGKILL is delivered asynchronously: give the kernel a moment before judging."""
+    deadline = time.monotonic() + 3
+    while not _dead(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 async def test_timeout_kills_the_process_group(workspace: Path) -> None:
