@@ -10,7 +10,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 ENV_PREFIX = "CLAWGATE_"
@@ -71,18 +72,35 @@ class AgentConfig(_Section):
         return value
 
 
-class TelegramConfig(_Section):
+class _ChatChannelConfig(_Section):
+    """Access rules every chat platform shares (see channels/access.py)."""
+
     enabled: bool = False
     token: SecretStr | None = None
+    # Who may talk to the bot in private: user ids (Telegram: also usernames), or "*".
     allow_from: IdList = Field(default_factory=list)
+    # Who owns the assistant (gets MEMORY.md); None = the allow_from entries ("*" never counts).
+    owners: IdList | None = None
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    # Group chats served (Discord: guild or channel ids); none by default.
+    group_allow: IdList = Field(default_factory=list)
+    require_mention: bool = True
+    proxy: str | None = None
+
+    @model_validator(mode="after")
+    def _open_needs_star(self) -> _ChatChannelConfig:
+        if self.dm_policy == "open" and "*" not in self.allow_from:
+            raise ValueError('dm_policy = "open" requires allow_from = ["*"]')
+        return self
+
+
+class TelegramConfig(_ChatChannelConfig):
     base_url: str = "https://api.telegram.org/bot"
     base_file_url: str = "https://api.telegram.org/file/bot"
+    poll_timeout: int = Field(30, ge=0, le=50)
 
 
-class DiscordConfig(_Section):
-    enabled: bool = False
-    token: SecretStr | None = None
-    allow_from: IdList = Field(default_factory=list)
+class DiscordConfig(_ChatChannelConfig):
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
 
@@ -95,6 +113,8 @@ class ChannelsConfig(_Section):
 class ToolsConfig(_Section):
     restrict_to_workspace: bool = True
     exec_enabled: bool = True
+    # exec in group and allowed chats: off, since anyone there could drive it.
+    exec_in_groups: bool = False
     exec_timeout: float = Field(60.0, gt=0)
     max_result_chars: int = Field(16_000, ge=1000)
 

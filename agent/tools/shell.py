@@ -90,7 +90,8 @@ class ExecTool(Tool):
     }
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
-        return config.exec_enabled and ctx_trust.is_owner
+        # In group and allowed chats anyone present could drive exec: off unless asked for.
+        return config.exec_enabled and (ctx_trust.is_owner or config.exec_in_groups)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         if not self.available(ctx.trust, ctx.config):
@@ -180,7 +181,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
             "/bin/sh",
             "-c",
             command,
-            cwd=ctx.workspace,
+            cwd=ctx.root,  # public/ for non-owners (exec_in_groups); not a sandbox
             env=scrubbed_environment(ctx.secrets),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
