@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return name, arg.strip()
 
 
-ArchiveHook = Callable[[Session, Any], Awaitable[None]]
+ArchiveHook = Callable[[Session, Any], object]
 
 
 @dataclass
@@ -51,8 +51,9 @@ class CommandHandler:
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
         if name == "new":
             archived = await self.sessions.archive(session)
-            for hook in self.on_archived:
-                await hook(session, archived)
+            if archived is not None:
+                for hook in self.on_archived:
+                    hook(session, archived)  # starts background work; /new answers at once
             return "New session started."
         if name == "stop":
             return "Nothing is running."

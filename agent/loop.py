@@ -12,6 +12,7 @@ from agent.commands import CommandHandler, parse_command
 from agent.context import ContextBuilder
 from agent.history import to_model_messages
 from agent.llm import LLMClient, LLMResponse, ModelUnavailable
+from agent.memory.consolidate import Consolidator
 from agent.session import Session, SessionStore
 from agent.tools.base import ToolContext
 from agent.tools.registry import ToolRegistry
@@ -63,6 +64,7 @@ class AgentLoop:
         context: ContextBuilder,
         writer: DiskWriter,
         commands: CommandHandler,
+        consolidator: Consolidator,
     ) -> None:
         self.config = config
         self.sessions = sessions
@@ -71,6 +73,7 @@ class AgentLoop:
         self.context = context
         self.writer = writer
         self.commands = commands
+        self.consolidator = consolidator
         self._secrets = tuple(config.secrets())
 
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
@@ -101,13 +104,18 @@ class AgentLoop:
 
     async def run_turn(self, message: InboundMessage, session: Session) -> TurnResult:
         """The model turn. The user's message is on disk before the model is called."""
+        if session.state.get("trust") != message.trust.value:
+            # Consolidation and archiving run later, without the message: they read it here.
+            self.sessions.append_record(session, "state", trust=message.trust.value)
         user = {"role": "user", "content": self._user_content(message)}
         # One write() is enough to survive kill -9; the fsync comes once, at the end of the turn.
         self.sessions.append_message(session, user)
-        try:
-            return await self._tool_loop(message, session)
-        finally:
-            await self.sessions.sync(session)
+        with session.pinned():
+            try:
+                return await self._tool_loop(message, session)
+            finally:
+                await self.sessions.sync(session)
+                self.consolidator.maybe_schedule(session)
 
     async def _tool_loop(self, message: InboundMessage, session: Session) -> TurnResult:
         ctx = ToolContext(

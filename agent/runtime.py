@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -9,7 +10,10 @@ from agent.commands import CommandHandler
 from agent.context import ContextBuilder
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
-from agent.session import SessionStore
+from agent.memory.consolidate import Consolidator
+from agent.memory.recent import daily_logs_part
+from agent.memory.store import MemoryStore
+from agent.session import SessionStore, load_session, read_key
 from agent.tools import default_tools
 from agent.tools.registry import ToolRegistry
 from agent.writer import DiskWriter
@@ -33,6 +37,8 @@ class AgentRuntime:
     tools: ToolRegistry
     context: ContextBuilder
     commands: CommandHandler
+    memory: MemoryStore
+    consolidator: Consolidator
     loop: AgentLoop
 
     @classmethod
@@ -43,8 +49,15 @@ class AgentRuntime:
         sessions = SessionStore(workspace / "sessions", writer=writer)
         llm = LLMClient(config.agent)
         tools = ToolRegistry(default_tools())
-        context = ContextBuilder(workspace, timezone=config.agent.timezone)
+        memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
+        consolidator = Consolidator(
+            store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window
+        )
+        context = ContextBuilder(
+            workspace, timezone=config.agent.timezone, extra_parts=[daily_logs_part(memory)]
+        )
         commands = CommandHandler(sessions=sessions, default_model=config.agent.model)
+        commands.on_archived.append(lambda old, _path: consolidator.schedule_archive(old))
         loop = AgentLoop(
             config=config,
             sessions=sessions,
@@ -53,8 +66,26 @@ class AgentRuntime:
             context=context,
             writer=writer,
             commands=commands,
+            consolidator=consolidator,
         )
-        return cls(config, writer, sessions, llm, tools, context, commands, loop)
+        return cls(
+            config, writer, sessions, llm, tools, context, commands, memory, consolidator, loop
+        )
+
+    async def start(self) -> None:
+        """Pick up archives that a crash or a stop interrupted."""
+        for path in await asyncio.to_thread(self.sessions.list_archived):
+            session = await asyncio.to_thread(load_session, path, read_key(path) or path.stem)
+            if not any(True for _ in session.records_of("archived")):
+                log.info("%s: finishing the archive of %s", session.key, path.name)
+                self.consolidator.schedule_archive(session)
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Let consolidations and archives finish (bounded); what is cut off is retried at the
+        next start, since nothing advances until a consolidation has fully landed."""
+        if not await self.consolidator.drain(grace):
+            log.warning("memory work still running after %.0f s; it resumes at next start", grace)
+        await self.consolidator.close()
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""

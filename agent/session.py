@@ -15,6 +15,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +66,16 @@ class Session:
     next_seq: int = 1
     # The file ends without a newline (a torn write): the next append must start a new line.
     needs_newline: bool = False
+    # How many turns / consolidations are using this object; pinned sessions are not evicted.
+    pins: int = 0
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        self.pins += 1
+        try:
+            yield
+        finally:
+            self.pins -= 1
 
     @property
     def last_consolidated(self) -> int:
@@ -115,10 +126,18 @@ class SessionStore:
             finally:
                 self._loading.pop(key, None)
             self._cache[key] = session
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._evict()
             return session
         return await asyncio.shield(loading)
+
+    def _evict(self) -> None:
+        # A session someone is working on (a turn, a consolidation) stays: a second object for
+        # the same file would not see the first one's appends.
+        for key in list(self._cache):
+            if len(self._cache) <= self._cache_size:
+                break
+            if not self._cache[key].pins:
+                del self._cache[key]
 
     def forget(self, key: str) -> None:
         self._cache.pop(key, None)
@@ -188,8 +207,14 @@ class SessionStore:
         target = self.archive_dir / f"{session.path.stem}.{stamp}.jsonl"
         await asyncio.to_thread(self.writer.move, session.path, target)
         fresh = Session(key=session.key, path=session.path, next_seq=session.next_seq)
+        # The old object now stands for the archived transcript: a consolidation still running
+        # on it appends its records there, never to the fresh file.
+        session.path = target
         self._cache[session.key] = fresh
         return target
+
+    def list_archived(self) -> list[Path]:
+        return sorted(self.archive_dir.glob("*.jsonl")) if self.archive_dir.exists() else []
 
     def list_keys(self) -> list[tuple[str, Path]]:
         """(key, path) for every live session file, read from each file's header line."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import itertools
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
@@ -65,7 +67,7 @@ class TerminalChannel(Channel):
     async def pipe(self, source: TextIO, wait_idle: WaitIdle) -> int:
         """One message per input line; each reply is printed as soon as it is ready."""
         while True:
-            line = await asyncio.to_thread(source.readline)
+            line = await _read_blocking(source.readline)
             if not line:
                 break
             if line.strip():
@@ -81,13 +83,43 @@ class TerminalChannel(Channel):
         print("clawgate chat - /help for commands, Ctrl-D to quit.", file=self.output)
         while True:
             try:
-                line = await asyncio.to_thread(input, "you> ")
+                line = await _read_blocking(lambda: input("you> "))
             except EOFError:
                 print(file=self.output)
                 return 0
             if line.strip():
                 await self.say(line)
                 await self.replies.get()
+
+
+async def _read_blocking(read: Callable[[], str]) -> str:
+    """Run a blocking terminal read in a daemon thread.
+
+    Not asyncio.to_thread: asyncio.run joins the default executor on exit, so Ctrl-C at the
+    prompt would hang until the user pressed Enter.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(result: str | None, error: Exception | None) -> None:
+        if future.done():  # the awaiting task was cancelled
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or "")
+
+    def run() -> None:
+        try:
+            outcome: tuple[str | None, Exception | None] = (read(), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        # The loop may already be closed if the program is exiting.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name="terminal-read", daemon=True).start()
+    return await future
 
 
 def _user_name() -> str:

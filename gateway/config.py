@@ -42,7 +42,9 @@ IdList = Annotated[list[str], BeforeValidator(_ids_to_str)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # Numbers become strings where a string is expected: an all-digit secret or id given
+    # through the environment parses as JSON to a number.
+    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
 
 
 class AgentConfig(_Section):

@@ -38,6 +38,7 @@ class Gateway:
             asyncio.create_task(self.manager.run_outbound(), name="outbound"),
             asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
         ]
+        await self.runtime.start()
         await self.manager.start_all()
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
@@ -56,6 +57,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self.runtime.close()
 
 
 def check_ready(config: Config) -> None:

@@ -144,14 +144,16 @@ async def test_model_status_help_and_new(harness, fake_llm):
     status = (await harness.ask("/status")).text
     assert "Session: test:1" in status and "Trust: owner" in status and "Messages: 2" in status
     assert "/new" in (await harness.ask("/help")).text
+    fake_llm.script(tool_call("save_memory", history_entry="Talked about models."))
     assert (await harness.ask("/new")).text == "New session started."
     archived = list((harness.workspace / "sessions" / "archive").glob("test_1.*.jsonl"))
     assert len(archived) == 1 and "from other" in archived[0].read_text()
+    assert await harness.runtime.consolidator.drain(10)
     fake_llm.script(text("fresh"))
     await harness.ask("again")
     roles = [m["role"] for m in fake_llm.last_messages()]
     assert roles == ["system", "user"]
-    assert len(fake_llm.requests) == 2
+    assert len(fake_llm.requests) == 3  # hi, the archive's consolidation, again
 
 
 async def test_private_memory_only_in_owner_sessions(harness, fake_llm):

@@ -97,9 +97,11 @@ async def test_corrupt_line_in_the_middle_is_skipped(tmp_path, caplog):
 
 async def test_archive_moves_file_and_continues_seq(tmp_path):
     store, session = await _session_with_turn(tmp_path)
+    live_path = session.path
     archived = await store.archive(session)
     assert archived is not None and archived.parent.name == "archive" and archived.exists()
-    assert not session.path.exists()
+    assert not live_path.exists()
+    assert session.path == archived  # the old object now stands for the archived transcript
     fresh = await store.get("telegram:123")
     assert fresh.messages == []
     assert store.append_message(fresh, {"role": "user", "content": "new"})["seq"] == 3

@@ -1,0 +1,137 @@
+"""The memory files: MEMORY.md (replaced whole), HISTORY.md and daily logs (append-only).
+
+    memory/MEMORY.md        long-term facts, owner-only; previous versions in memory/.versions/
+    memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry", blank line between entries
+    memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
+
+Writes take an flock on memory/.lock: the daemon and a CLI command may write at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from agent.writer import DiskWriter
+
+MAX_VERSIONS = 20
+ENTRY_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]")
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        writer: DiskWriter | None = None,
+        timezone: str = "UTC",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.dir = workspace / "memory"
+        self.memory_path = self.dir / "MEMORY.md"
+        self.history_path = self.dir / "HISTORY.md"
+        self.versions_dir = self.dir / ".versions"
+        self.writer = writer or DiskWriter()
+        self.zone = ZoneInfo(timezone)
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def now(self) -> datetime:
+        """Local time in agent.timezone."""
+        return self._clock().astimezone(self.zone)
+
+    def daily_path(self, day: date) -> Path:
+        return self.dir / f"{day.isoformat()}.md"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.writer.mkdir(self.dir)
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # Reads -----------------------------------------------------------------
+
+    def read_memory(self) -> str:
+        try:
+            return self.memory_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def read_daily(self, day: date) -> str:
+        try:
+            return self.daily_path(day).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def recent_daily(self) -> list[tuple[date, str]]:
+        """Today's and yesterday's logs, oldest first, skipping missing ones."""
+        today = self.now().date()
+        days = [today - timedelta(days=1), today]
+        return [(day, text) for day in days if (text := self.read_daily(day))]
+
+    # Writes ----------------------------------------------------------------
+
+    def replace_memory(self, text: str) -> None:
+        """Replace MEMORY.md atomically, keeping the previous version in memory/.versions/."""
+        with self._locked():
+            previous = self.read_memory()
+            if previous == text:
+                return
+            if previous:
+                self.writer.mkdir(self.versions_dir)
+                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+                self.writer.replace(self.versions_dir / f"MEMORY.{stamp}.md", previous)
+                self._prune_versions()
+            self.writer.replace(self.memory_path, text if text.endswith("\n") else text + "\n")
+
+    def _prune_versions(self) -> None:
+        versions = sorted(self.versions_dir.glob("MEMORY.*.md"))
+        for old in versions[:-MAX_VERSIONS]:
+            old.unlink(missing_ok=True)
+
+    def format_entry(self, entry: str, session_key: str, when: datetime | None = None) -> str:
+        stamp = (when or self.now()).astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
+        return f"[{stamp}] ({session_key}) {entry.strip()}\n\n"
+
+    def append_history(self, entry: str, session_key: str, when: datetime | None = None) -> None:
+        """One HISTORY.md entry, and its copy in the day's log, under one lock."""
+        when = (when or self.now()).astimezone(self.zone)
+        with self._locked():
+            self.writer.append(
+                self.history_path, self.format_entry(entry, session_key, when), mode=0o600
+            )
+            line = f"- {when.strftime('%H:%M')} ({session_key}) {entry.strip()}\n"
+            self.writer.append(self.daily_path(when.date()), line, mode=0o600)
+
+    def append_daily(self, text: str, when: datetime | None = None) -> None:
+        when = (when or self.now()).astimezone(self.zone)
+        with self._locked():
+            self.writer.append(self.daily_path(when.date()), text.rstrip("\n") + "\n", mode=0o600)
+
+    def write_note(self, name: str, text: str) -> Path:
+        """A dated note file (e.g. the summary of an archived session); never overwrites."""
+        with self._locked():
+            path = self.dir / f"{name}.md"
+            counter = 2
+            while path.exists():
+                path = self.dir / f"{name}-{counter}.md"
+                counter += 1
+            self.writer.replace(path, text)
+            return path
+
+    async def areplace_memory(self, text: str) -> None:
+        await asyncio.to_thread(self.replace_memory, text)
+
+    async def aappend_history(self, entry: str, session_key: str) -> None:
+        await asyncio.to_thread(self.append_history, entry, session_key)

@@ -1,0 +1,129 @@
+"""`clawgate pairing`: the owner lets people in (or out). The running gateway picks up every
+change from `<data_dir>/pairing.json` on the next message, without a restart."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from channels.pairing import Approval, PairingStore
+
+pairing_app = typer.Typer(
+    help="Approve who may chat with the assistant in private.", no_args_is_help=True
+)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"clawgate: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _store() -> PairingStore:
+    # Imported here: gateway.cli imports this module to register the sub-app.
+    from channels.pairing import PairingStore
+    from gateway.cli import _load
+
+    config = _load()
+    return PairingStore(config.data_dir / "pairing.json")
+
+
+def _who(channel: str, user_id: str, username: str | None) -> str:
+    name = f" (@{username.removeprefix('@')})" if username else ""
+    return f"{channel} user {user_id}{name}"
+
+
+def _print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*headers)
+    for row in rows:
+        table.add_row(*row)
+    # Outside a terminal rich would assume 80 columns and cut ids with "…"; nothing here is
+    # long, so give it room instead.
+    width = None if sys.stdout.isatty() else 200
+    Console(width=width).print(table)
+
+
+@pairing_app.command("list")
+def pairing_list() -> None:
+    """Pending pairing requests, with the code each person was given."""
+    import time
+
+    from channels.pairing import CODE_TTL_SECONDS
+
+    pending = _store().pending()
+    if not pending:
+        typer.echo("no pending pairing requests")
+        return
+    now = time.time()
+    rows = []
+    for p in pending:
+        minutes = max(0, int((p.created_at + CODE_TTL_SECONDS - now) // 60))
+        rows.append((p.channel, p.user_id, p.username or "-", p.code, f"{minutes} min"))
+    _print_table(("channel", "user id", "username", "code", "expires in"), rows)
+
+
+@pairing_app.command("approve")
+def pairing_approve(
+    code: Annotated[str, typer.Argument(help="The 8-character code the person was sent.")],
+    owner: Annotated[
+        bool, typer.Option("--owner", help="Make them an owner: they get your private memory.")
+    ] = False,
+) -> None:
+    """Let the person who was sent CODE chat with the assistant."""
+    from channels.pairing import PairingError
+
+    try:
+        approval = _store().approve(code, owner=owner)
+    except PairingError as exc:
+        _fail(str(exc))
+    role = "an owner" if approval.owner else "an allowed user"
+    who = _who(approval.channel, approval.user_id, approval.username)
+    typer.echo(f"approved {who} as {role}; they can chat now")
+
+
+@pairing_app.command("revoke")
+def pairing_revoke(
+    user_id: Annotated[str, typer.Argument(help="Their user id (or @username).")],
+    channel: Annotated[
+        str | None, typer.Option("--channel", help="Only on this channel, e.g. telegram.")
+    ] = None,
+) -> None:
+    """Withdraw an approval. People listed in the config's allow_from are not affected."""
+    from channels.pairing import PairingError
+
+    try:
+        removed = _store().revoke(user_id, channel)
+    except PairingError as exc:
+        _fail(str(exc))
+    for approval in removed:
+        typer.echo(f"revoked {_who(approval.channel, approval.user_id, approval.username)}")
+
+
+@pairing_app.command("approved")
+def pairing_approved(
+    channel: Annotated[
+        str | None, typer.Option("--channel", help="Only this channel, e.g. telegram.")
+    ] = None,
+) -> None:
+    """Everyone approved through pairing (allow_from in the config comes on top)."""
+    approvals: list[Approval] = _store().approved(channel)
+    if not approvals:
+        typer.echo("nobody approved through pairing yet")
+        return
+    rows = [
+        (
+            a.channel,
+            a.user_id,
+            a.username or "-",
+            "owner" if a.owner else "allowed",
+            datetime.fromtimestamp(a.approved_at).astimezone().strftime("%Y-%m-%d %H:%M"),
+        )
+        for a in sorted(approvals, key=lambda a: (a.channel, a.approved_at))
+    ]
+    _print_table(("channel", "user id", "username", "role", "approved"), rows)
