@@ -64,6 +64,7 @@ class Session:
     state: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     next_seq: int = 1
+    first_seq: int = 1  # seqs continue across /new: the first seq this transcript holds
     # The file ends without a newline (a torn write): the next append must start a new line.
     needs_newline: bool = False
     # How many turns / consolidations are using this object; pinned sessions are not evicted.
@@ -184,10 +185,7 @@ class SessionStore:
         """Persist a non-message record (`type` = kind). `state` records update session.state."""
         record = {"type": kind, **fields, "timestamp": utc_now_iso()}
         self._write(session, record)
-        if kind == "state":
-            session.state.update(fields)
-        else:
-            session.records.append(record)
+        _apply_record(session, record)
         return record
 
     async def sync(self, session: Session) -> None:
@@ -206,7 +204,12 @@ class SessionStore:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         target = self.archive_dir / f"{session.path.stem}.{stamp}.jsonl"
         await asyncio.to_thread(self.writer.move, session.path, target)
-        fresh = Session(key=session.key, path=session.path, next_seq=session.next_seq)
+        fresh = Session(
+            key=session.key,
+            path=session.path,
+            next_seq=session.next_seq,
+            first_seq=session.next_seq,
+        )
         # The old object now stands for the archived transcript: a consolidation still running
         # on it appends its records there, never to the fresh file.
         session.path = target
@@ -224,6 +227,18 @@ class SessionStore:
         for path in sorted(self.directory.glob("*.jsonl")):
             found.append((read_key(path) or path.stem, path))
         return found
+
+
+def _apply_record(session: Session, record: dict[str, Any]) -> None:
+    kind = record.get("type")
+    if kind == "state":
+        session.state.update({k: v for k, v in record.items() if k not in ("type", "timestamp")})
+        return
+    session.records.append(record)
+    if kind == "consolidation":
+        # The covered range and the advance are one record, so one write() makes both land.
+        to_seq = int(record.get("to_seq", 0))
+        session.state["last_consolidated"] = max(session.last_consolidated, to_seq)
 
 
 def read_key(path: Path) -> str | None:
@@ -259,13 +274,10 @@ def load_session(path: Path, key: str) -> Session:
             session.messages.append(record)
             max_seq = max(max_seq, record["seq"])
         elif record.get("type") == "session":
-            session.next_seq = max(session.next_seq, int(record.get("first_seq", 1)))
-        elif record.get("type") == "state":
-            session.state.update(
-                {k: v for k, v in record.items() if k not in ("type", "timestamp")}
-            )
+            session.first_seq = int(record.get("first_seq", 1))
+            session.next_seq = max(session.next_seq, session.first_seq)
         elif "type" in record:
-            session.records.append(record)
+            _apply_record(session, record)
         else:
             log.warning(
                 "%s:%d: skipped a line that is neither message nor record", path.name, number

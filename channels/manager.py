@@ -1,16 +1,59 @@
-"""Starts the enabled channels and routes each outbound message to its channel."""
+"""Starts the enabled channels, keeps them running, and routes each outbound message.
+
+Each channel has a supervisor task: it starts the channel, and if `start()` fails or the
+channel reports that it died, restarts it with exponential backoff - one channel down never
+holds up the others. A channel reports death through an optional `wait_closed()` coroutine
+(returns or raises when its connection is gone); without one it is assumed alive once started.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
-from channels.base import Channel
+from channels.base import Channel, ChannelError
 from gateway.bus import MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
 
 DeliveryHook = Callable[[OutboundMessage, str | None], Awaitable[None]]
+Sleep = Callable[[float], Awaitable[object]]
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 300.0
+# A start that neither succeeds nor fails would leave the channel dead with no retry.
+START_TIMEOUT = 120.0
+# A channel that stayed up this long was healthy: its next failure starts backoff afresh.
+STABLE_AFTER = 60.0
+
+STARTING = "starting"
+RUNNING = "running"
+RESTARTING = "restarting"  # died after running; waiting out the backoff
+FAILED = "failed"  # the last start attempt failed; waiting out the backoff
+STOPPED = "stopped"
+
+
+@dataclass
+class _Supervised:
+    channel: Channel
+    state: str
+    since: float
+    last_error: str | None = None
+    restarts: int = 0
+    task: asyncio.Task[None] | None = None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"did not become ready within {START_TIMEOUT:g} s"
+    return str(exc) or type(exc).__name__
+
+
+def _seconds(delay: float) -> str:
+    return f"{delay:g} s"
 
 
 class ChannelManager:
@@ -20,23 +63,145 @@ class ChannelManager:
         channels: Iterable[Channel],
         *,
         on_delivery: DeliveryHook | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.bus = bus
         self.channels = {channel.name: channel for channel in channels}
         # Called with (message, None) once sent, or (message, error) once given up on.
         self._on_delivery = on_delivery
+        self._sleep = sleep
+        self._clock = clock
+        now = clock()
+        self._supervised = {
+            name: _Supervised(channel, STOPPED, now) for name, channel in self.channels.items()
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------
 
     async def start_all(self) -> None:
-        for channel in self.channels.values():
-            await channel.start()
-            log.info("channel %s ready", channel.name)
+        """Start every channel at once; return when each has started or failed its first try.
+
+        A channel that failed keeps being retried in the background.
+        """
+        first_tries: list[asyncio.Event] = []
+        for sup in self._supervised.values():
+            if sup.task is not None and not sup.task.done():
+                continue
+            tried = asyncio.Event()
+            first_tries.append(tried)
+            sup.task = asyncio.create_task(
+                self._supervise(sup, tried), name=f"channel:{sup.channel.name}"
+            )
+        await asyncio.gather(*(tried.wait() for tried in first_tries))
 
     async def stop_all(self) -> None:
-        for channel in self.channels.values():
+        # Supervisors go first, so a channel closing because we stop it is not "restarted".
+        tasks = [sup.task for sup in self._supervised.values() if sup.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sup in self._supervised.values():
+            sup.task = None
             try:
-                await channel.stop()
+                await sup.channel.stop()
             except Exception:
-                log.exception("channel %s did not stop cleanly", channel.name)
+                log.exception("channel %s did not stop cleanly", sup.channel.name)
+            self._set_state(sup, STOPPED)
+
+    def status(self) -> dict[str, dict]:
+        """Per channel: state, last_error, restarts, since (a timestamp from the clock)."""
+        return {
+            name: {
+                "state": sup.state,
+                "last_error": sup.last_error,
+                "restarts": sup.restarts,
+                "since": sup.since,
+            }
+            for name, sup in self._supervised.items()
+        }
+
+    # -- supervision -----------------------------------------------------------------------
+
+    async def _supervise(self, sup: _Supervised, first_try: asyncio.Event) -> None:
+        name = sup.channel.name
+        delay = INITIAL_BACKOFF
+        try:
+            while True:
+                failure = await self._start_once(sup)
+                first_try.set()
+                if failure is None:
+                    log.info("channel %s ready", name)
+                    started = self._clock()
+                    died = await self._until_closed(sup.channel)
+                    if died is None:
+                        return  # no way to watch it: assume it stays up
+                    if self._clock() - started >= STABLE_AFTER:
+                        delay = INITIAL_BACKOFF
+                    sup.last_error = died
+                    self._set_state(sup, RESTARTING)
+                    log.warning(
+                        "channel %s stopped unexpectedly: %s; restarting in %s",
+                        name,
+                        died,
+                        _seconds(delay),
+                    )
+                    await self._quiet_stop(sup.channel)
+                else:
+                    # A ChannelError is a condition a person fixes (bad token, no network):
+                    # one line. Anything else is a bug in the adapter and gets its traceback.
+                    expected = isinstance(failure, ChannelError | TimeoutError)
+                    log.error(
+                        "channel %s failed to start: %s; retrying in %s",
+                        name,
+                        sup.last_error,
+                        _seconds(delay),
+                        exc_info=None if expected else failure,
+                    )
+                await self._sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+                sup.restarts += 1
+        finally:
+            first_try.set()
+
+    async def _start_once(self, sup: _Supervised) -> Exception | None:
+        """Start the channel; None when ready, else why not (also kept as last_error)."""
+        self._set_state(sup, STARTING)
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                await sup.channel.start()
+        except Exception as exc:
+            sup.last_error = _describe(exc)
+            self._set_state(sup, FAILED)
+            # Release whatever the half-done start holds before the next attempt.
+            await self._quiet_stop(sup.channel)
+            return exc
+        self._set_state(sup, RUNNING)
+        return None
+
+    async def _until_closed(self, channel: Channel) -> str | None:
+        """Wait until the channel reports death; its reason, or None if it cannot report."""
+        wait_closed = getattr(channel, "wait_closed", None)
+        if wait_closed is None:
+            return None
+        try:
+            await wait_closed()
+        except Exception as exc:
+            return _describe(exc)
+        return "connection closed"
+
+    async def _quiet_stop(self, channel: Channel) -> None:
+        try:
+            await channel.stop()
+        except Exception as exc:
+            log.debug("channel %s: stop after failure raised: %s", channel.name, exc)
+
+    def _set_state(self, sup: _Supervised, state: str) -> None:
+        if sup.state != state:
+            sup.state = state
+            sup.since = self._clock()
+
+    # -- outbound --------------------------------------------------------------------------
 
     async def deliver(self, message: OutboundMessage) -> None:
         channel = self.channels.get(message.channel)
@@ -57,5 +222,10 @@ class ChannelManager:
         """Deliver outbound messages until cancelled."""
         while True:
             message = await self.bus.outbound.get()
-            await self.deliver(message)
-            self.bus.outbound.task_done()
+            try:
+                await self.deliver(message)
+            except Exception:
+                # Recording the delivery failed; the loop must live on for the next reply.
+                log.exception("%s: delivery bookkeeping failed", message.session_key)
+            finally:
+                self.bus.outbound.task_done()

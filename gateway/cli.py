@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from gateway.cli_memory import memory_app
 from gateway.cli_pairing import pairing_app
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 sessions_app = typer.Typer(help="Inspect conversation transcripts.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(memory_app, name="memory")
 app.add_typer(pairing_app, name="pairing")
 
 _state: dict[str, Path | None] = {"config": None}

@@ -305,11 +305,11 @@ class Consolidator:
         """One attempt. Writes nothing unless the whole result is good."""
         async with self._lock(session):
             keep = self.memory_window // 2
-            chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all or raw)
+            chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all)
             if not chunk:
                 return Outcome(ok=True, reason="nothing to consolidate")
             first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
-            owner = session.state.get("trust", Trust.OWNER.value) == Trust.OWNER.value
+            owner = _is_owner(session)
             if raw:
                 entry, update = _raw_entry(chunk), None
             else:
@@ -322,6 +322,7 @@ class Consolidator:
                 await asyncio.to_thread(self.store.append_history, entry, session.key)
                 if update is not None:
                     await asyncio.to_thread(self.store.replace_memory, update)
+                # One record: the covered range and the new last_consolidated land together.
                 self.sessions.append_record(
                     session,
                     "consolidation",
@@ -329,7 +330,6 @@ class Consolidator:
                     to_seq=cut,
                     mode="raw" if raw else "llm",
                 )
-                self.sessions.append_record(session, "state", last_consolidated=cut)
                 await self.sessions.sync(session)
             except OSError as exc:
                 log.error("%s: could not write memory: %s", session.key, exc)
@@ -375,7 +375,7 @@ class Consolidator:
                 break
             failures += 1
             await self.sleep(self.backoff[min(failures - 1, len(self.backoff) - 1)])
-        owner = session.state.get("trust", Trust.OWNER.value) == Trust.OWNER.value
+        owner = _is_owner(session)
         if owner and outcome.from_seq is not None and outcome.mode == "llm":
             day = self.store.now().date().isoformat()
             note = (
@@ -387,6 +387,12 @@ class Consolidator:
         self.sessions.append_record(session, "archived")
         await self.sessions.sync(session)
         return outcome
+
+
+def _is_owner(session: Session) -> bool:
+    # A transcript that never recorded its trust is treated as shared: MEMORY.md is only ever
+    # shown to or rewritten from a conversation known to be the owner's.
+    return session.state.get("trust") == Trust.OWNER.value
 
 
 def _raw_entry(chunk: list[dict[str, Any]]) -> str:

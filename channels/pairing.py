@@ -1,0 +1,314 @@
+"""Pairing: strangers get a short code, the owner approves it from the CLI.
+
+The daemon and `clawgate pairing` both write `<data_dir>/pairing.json`, so every write
+happens under an `flock` on a sibling lock file and goes through an atomic replace. Readers
+need no lock (a replace is all or nothing); they re-read whenever the file changed on disk,
+which is how the daemon sees an approval without a restart.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# agent/writer.py is a stdlib-only leaf; sharing it keeps one implementation of a safe replace.
+from agent.writer import DiskWriter
+
+log = logging.getLogger(__name__)
+
+CODE_LENGTH = 8
+# No 0/O or 1/I: codes are read off a phone screen and typed into a terminal.
+CODE_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+CODE_TTL_SECONDS = 3600.0
+MAX_PENDING_PER_CHANNEL = 3
+FORMAT_VERSION = 1
+
+
+class PairingError(Exception):
+    """Something a person must fix or retype; the message is one line."""
+
+
+@dataclass(frozen=True)
+class PendingPairing:
+    channel: str
+    user_id: str
+    username: str | None
+    code: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Approval:
+    channel: str
+    user_id: str
+    username: str | None
+    owner: bool
+    approved_at: float
+
+
+@dataclass
+class _State:
+    pending: list[PendingPairing] = field(default_factory=list)
+    approved: list[Approval] = field(default_factory=list)
+
+
+# (inode, mtime_ns, size): a replace always makes a new inode, so two writes within one
+# mtime tick that happen to have the same size are still told apart.
+_Signature = tuple[int, int, int] | None
+
+
+class _CorruptFile(Exception):
+    pass
+
+
+def normalize_code(code: str) -> str:
+    return code.strip().upper()
+
+
+class PairingStore:
+    """Pending codes and approvals of every channel, in one JSON file shared across processes."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        writer: DiskWriter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
+        self._writer = writer or DiskWriter()
+        self._clock = clock
+        self._state = _State()
+        self._signature: _Signature = None
+        self._loaded = False
+        self._warned_signature: _Signature = None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def pending(self) -> list[PendingPairing]:
+        """Unexpired codes, oldest first."""
+        now = self._clock()
+        return sorted(
+            (p for p in self._current().pending if not self._expired(p, now)),
+            key=lambda p: p.created_at,
+        )
+
+    def approved(self, channel: str | None = None) -> list[Approval]:
+        return [a for a in self._current().approved if channel is None or a.channel == channel]
+
+    def lookup(self, channel: str, user_id: str) -> Approval | None:
+        for approval in self._current().approved:
+            if approval.channel == channel and approval.user_id == user_id:
+                return approval
+        return None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def request(self, channel: str, user_id: str, username: str | None) -> str | None:
+        """The sender's pending code (a new one if needed); None if the channel has 3 pending."""
+        # Strangers can message at any rate; answer from the cached state when it already
+        # decides the outcome, so they cost a stat and no lock or write.
+        decided, code = self._request_outcome(self._current(), channel, user_id)
+        if decided:
+            return code
+        with self._locked() as state:
+            decided, code = self._request_outcome(state, channel, user_id)
+            if decided:
+                return code
+            taken = {p.code for p in state.pending}
+            code = _new_code(taken)
+            state.pending.append(PendingPairing(channel, user_id, username, code, self._clock()))
+            self._save(state)
+            return code
+
+    def approve(self, code: str, *, owner: bool = False) -> Approval:
+        wanted = normalize_code(code)
+        with self._locked() as state:
+            match = next((p for p in state.pending if p.code == wanted), None)
+            if match is None:
+                raise PairingError(
+                    f"no pending pairing with code {wanted} "
+                    f"(codes expire after {int(CODE_TTL_SECONDS // 3600)} hour)"
+                )
+            approval = Approval(match.channel, match.user_id, match.username, owner, self._clock())
+            state.pending = [p for p in state.pending if p is not match]
+            # Approving again (say, with --owner) replaces the earlier approval.
+            state.approved = [
+                a
+                for a in state.approved
+                if not (a.channel == approval.channel and a.user_id == approval.user_id)
+            ]
+            state.approved.append(approval)
+            self._save(state)
+            return approval
+
+    def revoke(self, user_id: str, channel: str | None = None) -> list[Approval]:
+        """Remove the user's approvals (on one channel or all); the removed ones are returned.
+
+        `user_id` may also be a username ("@alice"), since that is what the owner remembers.
+        """
+        wanted_name = user_id.strip().removeprefix("@").casefold()
+
+        def matches(a: Approval) -> bool:
+            if channel is not None and a.channel != channel:
+                return False
+            return a.user_id == user_id or (
+                a.username is not None and a.username.removeprefix("@").casefold() == wanted_name
+            )
+
+        with self._locked() as state:
+            removed = [a for a in state.approved if matches(a)]
+            if not removed:
+                where = f" on {channel}" if channel else ""
+                raise PairingError(f"no approved user {user_id}{where}")
+            state.approved = [a for a in state.approved if not matches(a)]
+            self._save(state)
+            return removed
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _request_outcome(
+        self, state: _State, channel: str, user_id: str
+    ) -> tuple[bool, str | None]:
+        now = self._clock()
+        live = [p for p in state.pending if p.channel == channel and not self._expired(p, now)]
+        for pending in live:
+            if pending.user_id == user_id:
+                return True, pending.code
+        if len(live) >= MAX_PENDING_PER_CHANNEL:
+            return True, None
+        return False, None
+
+    def _expired(self, pending: PendingPairing, now: float) -> bool:
+        return now - pending.created_at >= CODE_TTL_SECONDS
+
+    def _stat(self) -> _Signature:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _current(self) -> _State:
+        """The file's state, re-read only when its signature changed (one stat per call)."""
+        signature = self._stat()
+        if self._loaded and signature == self._signature:
+            return self._state
+        try:
+            self._state = self._read()
+        except _CorruptFile as exc:
+            # Reading goes on as if empty (nobody gets in by accident); warn once per version
+            # of the file, not on every message.
+            if signature != self._warned_signature:
+                log.warning("%s: %s; treating it as empty until it is fixed", self.path, exc)
+                self._warned_signature = signature
+            self._state = _State()
+        except OSError as exc:
+            log.warning("%s: cannot read: %s", self.path, exc)
+            return self._state
+        self._signature = signature
+        self._loaded = True
+        return self._state
+
+    def _read(self) -> _State:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return _State()
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _CorruptFile(f"not valid JSON ({exc})") from None
+        return _parse(data)
+
+    @contextmanager
+    def _locked(self) -> Iterator[_State]:
+        """Exclusive access for a read-modify-write; yields the state freshly read from disk."""
+        try:
+            self._writer.mkdir(self.path.parent)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise PairingError(f"cannot open {self.lock_path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                state = self._read()
+            except _CorruptFile as exc:
+                raise PairingError(
+                    f"{self.path} is damaged ({exc}); fix or delete it, then try again"
+                ) from None
+            except OSError as exc:
+                raise PairingError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            now = self._clock()
+            state.pending = [p for p in state.pending if not self._expired(p, now)]
+            yield state
+        finally:
+            # Closing the descriptor releases the flock.
+            os.close(fd)
+
+    def _save(self, state: _State) -> None:
+        data = {
+            "version": FORMAT_VERSION,
+            "pending": [asdict(p) for p in state.pending],
+            "approved": [asdict(a) for a in state.approved],
+        }
+        try:
+            self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
+        except OSError as exc:
+            raise PairingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        # Still under the lock, so nobody can have replaced the file since our write.
+        self._state = state
+        self._signature = self._stat()
+        self._loaded = True
+
+
+def _new_code(taken: set[str]) -> str:
+    while True:
+        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        if code not in taken:
+            return code
+
+
+def _parse(data: Any) -> _State:
+    if not isinstance(data, dict):
+        raise _CorruptFile("expected a JSON object")
+    if data.get("version") != FORMAT_VERSION:
+        raise _CorruptFile(f"unsupported version {data.get('version')!r}")
+    try:
+        pending = [
+            PendingPairing(
+                channel=str(item["channel"]),
+                user_id=str(item["user_id"]),
+                username=_optional_str(item.get("username")),
+                code=str(item["code"]),
+                created_at=float(item["created_at"]),
+            )
+            for item in data.get("pending", [])
+        ]
+        approved = [
+            Approval(
+                channel=str(item["channel"]),
+                user_id=str(item["user_id"]),
+                username=_optional_str(item.get("username")),
+                owner=bool(item.get("owner", False)),
+                approved_at=float(item["approved_at"]),
+            )
+            for item in data.get("approved", [])
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _CorruptFile(f"malformed entry ({type(exc).__name__}: {exc})") from None
+    return _State(pending, approved)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
