@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.llm import LLMClient, LLMResponse  # noqa: E402
-from agent.runtime import AgentRuntime  # noqa: E402
-from gateway.bus import InboundMessage, Trust  # noqa: E402
-from gateway.config import AgentConfig, Config  # noqa: E402
-from gateway.onboard import onboard  # noqa: E402
-from tests.fakes.llm import FakeLLM, text  # noqa: E402
+from agent.llm import LLMClient, LLMResponse
+from agent.runtime import AgentRuntime
+from gateway.bus import InboundMessage, Trust
+from gateway.config import AgentConfig, Config
+from gateway.onboard import onboard
+from tests.fakes.llm import FakeLLM, text
 
 LIVE_TAIL = 40  # what consolidation leaves unconsolidated in a long session
 
@@ -51,7 +50,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def measure(size: int, turns: int, fake: FakeLLM, root: Path) -> tuple[list[float], list[float]]:
+async def measure(
+    size: int, turns: int, fake: FakeLLM, root: Path
+) -> tuple[list[float], list[float]]:
     agent = AgentConfig(model="openai/fake", api_base=fake.url, api_key="x", max_retries=0)
     config = Config(workspace=root / f"ws{size}", data_dir=root / "data", agent=agent)
     onboard(root / "data" / f"config{size}.toml", workspace=config.workspace)
@@ -76,7 +77,9 @@ async def measure(size: int, turns: int, fake: FakeLLM, root: Path) -> tuple[lis
         # Keep the live tail the size consolidation would keep it.
         live = runtime.sessions._cache["bench:1"]
         if len(live.unconsolidated()) > LIVE_TAIL:
-            runtime.sessions.append_record(live, "state", last_consolidated=live.next_seq - LIVE_TAIL)
+            runtime.sessions.append_record(
+                live, "state", last_consolidated=live.next_seq - LIVE_TAIL
+            )
     inside = llm.inside[5:]
     outside = [t - m for t, m in zip(totals[5:], inside, strict=True)]
     return inside, outside
@@ -97,7 +100,9 @@ async def main_async(turns: int) -> None:
     async with FakeLLM() as fake:
         fake.handler = lambda request: text("ok")
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"{'messages':>9} {'inside p50':>11} {'inside p99':>11} {'outside p50':>12} {'outside p99':>12}  (ms)")
+            print(
+                f"{'messages':>9} {'inside p50':>11} {'inside p99':>11} {'outside p50':>12} {'outside p99':>12}  (ms)"
+            )
             for size in (10, 1_000, 10_000):
                 inside, outside = await measure(size, turns, fake, Path(tmp))
                 print(

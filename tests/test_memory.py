@@ -59,7 +59,9 @@ def _snapshot(tmp_path):
     return {p.name: p.read_text() for p in sorted(memory.glob("*.md"))}
 
 
-async def test_consolidation_in_the_background_after_memory_window(tmp_path, fake_llm, agent_config):
+async def test_consolidation_in_the_background_after_memory_window(
+    tmp_path, fake_llm, agent_config
+):
     agent_config.memory_window = 6
     config = make_config(tmp_path, agent_config)
     (config.workspace / "memory" / "MEMORY.md").write_text(MEMORY)
@@ -84,7 +86,7 @@ async def test_consolidation_in_the_background_after_memory_window(tmp_path, fak
     day = datetime.now(UTC).date().isoformat()
     assert "Ann planned the Lisbon trip." in (memory_dir / f"{day}.md").read_text()
     assert list((memory_dir / ".versions").glob("MEMORY.*.md"))
-    consolidation = [r for r in fake_llm.requests if is_consolidation(r)][0]
+    consolidation = next(r for r in fake_llm.requests if is_consolidation(r))
     prompt = consolidation["messages"][1]["content"]
     assert "Ann's cat is Miso" in prompt and "USER: turn 0: Lisbon in May" in prompt
     assert "turn 2" not in prompt  # the newest memory_window // 2 messages stay live
@@ -156,7 +158,9 @@ async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
     assert "new fact" in store.read_memory() and session.last_consolidated == 7
 
 
-async def test_json_in_text_double_encoded_args_and_unforced_retry(tmp_path, fake_llm, agent_config):
+async def test_json_in_text_double_encoded_args_and_unforced_retry(
+    tmp_path, fake_llm, agent_config
+):
     sessions, session = await _owner_session(tmp_path, count=0)
     store, consolidator = _consolidator(tmp_path, sessions, agent_config)
     replies = [
@@ -237,7 +241,9 @@ async def test_shared_sessions_never_see_or_rewrite_memory(tmp_path, fake_llm, a
 async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_llm, agent_config):
     config = make_config(tmp_path, agent_config)
     held = asyncio.Event()
-    fake_llm.handler = lambda request: gate(held, save("Archived talk.")) if is_consolidation(request) else text("ok")
+    fake_llm.handler = lambda request: (
+        gate(held, save("Archived talk.")) if is_consolidation(request) else text("ok")
+    )
     harness = Harness(config)
     await harness.gateway.start()
     await harness.ask("remember the Lisbon trip")
@@ -247,7 +253,9 @@ async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_ll
     archived = list((config.workspace / "sessions" / "archive").glob("*.jsonl"))
     assert len(archived) == 1
     assert audit_sessions(config.workspace / "sessions").pending_archive == 2
-    fake_llm.handler = lambda request: save("Archived talk.") if is_consolidation(request) else text("ok")
+    fake_llm.handler = lambda request: (
+        save("Archived talk.") if is_consolidation(request) else text("ok")
+    )
     async with Harness(config) as restarted:
         assert await restarted.runtime.consolidator.drain(10)
     assert archived[0].exists()  # the raw record is kept after its archive lands
