@@ -4,19 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from agent.context import ContextBuilder
+from agent.guard import ContextGuard, ContextTooLarge, estimate_tokens
+from agent.llm import ModelUnavailable
 from agent.session import Session, SessionStore
+from agent.tools.registry import ToolRegistry
 from gateway.bus import InboundMessage
+from gateway.config import ToolsConfig
 
 HELP = """Commands:
 /new - start a fresh session (the old transcript is archived, never deleted)
 /stop - cancel the turn that is running
 /model [NAME] - show or switch this session's model
 /status - model, session, trust and message counts
+/compact - summarise the older part of this session to free context space
+/context - where the context window goes
 /help - this list"""
 
-COMMANDS = ("new", "stop", "model", "status", "help")
+COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
+
+
+def _tokens(text: str) -> int:
+    return estimate_tokens([{"role": "system", "content": text}])
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -41,6 +53,10 @@ class CommandHandler:
 
     sessions: SessionStore
     default_model: str
+    guard: ContextGuard
+    context: ContextBuilder
+    tools: ToolRegistry
+    tools_config: ToolsConfig
     last_usage: dict[str, dict[str, int]] = field(default_factory=dict)
     # Called after /new moved a transcript aside (the memory system archives it from there).
     on_archived: list[ArchiveHook] = field(default_factory=list)
@@ -77,6 +93,32 @@ class CommandHandler:
                     f" completion {usage.get('completion_tokens', 0)})",
                 ]
             )
+        if name == "compact":
+            try:
+                count = await self.guard.compact(session, model=self.model_for(session))
+            except (ModelUnavailable, ContextTooLarge) as exc:
+                return f"Could not compact: {exc}"
+            if not count:
+                return "Nothing to compact yet."
+            return f"Compacted {count} older messages into a summary (the transcript keeps them)."
+        if name == "context":
+            return await self._context_report(message, session)
         if name == "start":
             return "Hi! I'm your assistant. Send me a message, or /help for commands."
         return HELP
+
+    async def _context_report(self, message: InboundMessage, session: Session) -> str:
+        parts = await self.context.system_prompt_parts(
+            trust=message.trust, session_key=session.key, now=datetime.now(UTC)
+        )
+        history = self.guard.history(session)
+        schemas = self.tools.schemas(message.trust, self.tools_config)
+        rows = [(f"system: {part.name}", _tokens(part.text)) for part in parts]
+        rows.append((f"history: {len(history)} messages", estimate_tokens(history)))
+        rows.append((f"tools: {len(schemas)}", estimate_tokens([], schemas) if schemas else 0))
+        used = sum(tokens for _, tokens in rows)
+        lines = [
+            f"Context: ~{used:,} of {self.guard.limit:,} tokens ({100 * used // self.guard.limit}%)"
+        ]
+        lines += [f"  {name}: ~{tokens:,}" for name, tokens in rows]
+        return "\n".join(lines)

@@ -10,9 +10,10 @@ from typing import Any
 
 from agent.commands import CommandHandler, parse_command
 from agent.context import ContextBuilder
-from agent.history import to_model_messages
-from agent.llm import LLMClient, LLMResponse, ModelUnavailable
+from agent.guard import ContextGuard, ContextTooLarge, estimate_tokens, truncate_tool_results
+from agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable
 from agent.memory.consolidate import Consolidator
+from agent.memory.store import MemoryStore
 from agent.session import Session, SessionStore
 from agent.tools.base import ToolContext
 from agent.tools.registry import ToolRegistry
@@ -24,6 +25,17 @@ log = logging.getLogger(__name__)
 
 CANCELLED_RESULT = "[cancelled by /stop before this tool finished]"
 EMPTY_REPLY = "The model returned an empty reply. Your message is saved; please try again."
+TOO_LONG = (
+    "This conversation no longer fits the model's context window, even after compacting it. "
+    "Send /new to start a fresh session (nothing is lost: the transcript is archived)."
+)
+FLUSH_PROMPT = (
+    "[clawgate] This session is about to be compacted: older messages will be replaced by a "
+    "summary. Before that, append anything worth remembering (facts, decisions, open tasks) "
+    "to the daily log {path} with edit_file or write_file (create it if missing; keep what is "
+    "there). Do not reply to the user; answer NO_REPLY when done."
+)
+FLUSH_MAX_STEPS = 4
 
 
 @dataclass
@@ -65,6 +77,8 @@ class AgentLoop:
         writer: DiskWriter,
         commands: CommandHandler,
         consolidator: Consolidator,
+        guard: ContextGuard,
+        memory: MemoryStore,
     ) -> None:
         self.config = config
         self.sessions = sessions
@@ -74,6 +88,8 @@ class AgentLoop:
         self.writer = writer
         self.commands = commands
         self.consolidator = consolidator
+        self.guard = guard
+        self.memory = memory
         self._secrets = tuple(config.secrets())
 
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
@@ -135,12 +151,23 @@ class AgentLoop:
         )
         model = self.commands.model_for(session)
         total: dict[str, int] = {}
-        for _ in range(self.config.agent.max_tool_iterations):
-            history = to_model_messages(session.unconsolidated())
+        level = 0  # 0: as is; 1: tool results cut; 2: compacted (raised on each overflow)
+        steps = 0
+        while steps < self.config.agent.max_tool_iterations:
             try:
-                response = await self.llm.chat(
-                    self.context.build_messages(system, history), tools=schemas, model=model
+                messages = await self._fit(session, ctx, system, schemas, model, level)
+                response = await self.llm.chat(messages, tools=schemas, model=model)
+            except ContextOverflow as exc:
+                log.warning(
+                    "%s: provider reports overflow at level %d: %s", session.key, level, exc
                 )
+                level += 1
+                if level <= 2:
+                    continue
+                return self._too_long(session)
+            except ContextTooLarge as exc:
+                log.warning("%s: %s", session.key, exc)
+                return self._too_long(session)
             except ModelUnavailable as exc:
                 log.warning("%s: %s", session.key, exc)
                 self.sessions.append_record(session, "error", error=str(exc))
@@ -149,6 +176,8 @@ class AgentLoop:
                     "try again in a moment.",
                     is_error=True,
                 )
+            steps += 1
+            level = 0  # a compaction that made room holds for the next step
             _add_usage(total, response)
             self.commands.last_usage[session.key] = total
             if not response.tool_calls:
@@ -160,6 +189,77 @@ class AgentLoop:
         )
         self.sessions.append_record(session, "error", error="max_tool_iterations reached")
         return TurnResult(note, is_error=False, usage=total)
+
+    def _too_long(self, session: Session) -> TurnResult:
+        self.sessions.append_record(session, "error", error="context window exceeded")
+        return TurnResult(TOO_LONG, is_error=True)
+
+    async def _fit(
+        self,
+        session: Session,
+        ctx: ToolContext,
+        system: str,
+        schemas: list[dict[str, Any]] | None,
+        model: str,
+        level: int,
+    ) -> list[dict[str, Any]]:
+        """The request for this step, brought under the context limit (see agent/guard.py)."""
+        history = self.guard.history(session)
+        messages = self.context.build_messages(system, history)
+        estimate = estimate_tokens(messages, schemas)
+        if ctx.trust.is_owner and self.guard.flush_due(session, estimate):
+            self.guard.mark_flushed(session)
+            await self._flush(session, ctx, messages, schemas, model)
+        if level == 0 and estimate <= self.guard.limit:
+            return messages
+        messages = self.context.build_messages(system, truncate_tool_results(history))
+        if level <= 1 and estimate_tokens(messages, schemas) <= self.guard.limit:
+            return messages
+        await self.guard.compact(session, model=model)
+        messages = self.context.build_messages(
+            system, truncate_tool_results(self.guard.history(session))
+        )
+        if estimate_tokens(messages, schemas) > self.guard.limit:
+            raise ContextTooLarge("the request is too large even after compaction")
+        return messages
+
+    async def _flush(
+        self,
+        session: Session,
+        ctx: ToolContext,
+        messages: list[dict[str, Any]],
+        schemas: list[dict[str, Any]] | None,
+        model: str,
+    ) -> None:
+        """A silent turn: the model saves what matters to the daily log; nothing it says is
+        sent or stored in the session, only its file edits remain."""
+        day = self.memory.now().date().isoformat()
+        prompt = FLUSH_PROMPT.format(path=f"memory/{day}.md")
+        scratch = [*truncate_tool_results(messages), {"role": "user", "content": prompt}]
+        try:
+            for _ in range(FLUSH_MAX_STEPS):
+                response = await self.llm.chat(scratch, tools=schemas, model=model)
+                if not response.tool_calls:
+                    return
+                scratch.append(
+                    {
+                        "role": "assistant",
+                        "content": response.content or "",
+                        "tool_calls": [
+                            {
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments},
+                            }
+                            for c in response.tool_calls
+                        ],
+                    }
+                )
+                for call in response.tool_calls:
+                    result = await self.tools.execute(call.name, call.arguments, ctx)
+                    scratch.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        except ModelUnavailable as exc:
+            log.warning("%s: memory flush skipped: %s", session.key, exc)
 
     def _finish(self, session: Session, response: LLMResponse, usage: dict[str, int]) -> TurnResult:
         text = (response.content or "").strip()

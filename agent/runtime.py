@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from agent.commands import CommandHandler
 from agent.context import ContextBuilder
+from agent.guard import ContextGuard
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
 from agent.memory.consolidate import Consolidator
@@ -56,7 +57,20 @@ class AgentRuntime:
         context = ContextBuilder(
             workspace, timezone=config.agent.timezone, extra_parts=[daily_logs_part(memory)]
         )
-        commands = CommandHandler(sessions=sessions, default_model=config.agent.model)
+        guard = ContextGuard(
+            sessions=sessions,
+            llm=llm,
+            context_window=config.agent.context_window_tokens,
+            reserve=config.agent.max_tokens,
+        )
+        commands = CommandHandler(
+            sessions=sessions,
+            default_model=config.agent.model,
+            guard=guard,
+            context=context,
+            tools=tools,
+            tools_config=config.tools,
+        )
         commands.on_archived.append(lambda old, _path: consolidator.schedule_archive(old))
         loop = AgentLoop(
             config=config,
@@ -67,6 +81,8 @@ class AgentRuntime:
             writer=writer,
             commands=commands,
             consolidator=consolidator,
+            guard=guard,
+            memory=memory,
         )
         return cls(
             config, writer, sessions, llm, tools, context, commands, memory, consolidator, loop

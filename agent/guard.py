@@ -1,0 +1,150 @@
+"""The context guard: keep every request inside the model's context window.
+
+Before each model call the request is estimated (characters / 4, plus a little per
+message). In owner sessions, crossing the soft threshold runs one silent memory-flush turn
+per compaction cycle. On overflow - estimated, or reported by the provider - first
+oversized tool results are cut in what is sent (head and tail kept), then the oldest part
+of the unconsolidated history is replaced by an LLM summary (recorded as a `compaction`
+line, so a restart sends the same view; the raw lines stay and are consolidated later),
+then the turn fails with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from agent.history import to_model_messages
+from agent.llm import LLMClient
+from agent.memory.consolidate import format_messages
+from agent.session import Session, SessionStore
+
+log = logging.getLogger(__name__)
+
+SOFT_FRACTION = 0.8
+TOOL_RESULT_KEEP = 2_000  # characters kept of a tool result when cutting for space
+KEEP_FRACTION = 0.3  # newest share of the budget that compaction leaves verbatim
+SUMMARY_PREFIX = "[Summary of the earlier part of this conversation]\n"
+SUMMARY_PROMPT = (
+    "Summarise the conversation below for your own later use: what the user wants, facts, "
+    "decisions, open tasks, names, numbers, file paths. Be complete but brief; plain text."
+)
+
+
+class ContextTooLarge(Exception):
+    """Even after cutting and compacting, the request does not fit."""
+
+
+def estimate_tokens(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> int:
+    """A fast, slightly pessimistic count: about four characters per token."""
+    chars = sum(len(json.dumps(m, ensure_ascii=False)) + 16 for m in messages)
+    if tools:
+        chars += len(json.dumps(tools))
+    return chars // 4 + 1
+
+
+def truncate_tool_results(
+    messages: list[dict[str, Any]], keep: int = TOOL_RESULT_KEEP
+) -> list[dict[str, Any]]:
+    """A copy with each oversized tool result cut to its head and tail."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str) and len(content) > keep:
+            half = keep // 2
+            cut = len(content) - 2 * half
+            content = f"{content[:half]}\n[... {cut} characters cut to fit the context ...]\n{content[-half:]}"
+            message = {**message, "content": content}
+        out.append(message)
+    return out
+
+
+class ContextGuard:
+    def __init__(
+        self, *, sessions: SessionStore, llm: LLMClient, context_window: int, reserve: int
+    ) -> None:
+        self.sessions = sessions
+        self.llm = llm
+        self.limit = max(1024, context_window - reserve)
+        self.soft_limit = int(self.limit * SOFT_FRACTION)
+
+    # What is sent -------------------------------------------------------------
+
+    def latest_compaction(self, session: Session) -> dict[str, Any] | None:
+        latest = None
+        for record in session.records_of("compaction"):
+            latest = record
+        if latest is None or int(latest["up_to_seq"]) <= session.last_consolidated:
+            return None  # consolidation has moved past it: the raw tail is short again
+        return latest
+
+    def history(self, session: Session) -> list[dict[str, Any]]:
+        """The unconsolidated history as the model sees it: compacted part as a summary."""
+        messages = session.unconsolidated()
+        compaction = self.latest_compaction(session)
+        if compaction is None:
+            return to_model_messages(messages)
+        up_to = int(compaction["up_to_seq"])
+        summary = {"role": "user", "content": SUMMARY_PREFIX + compaction["summary"]}
+        return [summary, *to_model_messages([m for m in messages if m["seq"] > up_to])]
+
+    # Flush --------------------------------------------------------------------
+
+    def flush_due(self, session: Session, estimate: int) -> bool:
+        """Once per compaction cycle, when the soft threshold is crossed."""
+        cycle = sum(1 for _ in session.records_of("compaction"))
+        return estimate > self.soft_limit and session.state.get("flushed_cycle") != cycle
+
+    def mark_flushed(self, session: Session) -> None:
+        cycle = sum(1 for _ in session.records_of("compaction"))
+        self.sessions.append_record(session, "state", flushed_cycle=cycle)
+
+    # Compaction ---------------------------------------------------------------
+
+    def _compaction_cut(self, session: Session) -> int | None:
+        """The seq up to which history is summarised: all but the newest ~30% of the budget,
+        moved back so the kept part never starts with a tool result."""
+        compaction = self.latest_compaction(session)
+        start_after = int(compaction["up_to_seq"]) if compaction else session.last_consolidated
+        messages = [m for m in session.unconsolidated() if m["seq"] > start_after]
+        budget = int(self.limit * KEEP_FRACTION)
+        kept_tokens, index = 0, len(messages)
+        while index > 1:
+            cost = estimate_tokens([messages[index - 1]])
+            if kept_tokens + cost > budget and index < len(messages):
+                break
+            kept_tokens += cost
+            index -= 1
+        while index > 0 and messages[index].get("role") == "tool":
+            index -= 1  # keep the assistant's call together with its results
+        if index <= 0:
+            return None
+        return int(messages[index - 1]["seq"])
+
+    async def compact(self, session: Session, *, model: str | None = None) -> int:
+        """Summarise the oldest unconsolidated part; returns how many messages it covers."""
+        cut = self._compaction_cut(session)
+        if cut is None:
+            return 0
+        previous = self.latest_compaction(session)
+        start_after = int(previous["up_to_seq"]) if previous else session.last_consolidated
+        chunk = [m for m in session.unconsolidated() if start_after < m["seq"] <= cut]
+        body = format_messages(truncate_tool_results(chunk))
+        if previous:
+            body = f"Earlier summary:\n{previous['summary']}\n\nThen:\n{body}"
+        # Keep the summary request itself inside the window.
+        body = body[-self.limit * 3 :]
+        response = await self.llm.chat(
+            [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}],
+            model=model,
+        )
+        summary = (response.content or "").strip()
+        if not summary:
+            raise ContextTooLarge("the model returned an empty summary")
+        self.sessions.append_record(session, "compaction", up_to_seq=cut, summary=summary)
+        await self.sessions.sync(session)
+        log.info("%s: compacted %d messages up to seq %d", session.key, len(chunk), cut)
+        return len(chunk)
