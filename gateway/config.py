@@ -121,12 +121,57 @@ class ToolsConfig(_Section):
     max_result_chars: int = Field(16_000, ge=1000)
 
 
+class MemorySearchConfig(_Section):
+    max_results: int = Field(6, ge=1, le=50)
+    candidate_multiplier: int = Field(4, ge=1, le=20)
+    # None: chosen by embedder (0.7/0.3 for a semantic model; the offline embedder's defaults
+    # come from bench/recall_eval.py). Normalised to sum 1.
+    vector_weight: float | None = Field(None, ge=0)
+    text_weight: float | None = Field(None, ge=0)
+    half_life_days: float = Field(30.0, gt=0)
+    mmr_lambda: float = Field(0.7, ge=0, le=1)
+    min_score: float = Field(0.0, ge=0)
+
+
+class MemoryConfig(_Section):
+    # "" or "builtin": the offline embedder; "none": keyword only; else a litellm model name.
+    embedding_model: str = "builtin"
+    auto_recall: bool = True
+    search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
+
+
+class CronConfig(_Section):
+    enabled: bool = True
+    missed_grace_minutes: int = Field(60, ge=0)
+    allow_from_groups: bool = False
+
+
+class HeartbeatConfig(_Section):
+    enabled: bool = True
+    interval_minutes: int = Field(30, ge=1)
+    active_hours: str = "08:00-22:00"
+    # The owner's private chat, e.g. "telegram:123"; empty = no heartbeat deliveries.
+    deliver_to: str = ""
+
+    @field_validator("active_hours")
+    @classmethod
+    def _hours(cls, value: str) -> str:
+        import re
+
+        if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
+            raise ValueError('use "HH:MM-HH:MM", e.g. "08:00-22:00"')
+        return value
+
+
 class Config(_Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
     agent: AgentConfig = Field(default_factory=AgentConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
 
     @field_validator("workspace", "data_dir")
     @classmethod
