@@ -156,6 +156,7 @@ async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
     fake_llm.script(save(memory=MEMORY + "- new fact\n"))
     assert (await consolidator.consolidate(session)).ok
     assert "new fact" in store.read_memory() and session.last_consolidated == 7
+    assert audit_sessions(sessions.directory).ok
 
 
 async def test_json_in_text_double_encoded_args_and_unforced_retry(
@@ -194,6 +195,7 @@ async def test_three_spaced_failures_archive_the_raw_messages(tmp_path, fake_llm
     assert "Raw archive of messages 1-7" in history and "message 0 about Lisbon" in history
     assert session.last_consolidated == 7
     assert len(fake_llm.requests) == 3
+    assert audit_sessions(sessions.directory).ok
 
 
 async def test_disk_refusing_writes_loses_nothing(tmp_path, fake_llm, agent_config):
@@ -213,6 +215,7 @@ async def test_disk_refusing_writes_loses_nothing(tmp_path, fake_llm, agent_conf
     writer.full = False
     fake_llm.script(save())
     assert (await consolidator.consolidate(session)).ok
+    assert audit_sessions(sessions.directory).ok
 
 
 async def test_shared_sessions_never_see_or_rewrite_memory(tmp_path, fake_llm, agent_config):
@@ -236,6 +239,7 @@ async def test_shared_sessions_never_see_or_rewrite_memory(tmp_path, fake_llm, a
     assert all("Miso" not in json.dumps(r["messages"]) for r in consolidations)
     assert memory_file.read_text() == MEMORY
     assert (config.workspace / "memory" / "HISTORY.md").read_text().count("Group talked.") == 2
+    assert audit_sessions(config.workspace / "sessions").ok
 
 
 async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_llm, agent_config):
