@@ -157,6 +157,8 @@ def onboard(
         workspace = load_config(config_path).workspace
 
     _copy_template(resources.files(TEMPLATE_PACKAGE), workspace, writer, result)
-    _make_dir(workspace / "memory", writer, result, track=False)  # normally from the template
+    # Empty folders do not survive packaging (a wheel holds files only): make them here.
+    for folder in ("memory", "skills", "public"):
+        _make_dir(workspace / folder, writer, result, track=False)
     _make_dir(workspace / "sessions", writer, result, track=True)
     return result
