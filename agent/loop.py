@@ -97,12 +97,46 @@ class AgentLoop:
         session = await self.sessions.get(message.session_key)
         command = parse_command(message.text)
         if command is not None:
+            if message.message_id and message.message_id in session.command_ids():
+                return None  # re-delivered after a restart: /new must not run twice
             text = await self.commands.run(command[0], command[1], message, session)
+            if message.message_id:
+                current = await self.sessions.get(message.session_key)  # /new replaced it
+                self.sessions.append_record(
+                    current, "command", name=command[0], message_id=message.message_id
+                )
             return self._outbound(message, TurnResult(text))
+        if message.message_id and message.message_id in session.message_ids:
+            return await self._redelivered(
+                message, session, session.message_ids[message.message_id]
+            )
         result = await self.run_turn(message, session)
-        return self._outbound(message, result)
+        return self._outbound(message, result, session)
 
-    def _outbound(self, message: InboundMessage, result: TurnResult) -> OutboundMessage:
+    async def _redelivered(
+        self, message: InboundMessage, session: Session, user_seq: int
+    ) -> OutboundMessage | None:
+        """A message seen before (a channel re-delivered it after a restart): answer it at most
+        once. Delivered -> nothing; replied but not sent -> send that reply; never finished ->
+        finish the turn without storing the message again."""
+        reply = session.reply_to(user_seq)
+        if reply is not None:
+            if reply["seq"] in session.handed_out or session.delivered(reply["seq"]):
+                log.info("%s: message %s was already answered", session.key, message.message_id)
+                return None
+            return self._outbound(message, TurnResult(reply["content"], seq=reply["seq"]), session)
+        if any(m["role"] == "user" for m in session.messages if m["seq"] > user_seq):
+            return None  # later messages were answered since; do not reopen an old turn
+        result = await self._continue_turn(message, session)
+        return self._outbound(message, result, session)
+
+    def _outbound(
+        self, message: InboundMessage, result: TurnResult, session: Session | None = None
+    ) -> OutboundMessage:
+        if session is not None and result.seq is not None:
+            # Until the delivery record lands, this is what stops a re-delivered copy of the
+            # message from sending the same reply a second time.
+            session.handed_out.add(result.seq)
         return OutboundMessage(
             channel=message.channel,
             chat_id=message.chat_id,
@@ -123,9 +157,16 @@ class AgentLoop:
         if session.state.get("trust") != message.trust.value:
             # Consolidation and archiving run later, without the message: they read it here.
             self.sessions.append_record(session, "state", trust=message.trust.value)
-        user = {"role": "user", "content": self._user_content(message)}
+        user = {
+            "role": "user",
+            "content": self._user_content(message),
+            "message_id": message.message_id or None,
+        }
         # One write() is enough to survive kill -9; the fsync comes once, at the end of the turn.
         self.sessions.append_message(session, user)
+        return await self._continue_turn(message, session)
+
+    async def _continue_turn(self, message: InboundMessage, session: Session) -> TurnResult:
         with session.pinned():
             try:
                 return await self._tool_loop(message, session)

@@ -18,7 +18,7 @@ from agent.session import SessionStore, load_session, read_key
 from agent.tools import default_tools
 from agent.tools.registry import ToolRegistry
 from agent.writer import DiskWriter
-from gateway.bus import OutboundMessage
+from gateway.bus import InboundMessage, OutboundMessage, Trust
 from gateway.config import Config
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,32 @@ class AgentRuntime:
             if not any(True for _ in session.records_of("archived")):
                 log.info("%s: finishing the archive of %s", session.key, path.name)
                 self.consolidator.schedule_archive(session)
+
+    async def unanswered(self, channels: set[str]) -> list[InboundMessage]:
+        """User messages that were stored but never answered (the process died mid-turn),
+        rebuilt so the gateway can publish them again once their channel runs. The loop
+        recognises them by message id, so a channel re-delivering them too is harmless."""
+        found = []
+        for key, _path in await asyncio.to_thread(self.sessions.list_keys):
+            channel, _, chat_id = key.partition(":")
+            if channel not in channels or channel == "cli":
+                continue
+            session = await self.sessions.get(key)
+            last_user = next((m for m in reversed(session.messages) if m["role"] == "user"), None)
+            if last_user is None or not last_user.get("message_id"):
+                continue
+            if session.reply_to(last_user["seq"]) is not None:
+                continue
+            found.append(
+                InboundMessage(
+                    channel=channel,
+                    chat_id=chat_id,
+                    message_id=str(last_user["message_id"]),
+                    text=str(last_user.get("content", "")),
+                    trust=Trust(session.state.get("trust", Trust.ALLOWED.value)),
+                )
+            )
+        return found
 
     async def close(self, grace: float = 10.0) -> None:
         """Let consolidations and archives finish (bounded); what is cut off is retried at the

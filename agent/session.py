@@ -26,7 +26,8 @@ from agent.writer import DiskWriter
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
+# message_id: the platform's id of a user message, so a re-delivered message is recognised.
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "message_id")
 _SAFE = re.compile(r"[A-Za-z0-9-]")
 
 
@@ -69,6 +70,10 @@ class Session:
     needs_newline: bool = False
     # How many turns / consolidations are using this object; pinned sessions are not evicted.
     pins: int = 0
+    # Platform message id -> seq of the user message that carried it.
+    message_ids: dict[str, int] = field(default_factory=dict)
+    # Seqs of replies handed to the outbound queue by this process (not persisted).
+    handed_out: set[int] = field(default_factory=set)
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
@@ -87,6 +92,24 @@ class Session:
         # Seqs only grow, so a bisect keeps this flat however long the session gets.
         start = bisect.bisect_right(self.messages, self.last_consolidated, key=_seq)
         return self.messages[start:]
+
+    def reply_to(self, user_seq: int) -> dict[str, Any] | None:
+        """The final assistant reply that answered the user message at `user_seq`, if any."""
+        start = bisect.bisect_right(self.messages, user_seq, key=_seq)
+        for message in self.messages[start:]:
+            if message["role"] == "user":
+                return None
+            if message["role"] == "assistant" and not message.get("tool_calls"):
+                return message
+        return None
+
+    def command_ids(self) -> set[str]:
+        return {str(r.get("message_id")) for r in self.records_of("command")}
+
+    def delivered(self, seq: int) -> bool:
+        return any(
+            r.get("seq") == seq and r.get("status") == "sent" for r in self.records_of("delivery")
+        )
 
     def records_of(self, kind: str) -> Iterator[dict[str, Any]]:
         return (r for r in self.records if r.get("type") == kind)
@@ -177,7 +200,7 @@ class SessionStore:
         stored.setdefault("content", "")
         stored["timestamp"] = message.get("timestamp") or utc_now_iso()
         self._write(session, stored)
-        session.messages.append(stored)
+        _index_message(session, stored)
         session.next_seq += 1
         return stored
 
@@ -229,6 +252,12 @@ class SessionStore:
         return found
 
 
+def _index_message(session: Session, message: dict[str, Any]) -> None:
+    session.messages.append(message)
+    if message.get("message_id") and message.get("role") == "user":
+        session.message_ids[str(message["message_id"])] = int(message["seq"])
+
+
 def _apply_record(session: Session, record: dict[str, Any]) -> None:
     kind = record.get("type")
     if kind == "state":
@@ -271,7 +300,7 @@ def load_session(path: Path, key: str) -> Session:
             log.warning("%s:%d: skipped an unreadable line (torn write?)", path.name, number)
             continue
         if "role" in record and isinstance(record.get("seq"), int):
-            session.messages.append(record)
+            _index_message(session, record)
             max_seq = max(max_seq, record["seq"])
         elif record.get("type") == "session":
             session.first_seq = int(record.get("first_seq", 1))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import itertools
 import sys
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
@@ -30,7 +30,6 @@ class TerminalChannel(Channel):
         self.output = output or sys.stdout
         self.errors = 0
         self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
-        self._ids = itertools.count(1)
 
     async def start(self) -> None:
         return None
@@ -50,7 +49,8 @@ class TerminalChannel(Channel):
             InboundMessage(
                 channel=self.name,
                 chat_id=self.chat_id,
-                message_id=str(next(self._ids)),
+                # Unique across runs: the agent de-duplicates by message id per session.
+                message_id=uuid.uuid4().hex,
                 sender_id="local",
                 sender_name=_user_name(),
                 text=text,

@@ -40,6 +40,9 @@ class Gateway:
         ]
         await self.runtime.start()
         await self.manager.start_all()
+        for message in await self.runtime.unanswered(set(self.manager.channels)):
+            log.info("%s: answering a message left unanswered by the last run", message.session_key)
+            await self.bus.publish_inbound(message)
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop receiving, finish (or persist and cancel) in-flight turns, flush replies."""

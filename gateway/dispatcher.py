@@ -113,6 +113,11 @@ class Dispatcher:
 
 
 def _reply(message: InboundMessage, text: str, *, is_error: bool = False) -> OutboundMessage:
+    # reply_to lets a channel mark the message as answered (Telegram's inbound journal).
     return OutboundMessage(
-        channel=message.channel, chat_id=message.chat_id, text=text, is_error=is_error
+        channel=message.channel,
+        chat_id=message.chat_id,
+        text=text,
+        reply_to=message.message_id or None,
+        is_error=is_error,
     )

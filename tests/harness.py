@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +24,6 @@ class RecordingChannel(Channel):
     def __init__(self, bus: MessageBus) -> None:
         super().__init__(bus)
         self.sent: dict[str, asyncio.Queue[OutboundMessage]] = {}
-        self._ids = itertools.count(1)
 
     def _queue(self, chat_id: str) -> asyncio.Queue[OutboundMessage]:
         return self.sent.setdefault(chat_id, asyncio.Queue())
@@ -45,7 +44,7 @@ class RecordingChannel(Channel):
             InboundMessage(
                 channel=self.name,
                 chat_id=chat_id,
-                message_id=str(next(self._ids)),
+                message_id=uuid.uuid4().hex,
                 sender_id=sender.lower(),
                 sender_name=sender,
                 text=text,

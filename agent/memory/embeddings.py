@@ -1,0 +1,176 @@
+"""Embedders: text -> unit vectors for the vector side of memory search.
+
+`[memory] embedding_model` picks one:
+
+- "builtin" (or ""): `HashedEmbedder`, offline, no model download. It hashes features of
+  the text into a fixed-size vector: stemmed words, character trigrams of each word (so
+  "book"/"booking"/"bookings" and small typos land close), CJK characters and character
+  bigrams. It matches texts that share words, word forms or Chinese characters; it knows
+  nothing of meaning, so "car" does not find "automobile" and English does not find Chinese.
+- "none": no vectors; search is keyword-only.
+- anything else: a litellm embedding model (e.g. "openai/text-embedding-3-small"), called
+  through `LLMClient.embed` with the configured api_base and api_key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from agent.memory.tokens import (
+    CJK_STOP_CHARS,
+    STOPWORDS,
+    cjk_bigrams,
+    cjk_runs,
+    normalise,
+    stem,
+    words,
+)
+
+if TYPE_CHECKING:
+    from agent.llm import LLMClient
+
+BUILTIN = "builtin"
+NONE = "none"
+MAX_EMBED_CHARS = 8_000  # far below any provider's input limit, and well above a chunk
+
+
+class Embedder(Protocol):
+    @property
+    def model_id(self) -> str:
+        """Names the vectors: the embedding cache is keyed by (content hash, model_id)."""
+        ...
+
+    @property
+    def semantic(self) -> bool:
+        """True for a model that matches meaning (sets the 0.7 / 0.3 default weights)."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+        ...
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class HashedEmbedder:
+    """The built-in offline embedder: hashed word, word-trigram and CJK n-gram features."""
+
+    VERSION = 1
+    WORD_WEIGHT = 1.0
+    TRIGRAM_WEIGHT = 0.5  # shared by all trigrams of one word occurrence
+    CJK_BIGRAM_WEIGHT = 1.0
+    CJK_CHAR_WEIGHT = 0.3
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return f"builtin-v{self.VERSION}-{self.dim}"
+
+    @property
+    def semantic(self) -> bool:
+        return False
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) <= 8:
+            return self.embed_sync(texts)
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row] = self._vector(text[:MAX_EMBED_CHARS])
+        return out
+
+    def features(self, text: str) -> Counter[str]:
+        norm = normalise(text)
+        found: Counter[str] = Counter()
+        for word in words(norm):
+            if word in STOPWORDS:
+                continue
+            base = stem(word)
+            found["w:" + base] += self.WORD_WEIGHT
+            padded = f"<{base}>"
+            grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+            share = self.TRIGRAM_WEIGHT / math.sqrt(len(grams))
+            for gram in grams:
+                found["g:" + gram] += share
+        for run in cjk_runs(norm):
+            for char in run:
+                if char not in CJK_STOP_CHARS:
+                    found["c:" + char] += self.CJK_CHAR_WEIGHT
+            if len(run) > 1:
+                for gram in cjk_bigrams(run):
+                    found["b:" + gram] += self.CJK_BIGRAM_WEIGHT
+        return found
+
+    def _vector(self, text: str) -> np.ndarray:
+        found = self.features(text)
+        if not found:
+            return np.zeros(self.dim, dtype=np.float32)
+        buckets = np.empty(len(found), dtype=np.int64)
+        values = np.empty(len(found), dtype=np.float32)
+        for i, (feature, weight) in enumerate(found.items()):
+            h = zlib.crc32(feature.encode("utf-8"))
+            buckets[i] = h % self.dim
+            # Repeats count less than new features: 1 + log of the weight, signed by the hash.
+            damped = weight if weight <= 1 else 1.0 + math.log(weight)
+            values[i] = damped if h & 0x80000000 else -damped
+        vector = np.bincount(buckets, weights=values, minlength=self.dim).astype(np.float32)
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+
+class LiteLLMEmbedder:
+    """Any litellm embedding model, through `LLMClient.embed` (its api_base, key, retries)."""
+
+    BATCH = 64
+
+    def __init__(self, llm: LLMClient, model: str) -> None:
+        self._llm = llm
+        self._model = model
+
+    @property
+    def model_id(self) -> str:
+        return self._model
+
+    @property
+    def semantic(self) -> bool:
+        return True
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.BATCH):
+            batch = [t[:MAX_EMBED_CHARS] or " " for t in texts[start : start + self.BATCH]]
+            rows.extend(await self._llm.embed(batch, model=self._model))
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return normalise_rows(np.array(rows, dtype=np.float32))
+
+
+def make_embedder(name: str, llm: Callable[[], LLMClient]) -> Embedder | None:
+    """The embedder `[memory] embedding_model` names; None means keyword-only search.
+
+    `llm` is called only for a litellm model, so the other choices never touch litellm.
+    """
+    choice = name.strip()
+    if choice.lower() in ("", BUILTIN):
+        return HashedEmbedder()
+    if choice.lower() == NONE:
+        return None
+    return LiteLLMEmbedder(llm(), choice)

@@ -1,0 +1,84 @@
+"""Words, CJK runs and token counts: the one tokenizer the chunker, embedder and search share.
+
+Latin-script text splits into words at anything that is not a letter or digit (as SQLite's
+unicode61 tokenizer does). Chinese, Japanese and Korean text has no spaces, so a run of CJK
+characters is kept whole and cut into character n-grams by whoever needs them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Han (incl. extensions A and compatibility), kana, Hangul syllables and jamo.
+_CJK_CLASS = (
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u309f\u30a0-\u30ff"
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002fa1f"
+)
+CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+_CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
+# A word: letters and digits that are not CJK (underscore separates, like unicode61).
+WORD = re.compile(f"(?:(?![{_CJK_CLASS}])[^\\W_])+")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves near also did get got let lets us s t don didn ve ll re m d""".split()
+)
+# Single characters too common to search for on their own (the one-character fallback).
+CJK_STOP_CHARS = frozenset("的了是我你他她它在和吗呢吧啊也都就不有这那个们么什哪谁很把被给")
+
+
+def normalise(text: str) -> str:
+    """NFKC (full-width letters and digits become ASCII) and lower case."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def words(text: str) -> list[str]:
+    """Latin-script words of already normalised text, in order."""
+    return WORD.findall(text)
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in words(normalise(text)) if w not in STOPWORDS]
+
+
+def cjk_runs(text: str) -> list[str]:
+    return CJK_RUN.findall(text)
+
+
+def cjk_bigrams(run: str) -> list[str]:
+    if len(run) < 2:
+        return [run] if run else []
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def stem(word: str) -> str:
+    """A crude English suffix stripper: enough to match "booked" with "booking"."""
+    for suffix in ("ations", "ation", "ings", "ing", "edly", "ies", "ied", "ed", "es", "ly", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                base += "y"
+            return base
+    return word
+
+
+def token_set(text: str) -> frozenset[str]:
+    """Stemmed content words plus CJK bigrams: the sets MMR compares with Jaccard."""
+    norm = normalise(text)
+    found = {stem(w) for w in words(norm) if w not in STOPWORDS}
+    for run in cjk_runs(norm):
+        found.update(cjk_bigrams(run))
+    return frozenset(found)
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly what a BPE tokenizer counts: ~4 characters a token, one per CJK character."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
