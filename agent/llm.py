@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn, TypeVar
 
@@ -177,6 +178,27 @@ class LLMClient:
             raise ModelUnavailable(self._scrub(_summary([exc]))) from None
         items = sorted(response.data, key=lambda item: _field(item, "index") or 0)
         return [list(_field(item, "embedding")) for item in items]
+
+    async def transcribe(self, path: Path, *, model: str) -> str:
+        """Speech to text through litellm (e.g. `openai/whisper-1`); same retry policy."""
+        litellm = self._lib()
+        data = await asyncio.to_thread(path.read_bytes)
+
+        async def attempt() -> Any:
+            return await litellm.atranscription(
+                model=model,
+                file=(path.name, data),
+                api_base=self._config.api_base,
+                api_key=self._api_key,
+                timeout=self._config.request_timeout,
+                max_retries=0,
+            )
+
+        try:
+            response = await self._with_retries(model, attempt)
+        except _NextModel as exc:
+            raise ModelUnavailable(self._scrub(_summary([exc]))) from None
+        return str(_field(response, "text") or "").strip()
 
     @property
     def _attempts(self) -> int:

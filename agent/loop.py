@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +13,7 @@ from agent.commands import CommandHandler, parse_command
 from agent.context import ContextBuilder
 from agent.guard import ContextGuard, ContextTooLarge, estimate_tokens, truncate_tool_results
 from agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable
+from agent.media import attach_images, image_parts, transcripts
 from agent.memory.consolidate import Consolidator
 from agent.memory.store import MemoryStore
 from agent.session import Session, SessionStore
@@ -91,6 +93,9 @@ class AgentLoop:
         self.guard = guard
         self.memory = memory
         self._secrets = tuple(config.secrets())
+        self._workspace = config.workspace.resolve()
+        # Set by the gateway: lets tools (send_file) put a message on the outbound queue.
+        self.outbox: Callable[[OutboundMessage], Awaitable[None]] | None = None
 
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
         """Answer one inbound message (a command or a model turn)."""
@@ -157,11 +162,13 @@ class AgentLoop:
         if session.state.get("trust") != message.trust.value:
             # Consolidation and archiving run later, without the message: they read it here.
             self.sessions.append_record(session, "state", trust=message.trust.value)
-        user = {
-            "role": "user",
-            "content": self._user_content(message),
-            "message_id": message.message_id or None,
-        }
+        content = self._user_content(message)
+        if message.media and self.config.agent.transcription_model:
+            notes = await transcripts(
+                self.llm, self.config.agent.transcription_model, self._workspace, message.media
+            )
+            content = "\n".join([content, *notes])
+        user = {"role": "user", "content": content, "message_id": message.message_id or None}
         # One write() is enough to survive kill -9; the fsync comes once, at the end of the turn.
         self.sessions.append_message(session, user)
         return await self._continue_turn(message, session)
@@ -176,12 +183,18 @@ class AgentLoop:
 
     async def _tool_loop(self, message: InboundMessage, session: Session) -> TurnResult:
         ctx = ToolContext(
-            workspace=self.config.workspace.resolve(),
+            workspace=self._workspace,
             trust=message.trust,
             session_key=session.key,
             config=self.config.tools,
             secrets=self._secrets,
             writer=self.writer,
+            channel=message.channel,
+            chat_id=message.chat_id,
+            outbox=self.outbox,
+        )
+        images = (
+            await image_parts(self._workspace, message.media) if self.config.agent.vision else []
         )
         schemas = self.tools.schemas(message.trust, self.config.tools) or None
         system = await self.context.system_prompt(
@@ -197,7 +210,9 @@ class AgentLoop:
         while steps < self.config.agent.max_tool_iterations:
             try:
                 messages = await self._fit(session, ctx, system, schemas, model, level)
-                response = await self.llm.chat(messages, tools=schemas, model=model)
+                response = await self.llm.chat(
+                    attach_images(messages, images), tools=schemas, model=model
+                )
             except ContextOverflow as exc:
                 log.warning(
                     "%s: provider reports overflow at level %d: %s", session.key, level, exc
@@ -210,6 +225,11 @@ class AgentLoop:
                 log.warning("%s: %s", session.key, exc)
                 return self._too_long(session)
             except ModelUnavailable as exc:
+                if images:
+                    # Most likely a model without vision: the text and file note still work.
+                    log.warning("%s: retrying without images: %s", session.key, exc)
+                    images = []
+                    continue
                 log.warning("%s: %s", session.key, exc)
                 self.sessions.append_record(session, "error", error=str(exc))
                 return TurnResult(

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import PurePosixPath
 
-from gateway.bus import MessageBus, OutboundMessage
+from gateway.bus import MessageBus, OutboundMessage, Trust
+
+
+def media_folder(trust: Trust, platform: str, chat: str) -> PurePosixPath:
+    """Where a chat's downloads go, relative to the workspace. Owner chats keep theirs
+    private; anything else lands under public/, the only folder those sessions can reach."""
+    base = PurePosixPath("media") if trust.is_owner else PurePosixPath("public/media")
+    return base / platform / chat
+
+
+def as_seen_by(trust: Trust, relative: str) -> str:
+    """A workspace-relative path as the session's file tools name it (public/ is their root)."""
+    return relative if trust.is_owner else relative.removeprefix("public/")
 
 
 class ChannelError(Exception):

@@ -30,7 +30,7 @@ import yarl
 
 from agent.writer import DiskWriter
 from channels.access import AccessPolicy
-from channels.base import Channel, ChannelError
+from channels.base import Channel, ChannelError, as_seen_by, media_folder
 from channels.pairing import PairingStore
 from channels.split import split_message
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
@@ -258,7 +258,7 @@ class DiscordChannel(Channel):
                 self._note_seen(chat_id, message.id)
                 return
         text = self._text(message, me)
-        media, notes = await self._download(message)
+        media, notes = await self._download(message, trust)
         text = "\n".join(part for part in (text, *notes) if part)
         if not text:
             self._note_seen(chat_id, message.id)
@@ -325,11 +325,13 @@ class DiscordChannel(Channel):
             text = f"{quote}\n{text}"
         return text
 
-    async def _download(self, message: discord.Message) -> tuple[list[str], list[str]]:
+    async def _download(
+        self, message: discord.Message, trust: Trust
+    ) -> tuple[list[str], list[str]]:
         """Save attachments under media/discord/<channel>/; (workspace paths, notes)."""
         saved: list[str] = []
         notes: list[str] = []
-        folder = Path("media") / "discord" / str(message.channel.id)
+        folder = Path(media_folder(trust, "discord", str(message.channel.id)))
         for attachment in message.attachments:
             if attachment.size > MAX_DOWNLOAD_BYTES:
                 notes.append(
@@ -348,7 +350,8 @@ class DiscordChannel(Channel):
                 continue
             saved.append(relative.as_posix())
             kind = attachment.content_type or "file"
-            notes.append(f"[attachment saved to {relative.as_posix()} ({kind}, {len(data)} bytes)]")
+            seen = as_seen_by(trust, relative.as_posix())
+            notes.append(f"[attachment saved to {seen} ({kind}, {len(data)} bytes)]")
         return saved, notes
 
     def _save_media(self, relative: Path, data: bytes) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from channels.access import AccessPolicy
-from channels.base import Channel, ChannelError
+from channels.base import Channel, ChannelError, as_seen_by, media_folder
 from channels.pairing import PairingStore
 from channels.telegram_format import MAX_MESSAGE_UNITS, render_parts
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
@@ -431,7 +431,7 @@ class TelegramChannel(Channel):
             trust = Trust.GROUP
         else:
             return None
-        media, notes = await self._download_media(msg, chat_id)
+        media, notes = await self._download_media(msg, chat_id, trust)
         if not text and not media:
             return None  # stickers, polls, locations: nothing we pass on yet
         body = text
@@ -474,7 +474,9 @@ class TelegramChannel(Channel):
         replied = msg.reply_to_message
         return bool(replied and replied.from_user and replied.from_user.id == self._bot_id)
 
-    async def _download_media(self, msg: Message, chat_id: str) -> tuple[list[str], list[str]]:
+    async def _download_media(
+        self, msg: Message, chat_id: str, trust: Trust
+    ) -> tuple[list[str], list[str]]:
         """Fetch photos, documents and voice into the workspace; (paths, notes for the text)."""
         wanted: list[tuple[str, Any, str]] = []
         if msg.photo:
@@ -490,7 +492,7 @@ class TelegramChannel(Channel):
             wanted.append(("audio", msg.audio, f"{msg.audio.file_unique_id}_{name}"))
         paths: list[str] = []
         notes: list[str] = []
-        folder = Path("media") / "telegram" / _safe_name(chat_id)
+        folder = Path(media_folder(trust, "telegram", _safe_name(chat_id)))
         for kind, attachment, filename in wanted:
             relative = (folder / filename).as_posix()
             if (attachment.file_size or 0) > MAX_DOWNLOAD_BYTES:
@@ -503,7 +505,7 @@ class TelegramChannel(Channel):
                 notes.append(f"[{kind}: download failed]")
                 continue
             paths.append(relative)
-            notes.append(f"[{kind}: {relative}]")
+            notes.append(f"[{kind}: {as_seen_by(trust, relative)}]")
         return paths, notes
 
     async def _download(self, attachment: Any, target: Path) -> None:

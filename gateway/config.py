@@ -60,6 +60,10 @@ class AgentConfig(_Section):
     request_timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     max_concurrent_turns: int = Field(8, ge=1)
+    # Send received images to the model as image content (needs a vision model).
+    vision: bool = True
+    # e.g. "openai/whisper-1"; empty: voice messages reach the model as a file with a note.
+    transcription_model: str = ""
     timezone: str = "UTC"
 
     @field_validator("timezone")

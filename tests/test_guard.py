@@ -138,7 +138,7 @@ async def test_compact_and_context_commands(tmp_path, fake_llm, agent_config):
         await _fill(harness, 60, size=400)
         before = (await harness.ask("/context")).text
         assert "history: 60 messages" in before and "of 19,500 tokens" in before
-        assert "system: AGENTS.md" in before and "tools: 5" in before
+        assert "system: AGENTS.md" in before and "tools: 6" in before
         assert (await harness.ask("/compact")).text.startswith("Compacted ")
         after = (await harness.ask("/context")).text
         assert int(after.split("~")[1].split()[0].replace(",", "")) < int(

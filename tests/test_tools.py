@@ -403,12 +403,13 @@ async def test_unknown_and_hidden_tools_read_the_same(
     owner = await registry.execute("nope", "{}", make_ctx(workspace))
     assert owner == (
         "Error: unknown tool 'nope'. Available tools: "
-        "read_file, write_file, edit_file, list_dir, exec, echo"
+        "read_file, write_file, edit_file, list_dir, exec, send_file, echo"
     )
     group = make_ctx(workspace, Trust.GROUP)
     hidden = await registry.execute("exec", '{"command": "id"}', group)
     assert hidden == (
-        "Error: unknown tool 'exec'. Available tools: read_file, write_file, edit_file, list_dir, echo"
+        "Error: unknown tool 'exec'. Available tools: "
+        "read_file, write_file, edit_file, list_dir, send_file, echo"
     )
     names = [s["function"]["name"] for s in registry.schemas(Trust.GROUP, group.config)]
     assert "exec" not in names and "read_file" in names
@@ -422,6 +423,7 @@ def test_schemas_are_openai_function_format(registry: ToolRegistry) -> None:
         "edit_file",
         "list_dir",
         "exec",
+        "send_file",
         "echo",
     ]
     for schema in schemas:

@@ -4,12 +4,13 @@ from agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.paths import resolve_path
 from agent.tools.registry import ToolRegistry
+from agent.tools.send_file import SendFile
 from agent.tools.shell import ExecTool
 
 
 def default_tools() -> list[Tool]:
     """One instance of every built-in tool, in the order the model sees them."""
-    return [ReadFile(), WriteFile(), EditFile(), ListDir(), ExecTool()]
+    return [ReadFile(), WriteFile(), EditFile(), ListDir(), ExecTool(), SendFile()]
 
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ListDir",
     "PathOutsideWorkspace",
     "ReadFile",
+    "SendFile",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agent.writer import DiskWriter
-from gateway.bus import Trust
+from gateway.bus import OutboundMessage, Trust
 from gateway.config import ToolsConfig
 
 REDACTED = "[redacted]"
@@ -46,6 +46,10 @@ class ToolContext:
     config: ToolsConfig
     secrets: tuple[str, ...]  # values to scrub from tool output and from the exec environment
     writer: DiskWriter
+    # Where the conversation is, and how to send something there before the reply (send_file).
+    channel: str = ""
+    chat_id: str = ""
+    outbox: Callable[[OutboundMessage], Awaitable[None]] | None = None
 
     @property
     def root(self) -> Path:

@@ -173,6 +173,7 @@ class FakeLLM:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.transcription_requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
         self.handler: Handler | None = None
         self.unscripted = 0
@@ -192,6 +193,7 @@ class FakeLLM:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         # A short shutdown timeout: hung handlers are released by _stopping anyway.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -324,6 +326,15 @@ class FakeLLM:
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        """Multipart upload in, `{"text": ...}` out: the transcript names the file's size so a
+        test can tell the real bytes arrived."""
+        form = await request.post()
+        upload = form.get("file")
+        data = upload.file.read() if hasattr(upload, "file") else b""
+        self.transcription_requests.append({"model": form.get("model"), "bytes": len(data)})
+        return web.json_response({"text": f"transcript of {len(data)} bytes of audio"})
 
 
 def _error_response(reply: Error) -> web.Response:
