@@ -58,6 +58,8 @@ class CommandHandler:
     tools: ToolRegistry
     tools_config: ToolsConfig
     last_usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Set by the gateway: {channel: {state, last_error, ...}} for /status.
+    channel_status: Callable[[], dict[str, dict[str, Any]]] | None = None
     # Called after /new moved a transcript aside (the memory system archives it from there).
     on_archived: list[ArchiveHook] = field(default_factory=list)
 
@@ -91,6 +93,7 @@ class CommandHandler:
                     f"Tokens (last turn): {usage.get('total_tokens', 0)}"
                     f" (prompt {usage.get('prompt_tokens', 0)},"
                     f" completion {usage.get('completion_tokens', 0)})",
+                    *self._channel_lines(),
                 ]
             )
         if name == "compact":
@@ -106,6 +109,15 @@ class CommandHandler:
         if name == "start":
             return "Hi! I'm your assistant. Send me a message, or /help for commands."
         return HELP
+
+    def _channel_lines(self) -> list[str]:
+        if self.channel_status is None:
+            return []
+        return [
+            f"Channel {name}: {info.get('state')}"
+            + (f" ({info['last_error']})" if info.get("last_error") else "")
+            for name, info in sorted(self.channel_status().items())
+        ]
 
     async def _context_report(self, message: InboundMessage, session: Session) -> str:
         parts = await self.context.system_prompt_parts(
