@@ -160,45 +160,34 @@ class LLMClient:
         """One vector per text, in order; same retry policy as chat, no fallbacks."""
         if not texts:
             return []
-        litellm = self._lib()
-
-        async def attempt() -> Any:
-            return await litellm.aembedding(
-                model=model,
-                input=texts,
-                api_base=self._config.api_base,
-                api_key=self._api_key,
-                timeout=self._config.request_timeout,
-                max_retries=0,
-            )
-
-        try:
-            response = await self._with_retries(model, attempt)
-        except _NextModel as exc:
-            raise ModelUnavailable(self._scrub(_summary([exc]))) from None
+        response = await self._call("aembedding", model, input=texts)
         items = sorted(response.data, key=lambda item: _field(item, "index") or 0)
         return [list(_field(item, "embedding")) for item in items]
 
     async def transcribe(self, path: Path, *, model: str) -> str:
         """Speech to text through litellm (e.g. `openai/whisper-1`); same retry policy."""
-        litellm = self._lib()
         data = await asyncio.to_thread(path.read_bytes)
+        response = await self._call("atranscription", model, file=(path.name, data))
+        return str(_field(response, "text") or "").strip()
+
+    async def _call(self, function: str, model: str, **arguments: Any) -> Any:
+        """One litellm endpoint call for one model, with our retries and no fallbacks."""
+        call = getattr(self._lib(), function)
 
         async def attempt() -> Any:
-            return await litellm.atranscription(
+            return await call(
                 model=model,
-                file=(path.name, data),
                 api_base=self._config.api_base,
                 api_key=self._api_key,
                 timeout=self._config.request_timeout,
                 max_retries=0,
+                **arguments,
             )
 
         try:
-            response = await self._with_retries(model, attempt)
+            return await self._with_retries(model, attempt)
         except _NextModel as exc:
             raise ModelUnavailable(self._scrub(_summary([exc]))) from None
-        return str(_field(response, "text") or "").strip()
 
     @property
     def _attempts(self) -> int:
