@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -18,6 +19,9 @@ from channels.base import Channel, ChannelError
 from gateway.bus import MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
+
+# Replies to different chats go out side by side; one slow chat must not hold up the rest.
+MAX_PARALLEL_SENDS = 16
 
 DeliveryHook = Callable[[OutboundMessage, str | None], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[object]]
@@ -219,13 +223,40 @@ class ChannelManager:
             await self._on_delivery(message, error)
 
     async def run_outbound(self) -> None:
-        """Deliver outbound messages until cancelled."""
-        while True:
-            message = await self.bus.outbound.get()
+        """Deliver outbound messages until cancelled: chats in parallel (up to
+        MAX_PARALLEL_SENDS), each chat's replies one at a time in order."""
+        queues: dict[str, deque[OutboundMessage]] = {}
+        workers: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(MAX_PARALLEL_SENDS)
+
+        async def work(key: str) -> None:
+            queue = queues[key]
             try:
-                await self.deliver(message)
-            except Exception:
-                # Recording the delivery failed; the loop must live on for the next reply.
-                log.exception("%s: delivery bookkeeping failed", message.session_key)
+                while queue:
+                    message = queue.popleft()
+                    try:
+                        async with slots:
+                            await self.deliver(message)
+                    except Exception:
+                        # Recording the delivery failed; later replies must still go out.
+                        log.exception("%s: delivery bookkeeping failed", message.session_key)
+                    finally:
+                        self.bus.outbound.task_done()
             finally:
-                self.bus.outbound.task_done()
+                del queues[key]
+
+        try:
+            while True:
+                message = await self.bus.outbound.get()
+                key = message.session_key
+                if key in queues:
+                    queues[key].append(message)
+                    continue
+                queues[key] = deque([message])
+                task = asyncio.create_task(work(key), name=f"send {key}")
+                workers.add(task)
+                task.add_done_callback(workers.discard)
+        finally:
+            for task in list(workers):
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)

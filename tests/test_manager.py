@@ -184,13 +184,17 @@ async def test_failing_channel_does_not_hold_up_the_others() -> None:
         outbound.cancel()
         await asyncio.gather(outbound, return_exceptions=True)
 
-    assert [m.text for m in good.sent] == ["hi", "2"]
-    assert deliveries == [
-        ("broken", "not connected"),
-        ("good", None),
-        ("nowhere", "no channel named 'nowhere' is running"),
-        ("good", None),
-    ]
+    assert [m.text for m in good.sent] == ["hi", "2"]  # one chat: in order
+    # Different chats go out side by side, so only the set of outcomes is fixed.
+    assert sorted(deliveries, key=str) == sorted(
+        [
+            ("broken", "not connected"),
+            ("good", None),
+            ("nowhere", "no channel named 'nowhere' is running"),
+            ("good", None),
+        ],
+        key=str,
+    )
     await manager.stop_all()
 
 
