@@ -26,11 +26,10 @@ from agent.session import SessionStore
 from gateway.config import load_config
 from gateway.lock import AlreadyRunning, InstanceLock
 from tests.fakes.llm import FakeLLM, text
+from tests.process import CLAWGATE, child_env, fake_model, write_config
 
-CLAWGATE = Path(sys.executable).with_name("clawgate")
 MODEL_RUN_TIMEOUT = 90.0  # litellm import plus one turn, with room for a loaded machine
 QUICK_RUN_TIMEOUT = 30.0
-PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy"}
 HEAVY_MODULES = ("litellm", "telegram", "discord", "apscheduler")
 
 
@@ -42,55 +41,6 @@ class Run:
 
     def stderr_lines(self) -> list[str]:
         return [line for line in self.stderr.splitlines() if line.strip()]
-
-
-def child_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    # Inherited overrides would change the config under test; a proxy could carry the
-    # loopback traffic elsewhere.
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("CLAWGATE_") and name.lower() not in PROXY_VARS
-    }
-    env.update(HOME=str(home), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    env.update(extra or {})
-    return env
-
-
-def toml_value(value: Any) -> str:
-    # JSON strings, numbers and booleans are valid TOML for everything these configs hold.
-    return json.dumps(str(value) if isinstance(value, Path) else value)
-
-
-def write_config(
-    home: Path,
-    *,
-    agent: Mapping[str, Any] | None = None,
-    telegram: Mapping[str, Any] | None = None,
-    extra: str = "",
-) -> Path:
-    lines = [
-        f"workspace = {toml_value(home / 'workspace')}",
-        f"data_dir = {toml_value(home / 'data')}",
-        extra,
-        "[agent]",
-        *(f"{key} = {toml_value(value)}" for key, value in (agent or {}).items()),
-        "[channels.telegram]",
-        *(f"{key} = {toml_value(value)}" for key, value in (telegram or {}).items()),
-    ]
-    path = home / "config.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def fake_model(fake_llm: FakeLLM) -> dict[str, Any]:
-    return {
-        "model": "openai/fake-model",
-        "api_base": fake_llm.url,
-        "api_key": "sk-test-secret",
-        "request_timeout": 10,
-        "max_retries": 0,
-    }
 
 
 def closed_loopback_port() -> int:
