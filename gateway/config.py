@@ -167,6 +167,28 @@ class HeartbeatConfig(_Section):
         return value
 
 
+class LimitsConfig(_Section):
+    # Per sender, across chats; 0 turns it off. The owner's terminal sessions are exempt.
+    messages_per_minute: int = Field(20, ge=0)
+
+
+class HousekeepingConfig(_Section):
+    # Days to keep files; 0 keeps them forever. Archived transcripts whose archive has not
+    # landed are never deleted, whatever their age.
+    media_days: int = Field(90, ge=0)
+    archive_days: int = Field(365, ge=0)
+    versions_days: int = Field(90, ge=0)
+
+
+class LoggingConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_format: bool = False  # one JSON object per line (also: clawgate gateway --log-json)
+    # <data_dir>/logs/clawgate.log, rotated at max_bytes, `backups` old files kept.
+    file: bool = True
+    max_bytes: int = Field(5_000_000, ge=10_000)
+    backups: int = Field(5, ge=0)
+
+
 class Config(_Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
@@ -176,6 +198,9 @@ class Config(_Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @field_validator("workspace", "data_dir")
     @classmethod
