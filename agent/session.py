@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.text import without_surrogates
 from agent.writer import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,14 @@ class SessionStore:
     def _write(self, session: Session, record: dict[str, Any]) -> None:
         self._ensure_header(session)
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone UTF-16 surrogate (e.g. "\ud800" from a platform's JSON) is no character and
+            # cannot be UTF-8. It becomes U+FFFD in the record itself, so what is cached (and
+            # later sent to the model, which would reject it too) matches what is on disk.
+            record.update(without_surrogates(record))
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         if session.needs_newline:
             line = "\n" + line
         self.writer.append(session.path, line)
@@ -259,15 +268,26 @@ def _index_message(session: Session, message: dict[str, Any]) -> None:
 
 
 def _apply_record(session: Session, record: dict[str, Any]) -> None:
+    """Fold one record into the session; raises on a malformed field before changing it."""
     kind = record.get("type")
+    if kind == "session":
+        first_seq = int(record.get("first_seq", 1))
+        session.first_seq = first_seq
+        session.next_seq = max(session.next_seq, first_seq)
+        return
     if kind == "state":
+        if "last_consolidated" in record:
+            int(record["last_consolidated"])
         session.state.update({k: v for k, v in record.items() if k not in ("type", "timestamp")})
         return
+    # Fields that later code does arithmetic on must be numbers, or the record is not kept.
+    numbers = {"consolidation": ("from_seq", "to_seq"), "compaction": ("up_to_seq",)}
+    for name in numbers.get(str(kind), ()):
+        record[name] = int(record[name])
     session.records.append(record)
     if kind == "consolidation":
         # The covered range and the advance are one record, so one write() makes both land.
-        to_seq = int(record.get("to_seq", 0))
-        session.state["last_consolidated"] = max(session.last_consolidated, to_seq)
+        session.state["last_consolidated"] = max(session.last_consolidated, record["to_seq"])
 
 
 def read_key(path: Path) -> str | None:
@@ -302,11 +322,11 @@ def load_session(path: Path, key: str) -> Session:
         if "role" in record and isinstance(record.get("seq"), int):
             _index_message(session, record)
             max_seq = max(max_seq, record["seq"])
-        elif record.get("type") == "session":
-            session.first_seq = int(record.get("first_seq", 1))
-            session.next_seq = max(session.next_seq, session.first_seq)
         elif "type" in record:
-            _apply_record(session, record)
+            try:
+                _apply_record(session, record)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                log.warning("%s:%d: skipped a record with a malformed field", path.name, number)
         else:
             log.warning(
                 "%s:%d: skipped a line that is neither message nor record", path.name, number

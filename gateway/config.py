@@ -205,7 +205,10 @@ class Config(_Section):
     @field_validator("workspace", "data_dir")
     @classmethod
     def _expand(cls, value: Path) -> Path:
-        return value.expanduser()
+        try:
+            return value.expanduser()
+        except RuntimeError as exc:  # "~someone" for a user this machine does not have
+            raise ValueError(str(exc)) from None
 
     def secrets(self) -> list[str]:
         """Every configured secret value, so tools can scrub them from what they show."""
@@ -259,10 +262,11 @@ def _error_source(error: ValidationError, path: Path, overrides: dict[tuple[str,
 
 def _describe(error: ValidationError) -> str:
     first = error.errors()[0]
-    key = ".".join(str(p) for p in first["loc"]) or "config"
+    # A key can hold any character (TOML quoted keys): escape it so the message stays one line.
+    key = ".".join(str(p) for p in first["loc"]).encode("unicode_escape").decode() or "config"
     if first["type"] == "extra_forbidden":
         return f"unknown key '{key}'"
-    message = first["msg"].removeprefix("Value error, ")
+    message = " ".join(first["msg"].removeprefix("Value error, ").split())
     extra = f" ({len(error.errors()) - 1} more problems)" if len(error.errors()) > 1 else ""
     return f"invalid value for '{key}': {message}{extra}"
 

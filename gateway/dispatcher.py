@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from agent.commands import parse_command
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.ratelimit import RateLimiter, Verdict, limit_notice
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,18 @@ class Dispatcher:
     it; they are not merged, so every message gets exactly one answer.
     """
 
-    def __init__(self, bus: MessageBus, handle: Handler, *, max_concurrent: int = 8) -> None:
+    def __init__(
+        self,
+        bus: MessageBus,
+        handle: Handler,
+        *,
+        max_concurrent: int = 8,
+        messages_per_minute: int = 0,
+    ) -> None:
         self.bus = bus
         self._handle = handle
+        # Public so a test can hand in one with its own clock; 0 per minute = off.
+        self.rate_limiter = RateLimiter(messages_per_minute)
         self._slots = asyncio.Semaphore(max_concurrent)
         self._queues: dict[str, deque[InboundMessage]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -50,11 +60,28 @@ class Dispatcher:
             self._turns[message.session_key].cancel()
             await self.bus.publish_outbound(_reply(message, "Stopped."))
             return
+        if command is None and not await self._within_limit(message):
+            return
         key = message.session_key
         self._queues.setdefault(key, deque()).append(message)
         if key not in self._workers:
             self._idle.clear()
             self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
+
+    async def _within_limit(self, message: InboundMessage) -> bool:
+        """Apply the per-sender rate limit; a dropped message never reaches the model.
+        Commands are not limited (they are how a user stops or resets a runaway chat)."""
+        verdict = self.rate_limiter.check(message)
+        if verdict is Verdict.ACCEPT:
+            return True
+        sender = self.rate_limiter.sender_key(message)
+        if verdict is Verdict.NOTIFY:
+            log.info("%s: over the rate limit, told the sender once", sender)
+            notice = limit_notice(self.rate_limiter.per_minute)
+            await self.bus.publish_outbound(_reply(message, notice))
+        else:
+            log.debug("%s: over the rate limit, message dropped", sender)
+        return False
 
     async def _work(self, key: str) -> None:
         queue = self._queues[key]

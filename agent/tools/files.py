@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.text import without_surrogates
 from agent.tools.base import Tool, ToolContext, ToolError, describe_os_error
 from agent.tools.paths import resolve_path
 
@@ -140,7 +141,7 @@ def _read_text(path: Path, shown: str) -> str:
 def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give a file path")
-    data = content.encode("utf-8")
+    data = without_surrogates(content).encode("utf-8")
     try:
         # Rewriting a private file (MEMORY.md is 0600) must not widen who can read it.
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else NEW_FILE_MODE
