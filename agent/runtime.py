@@ -12,10 +12,15 @@ from agent.guard import ContextGuard
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
 from agent.memory.consolidate import Consolidator
+from agent.memory.embeddings import make_embedder
+from agent.memory.index import MemoryIndex
+from agent.memory.recall import recall_part
 from agent.memory.recent import daily_logs_part
+from agent.memory.search import MemorySearch
 from agent.memory.store import MemoryStore
 from agent.session import SessionStore, load_session, read_key
 from agent.tools import default_tools
+from agent.tools.memory_tools import memory_tools
 from agent.tools.registry import ToolRegistry
 from agent.writer import DiskWriter
 from gateway.bus import InboundMessage, OutboundMessage, Trust
@@ -41,6 +46,7 @@ class AgentRuntime:
     memory: MemoryStore
     consolidator: Consolidator
     loop: AgentLoop
+    search: MemorySearch
 
     @classmethod
     def build(cls, config: Config, *, writer: DiskWriter | None = None) -> AgentRuntime:
@@ -49,13 +55,19 @@ class AgentRuntime:
         writer.mkdir(workspace, mode=0o700)
         sessions = SessionStore(workspace / "sessions", writer=writer)
         llm = LLMClient(config.agent)
-        tools = ToolRegistry(default_tools())
+        # The search index is derived data under data_dir; it opens on the first search.
+        embedder = make_embedder(config.memory.embedding_model, lambda: llm)
+        index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
+        search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
+        tools = ToolRegistry([*default_tools(), *memory_tools(search)])
         memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
         consolidator = Consolidator(
             store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window
         )
         context = ContextBuilder(
-            workspace, timezone=config.agent.timezone, extra_parts=[daily_logs_part(memory)]
+            workspace,
+            timezone=config.agent.timezone,
+            extra_parts=[daily_logs_part(memory), recall_part(search, config.memory)],
         )
         guard = ContextGuard(
             sessions=sessions,
@@ -85,7 +97,17 @@ class AgentRuntime:
             memory=memory,
         )
         return cls(
-            config, writer, sessions, llm, tools, context, commands, memory, consolidator, loop
+            config,
+            writer,
+            sessions,
+            llm,
+            tools,
+            context,
+            commands,
+            memory,
+            consolidator,
+            loop,
+            search,
         )
 
     async def start(self) -> None:
@@ -128,6 +150,7 @@ class AgentRuntime:
         if not await self.consolidator.drain(grace):
             log.warning("memory work still running after %.0f s; it resumes at next start", grace)
         await self.consolidator.close()
+        await self.search.close()
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from gateway.cli_cron import cron_app
 from gateway.cli_memory import memory_app
+from gateway.cli_ops import doctor, service_app
 from gateway.cli_pairing import pairing_app
 
 if TYPE_CHECKING:
@@ -29,6 +31,8 @@ sessions_app = typer.Typer(help="Inspect conversation transcripts.", no_args_is_
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.add_typer(pairing_app, name="pairing")
+app.add_typer(service_app, name="service")
+app.add_typer(cron_app, name="cron")
 
 _state: dict[str, Path | None] = {"config": None}
 
@@ -45,17 +49,6 @@ def _load() -> Config:
         return load_config(_state["config"])
     except ConfigError as exc:
         fail(str(exc))
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    for noisy in ("httpx", "httpcore", "LiteLLM", "litellm", "telegram", "discord", "apscheduler"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 @app.callback()
@@ -134,21 +127,32 @@ async def _run_terminal(config: Config, message: str | None, session: str) -> in
 @app.command()
 def gateway(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    log_json: Annotated[
+        bool, typer.Option("--log-json", help="Log one JSON object per line (stderr and file).")
+    ] = False,
 ) -> None:
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
     from channels.base import ChannelError
     from gateway.config import ConfigError
     from gateway.daemon import check_ready, serve
     from gateway.lock import AlreadyRunning, InstanceLock
+    from gateway.logs import setup_logging
 
     config = _load()
     try:
         check_ready(config)
     except ConfigError as exc:
         fail(str(exc))
-    _setup_logging(verbose)
     try:
         with InstanceLock(config.data_dir):
+            # Inside the lock: a refused second gateway must not write (or rotate) the log.
+            setup_logging(
+                config.logging,
+                config.data_dir,
+                json=log_json or config.logging.json_format,
+                verbose=verbose,
+                secrets=config.secrets(),
+            )
             asyncio.run(serve(config))
     except AlreadyRunning as exc:
         fail(str(exc))
@@ -214,6 +218,9 @@ def sessions_show(
             text = f"{text} [calls: {names}]".strip()
         role = message["role"] if message["role"] != "tool" else f"tool {message.get('name', '')}"
         typer.echo(f"#{message['seq']} {message['timestamp']} {role}: {text}")
+
+
+app.command("doctor")(doctor)  # registered last: listed after the everyday commands
 
 
 def main() -> None:

@@ -1,4 +1,7 @@
-"""`clawgate memory ...`: read the memory files and audit the transcripts. No model needed."""
+"""`clawgate memory ...`: read, search and index the memory files, audit the transcripts.
+
+No model is needed, and litellm is imported only when `[memory] embedding_model` names a
+litellm model (search then embeds the query, index embeds the chunks)."""
 
 from __future__ import annotations
 
@@ -74,3 +77,153 @@ def audit() -> None:
         typer.echo(f"{len(report.problems)} problems", err=True)
         raise typer.Exit(1)
     typer.echo("everything accounted for")
+
+
+def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` stays fast
+    from agent.memory.embeddings import make_embedder
+    from agent.memory.index import MemoryIndex
+    from agent.memory.search import MemorySearch
+
+    def llm():
+        from agent.llm import LLMClient  # litellm itself loads only on the first embed call
+
+        return LLMClient(config.agent)
+
+    embedder = make_embedder(config.memory.embedding_model, llm)
+    index = MemoryIndex.for_workspace(config.workspace, config.data_dir, embedder)
+    return MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
+
+
+def _progress_bar():
+    """A rich progress bar fed by the index's (phase, done, total) callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(
+        TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), transient=False
+    )
+    tasks: dict[str, int] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(phase, total=total)
+        bar.update(tasks[phase], completed=done, total=total)
+
+    return bar, update
+
+
+@memory_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", help="How many results.", min=1, max=50)] = 6,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="A JSON array instead of a table.")
+    ] = False,
+) -> None:
+    """Search memory (MEMORY.md, daily logs, HISTORY.md); the index updates itself first."""
+    import asyncio
+    import json
+
+    from gateway.cli import _load
+
+    config = _load()
+
+    async def run():
+        engine = _open_search(config)
+        try:
+            return await engine.search(query, max_results=k)
+        finally:
+            await engine.close()
+
+    hits = asyncio.run(run())
+    if as_json:
+        keys = ("path", "start_line", "end_line", "score", "snippet")
+        typer.echo(
+            json.dumps(
+                [{key: hit.as_json()[key] for key in keys} for hit in hits],
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+        return
+    if not hits:
+        typer.echo("no matches")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("score", "where", "snippet", show_lines=True)
+    for hit in hits:
+        table.add_row(
+            f"{hit.score:.2f}", f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.snippet
+        )
+    Console().print(table)
+
+
+@memory_app.command("index")
+def index(
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Re-chunk every file (cached embeddings are kept).")
+    ] = False,
+) -> None:
+    """Bring the search index up to date with the memory files, with a progress bar."""
+    import asyncio
+
+    from gateway.cli import _load
+
+    config = _load()
+    bar, update = _progress_bar()
+
+    async def run():
+        engine = _open_search(config)
+        try:
+            with bar:
+                if rebuild:
+                    return await engine.index.rebuild(update)
+                return await engine.index.refresh(update)
+        finally:
+            await engine.close()
+
+    report = asyncio.run(run())
+    typer.echo(
+        f"{report.files_changed} files indexed, {report.files_removed} removed; "
+        f"{report.chunks_added} chunks added, {report.chunks_removed} removed; "
+        f"{report.embedded} embedded"
+    )
+
+
+@memory_app.command("status")
+def status() -> None:
+    """Files, chunks, embedding model, files changed since indexing, index size."""
+    import asyncio
+
+    from agent.memory.embeddings import make_embedder
+    from agent.memory.index import MemoryIndex
+    from gateway.cli import _load
+
+    config = _load()
+
+    def no_llm():  # status never embeds: a placeholder that names the model is enough
+        return None
+
+    embedder = make_embedder(config.memory.embedding_model, no_llm)  # type: ignore[arg-type]
+
+    async def run():
+        engine = MemoryIndex.for_workspace(config.workspace, config.data_dir, embedder)
+        try:
+            return await engine.status()
+        finally:
+            await engine.close()
+
+    info = asyncio.run(run())
+    typer.echo(f"index:            {info.db_path}")
+    typer.echo(f"files:            {info.files}")
+    typer.echo(f"chunks:           {info.chunks}")
+    typer.echo(
+        f"embedding model:  {config.memory.embedding_model or 'builtin'} "
+        f"({info.vectors} of {info.chunks} chunks embedded)"
+    )
+    typer.echo(
+        f"dirty files:      {len(info.dirty_files)}"
+        + (f" ({', '.join(info.dirty_files[:10])})" if info.dirty_files else "")
+    )
+    typer.echo(f"index size:       {info.size_bytes / 1024:.0f} KiB")

@@ -14,6 +14,7 @@ from channels.manager import ChannelManager
 from gateway.bus import MessageBus
 from gateway.config import Config, ConfigError
 from gateway.dispatcher import Dispatcher
+from gateway.scheduler import CronScheduler, install_cron_tool
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +24,30 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 class Gateway:
     """A running set of channels around one agent runtime."""
 
-    def __init__(self, runtime: AgentRuntime, channels: Sequence[Channel], bus: MessageBus) -> None:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        channels: Sequence[Channel],
+        bus: MessageBus,
+        *,
+        scheduler: bool = False,
+    ) -> None:
+        """`scheduler`: run cron jobs and the heartbeat, and give the model the `cron` tool
+        (only the daemon does: one process fires the jobs)."""
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = Dispatcher(
-            bus, runtime.loop.handle, max_concurrent=runtime.config.agent.max_concurrent_turns
+            bus,
+            runtime.loop.handle,
+            max_concurrent=runtime.config.agent.max_concurrent_turns,
+            messages_per_minute=runtime.config.limits.messages_per_minute,
         )
         self.manager = ChannelManager(bus, channels, on_delivery=runtime.record_delivery)
+        runtime.loop.outbox = bus.publish_outbound
+        self.scheduler: CronScheduler | None = None
+        if scheduler:
+            install_cron_tool(runtime)
+            self.scheduler = CronScheduler(runtime, bus, self.dispatcher)
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -40,12 +58,16 @@ class Gateway:
         ]
         await self.runtime.start()
         await self.manager.start_all()
+        if self.scheduler is not None:
+            await self.scheduler.start()
         for message in await self.runtime.unanswered(set(self.manager.channels)):
             log.info("%s: answering a message left unanswered by the last run", message.session_key)
             await self.bus.publish_inbound(message)
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop receiving, finish (or persist and cancel) in-flight turns, flush replies."""
+        if self.scheduler is not None:
+            await self.scheduler.stop(grace / 2)
         await self.manager.stop_all()
         dispatcher_task = self._tasks[1] if len(self._tasks) > 1 else None
         if dispatcher_task is not None:
@@ -107,7 +129,7 @@ async def serve(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     bus = MessageBus()
     runtime = AgentRuntime.build(config)
-    gateway = Gateway(runtime, build_channels(config, bus), bus)
+    gateway = Gateway(runtime, build_channels(config, bus), bus, scheduler=True)
     await gateway.start()
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
     try:

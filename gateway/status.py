@@ -74,8 +74,12 @@ def read_status(data_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     try:
-        os.kill(int(body.get("pid", 0)), 0)
+        pid = int(body.get("pid", 0))
+        # pid 0 would signal our own process group and look alive.
+        if pid <= 0:
+            raise ValueError(pid)
+        os.kill(pid, 0)
         body["running"] = True
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         body["running"] = False
     return body

@@ -67,9 +67,14 @@ def chunk_file(
         spans = [(a, b, day) for a, b in _markdown_spans(lines, 0, len(lines), max_tokens, overlap)]
     chunks = []
     for start, end, day in spans:
-        body = "\n".join(lines[start:end]).strip("\n")
-        if not body.strip():
+        # Ranges hold text only: no leading or trailing blank lines.
+        while start < end and not lines[start].strip():
+            start += 1
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+        if start == end:
             continue
+        body = "\n".join(lines[start:end])
         chunks.append(Chunk(path, start + 1, end, day, body, content_hash(body)))
     return chunks
 
@@ -166,6 +171,8 @@ def _window(
                     break
                 carried.insert(0, i)
                 carried_size += cost[i]
+            if carried_size + unit_size > max_tokens:
+                carried, carried_size = [], 0  # no room: the overlap would only bloat it
             chunk, size = carried, carried_size
         chunk.extend(unit)
         size += unit_size

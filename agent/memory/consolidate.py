@@ -391,7 +391,10 @@ class Consolidator:
 
 def _is_owner(session: Session) -> bool:
     # A transcript that never recorded its trust is treated as shared: MEMORY.md is only ever
-    # shown to or rewritten from a conversation known to be the owner's.
+    # shown to or rewritten from a conversation known to be the owner's. Scheduled runs
+    # (cron:*, heartbeat:*) borrow their target chat's trust but never rewrite MEMORY.md.
+    if session.key.startswith(("cron:", "heartbeat:")):
+        return False
     return session.state.get("trust") == Trust.OWNER.value
 
 

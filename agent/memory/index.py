@@ -218,6 +218,7 @@ class MemoryIndex:
         self._lock: asyncio.Lock | None = None
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
+        self._closed = False
 
     @classmethod
     def for_workspace(
@@ -232,9 +233,11 @@ class MemoryIndex:
     # Lifecycle -------------------------------------------------------------------
 
     async def _conn(self) -> aiosqlite.Connection:
+        if self._closed:
+            raise RuntimeError("the memory index is closed")
         if self._db is None:
             await asyncio.to_thread(self.db_path.parent.mkdir, parents=True, exist_ok=True)
-            db = await aiosqlite.connect(self.db_path, isolation_level=None)
+            db = await _connect(self.db_path)
             try:
                 await db.execute("PRAGMA busy_timeout = 10000")
                 await db.execute("PRAGMA journal_mode = WAL")
@@ -244,16 +247,13 @@ class MemoryIndex:
                 )
                 version = None
                 if rows:
-                    found = await db.execute_fetchall(
-                        "SELECT value FROM meta WHERE key = 'schema'"
-                    )
+                    found = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'schema'")
                     version = found[0][0] if found else None
                 if rows and version != SCHEMA_VERSION:
                     # Derived data from another version: start again.
                     await db.close()
-                    for suffix in ("", "-wal", "-shm"):
-                        Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
-                    db = await aiosqlite.connect(self.db_path, isolation_level=None)
+                    await asyncio.to_thread(_delete_db_files, self.db_path)
+                    db = await _connect(self.db_path)
                     await db.execute("PRAGMA busy_timeout = 10000")
                     await db.execute("PRAGMA journal_mode = WAL")
                     await db.execute("PRAGMA synchronous = NORMAL")
@@ -270,6 +270,7 @@ class MemoryIndex:
         return self._db
 
     async def close(self) -> None:
+        self._closed = True
         task, self._refreshing = self._refreshing, None
         if task is not None and not task.done():
             task.cancel()
@@ -310,9 +311,7 @@ class MemoryIndex:
         self._missing.clear()
         self.vectors.clear()
         report = await self.refresh(progress)
-        await db.execute(
-            "DELETE FROM embeddings WHERE hash NOT IN (SELECT hash FROM chunks)"
-        )
+        await db.execute("DELETE FROM embeddings WHERE hash NOT IN (SELECT hash FROM chunks)")
         return report
 
     def _guard(self) -> asyncio.Lock:
@@ -415,7 +414,9 @@ class MemoryIndex:
                     (path,),
                 )
                 by_key = {(r[1], r[2], r[3], r[4]): r[0] for r in existing}
-                fresh = [c for c in chunks if (c.start_line, c.end_line, c.date, c.hash) not in by_key]
+                fresh = [
+                    c for c in chunks if (c.start_line, c.end_line, c.date, c.hash) not in by_key
+                ]
                 keep = {
                     by_key[k]
                     for c in chunks
@@ -430,9 +431,7 @@ class MemoryIndex:
         self._files[path] = state
         return added, removed
 
-    async def _delete_chunks(
-        self, db: aiosqlite.Connection, path: str, keep: Iterable[int]
-    ) -> int:
+    async def _delete_chunks(self, db: aiosqlite.Connection, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
         rows = await db.execute_fetchall("SELECT id FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
@@ -618,6 +617,21 @@ class _WriteTxn:
         await self._db.execute("COMMIT")
         # Another process wrote in between: reload at the next refresh.
         self._index._generation = -1 if self._stale else self._next
+
+
+def _connect(db_path: Path) -> aiosqlite.Connection:
+    db = aiosqlite.connect(db_path, isolation_level=None)
+    # aiosqlite's worker thread is not a daemon: an index its owner never closed would keep
+    # the interpreter from exiting. The data is derived and SQLite (WAL) survives a kill.
+    thread = getattr(db, "_thread", None)
+    if thread is not None and not thread.is_alive():
+        thread.daemon = True
+    return db
+
+
+def _delete_db_files(db_path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
 
 
 def _read_file(path: Path) -> tuple[str, tuple[int, int, int]]:

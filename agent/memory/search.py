@@ -4,10 +4,12 @@ For a query:
 1. Refresh the index (a stat per memory file when nothing changed).
 2. Keyword candidates (max_results x candidate_multiplier): BM25 over the porter/unicode61
    table for words; for CJK runs of 3+ characters, BM25 over the trigram table of their
-   trigrams; 1-2 character CJK words (which no trigram can hold) through a substring scan
-   of the chunks' CJK text, as are the bigrams of a longer run whose trigrams found nothing.
+   trigrams; 1-2 character CJK words (which no trigram can hold) and the bigrams of longer
+   runs (Chinese has no spaces, so a two-character word inside a long query is otherwise
+   lost) through a substring scan (instr) of the chunks' CJK text.
    Text score t = x / (x + 4) for x = -bm25 (0 for no match, towards 1 for strong ones); a
-   substring-only match scores 0.5 x the share of the query's short words it contains.
+   substring-only match scores 0.5 x the square root of the share of the query's short
+   words and bigrams it contains.
 3. Vector candidates, as many: exact cosine over the in-memory matrix (v = cosine, >= 0).
 4. base = w_v·v + w_t·t (weights normalised to sum 1; 0.7/0.3 for a semantic model).
 5. Recency: a chunk dated d days ago keeps a factor 0.8 + 0.2·0.5^(d / half_life_days) of
@@ -20,8 +22,8 @@ For a query:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
@@ -45,13 +47,19 @@ log = logging.getLogger(__name__)
 
 SEMANTIC_WEIGHTS = (0.7, 0.3)  # (vector, text) with a semantic embedding model
 # With the built-in hashed embedder; chosen from bench/recall_eval.py (see README).
-BUILTIN_WEIGHTS = (0.5, 0.5)
+BUILTIN_WEIGHTS = (0.4, 0.6)
 BM25_HALF = 4.0
 SUBSTRING_SCORE = 0.5
 DECAY_FLOOR = 0.8
 SNIPPET_CHARS = 300
 MAX_QUERY_TERMS = 32
 MAX_TRIGRAMS = 48
+MAX_NEEDLES = 24
+PARALLEL_SCAN_ROWS = 20_000  # below this a thread hop costs more than the scan
+# Two-character sequences too common to mean anything on their own.
+CJK_STOP_BIGRAMS = frozenset(
+    "什么 时候 怎么 我们 你们 他们 这个 那个 哪里 没有 可以 现在 一个 了吗 的是 是不 不是 一下".split()
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ class KeywordQuery:
     match: str | None  # for chunks_fts (porter unicode61)
     trigram: str | None  # for chunks_tri
     short_cjk: tuple[str, ...]  # 1-2 character CJK words: substring fallback
-    cjk_bigrams: tuple[str, ...]  # fallback when the trigram query finds nothing
+    cjk_bigrams: tuple[str, ...]  # bigrams of longer runs, for the same substring scan
     terms: tuple[str, ...]  # for placing snippets
 
     @property
@@ -102,7 +110,11 @@ def keyword_query(text: str) -> KeywordQuery:
     for run in runs:
         if len(run) >= 3:
             trigrams.extend(run[i : i + 3] for i in range(len(run) - 2))
-            bigrams.extend(cjk_bigrams(run))
+            bigrams.extend(
+                g
+                for g in cjk_bigrams(run)
+                if g not in CJK_STOP_BIGRAMS and not set(g) <= CJK_STOP_CHARS
+            )
         elif len(run) == 2 or run not in CJK_STOP_CHARS:
             short.append(run)
     trigrams = list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS]
@@ -136,9 +148,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def mmr(
-    candidates: list[tuple[float, frozenset[str]]], k: int, lam: float
-) -> list[int]:
+def mmr(candidates: list[tuple[float, frozenset[str]]], k: int, lam: float) -> list[int]:
     """Indexes into `candidates` (score, token set), best-first, in MMR order."""
     if not candidates:
         return []
@@ -214,8 +224,13 @@ class MemorySearch:
         floor = self.config.min_score if min_score is None else min_score
         await self.index.refresh()
         plan = keyword_query(query)
-        text_scores = await self._keyword(plan, pool)
-        vector_scores = await self._vector(query, pool, set(text_scores))
+        # FTS runs in aiosqlite's thread while the cosine scan runs in another: in parallel.
+        text_scores, (vector_scores, query_vector) = await asyncio.gather(
+            self._keyword(plan, pool), self._vector(query, pool)
+        )
+        missing = set(text_scores) - set(vector_scores)
+        if query_vector is not None and missing:
+            vector_scores.update(self.index.vectors.scores_for(query_vector, missing))
         w_v, w_t = self.weights
         rows = await self.index.chunks(set(text_scores) | set(vector_scores))
         today = self._today()
@@ -252,33 +267,28 @@ class MemorySearch:
         if plan.match:
             for chunk_id, x in await self.index.fts("chunks_fts", plan.match, limit):
                 keep(chunk_id, bm25_score(x))
-        needles = list(plan.short_cjk)
         if plan.trigram:
-            found = await self.index.fts("chunks_tri", plan.trigram, limit)
-            for chunk_id, x in found:
+            for chunk_id, x in await self.index.fts("chunks_tri", plan.trigram, limit):
                 keep(chunk_id, bm25_score(x))
-            if not found:
-                needles.extend(plan.cjk_bigrams)
+        needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
         if needles:
             for chunk_id, cjk in await self.index.like_cjk(needles, limit * 4):
                 share = sum(1 for n in needles if n in cjk) / len(needles)
-                keep(chunk_id, SUBSTRING_SCORE * share)
+                keep(chunk_id, SUBSTRING_SCORE * share**0.5)
         if len(scores) > limit:
             best = sorted(scores.items(), key=lambda item: -item[1])[:limit]
             scores = dict(best)
         return scores
 
-    async def _vector(self, query: str, limit: int, also: set[int]) -> dict[int, float]:
+    async def _vector(self, query: str, limit: int) -> tuple[dict[int, float], np.ndarray | None]:
         embedder = self.index.embedder
         if embedder is None or not len(self.index.vectors):
-            return {}
+            return {}, None
         try:
             vector = (await embedder.embed([query]))[0]
         except Exception as exc:
             log.warning("memory search: embedding the query failed (%s); keyword only", exc)
-            return {}
-        scores = dict(self.index.vectors.top(vector, limit))
-        missing = also - set(scores)
-        if missing:
-            scores.update(self.index.vectors.scores_for(vector, missing))
-        return scores
+            return {}, None
+        if len(self.index.vectors) < PARALLEL_SCAN_ROWS:
+            return dict(self.index.vectors.top(vector, limit)), vector
+        return dict(await asyncio.to_thread(self.index.vectors.top, vector, limit)), vector

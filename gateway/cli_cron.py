@@ -1,0 +1,262 @@
+"""`clawgate cron`: list, add, remove, enable, disable and run scheduled jobs.
+
+Everything but `run` only edits `<workspace>/cron/jobs.json` (under its lock); the running
+gateway picks the change up within seconds. `run` goes through the running gateway when
+there is one (a request file it answers), otherwise runs the job in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+    from gateway.cron_jobs import CronStore
+
+cron_app = typer.Typer(
+    help="Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
+    no_args_is_help=True,
+)
+
+RUN_TIMEOUT_SECONDS = 300.0
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"clawgate: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _open() -> tuple[Config, CronStore]:
+    # Imported here: gateway.cli imports this module to register the sub-app.
+    from gateway.cli import _load
+    from gateway.cron_jobs import CronStore
+
+    config = _load()
+    return config, CronStore(config.workspace / "cron")
+
+
+@cron_app.command("list")
+def cron_list(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The job objects with their state.")
+    ] = False,
+) -> None:
+    """Every job with its schedule, target and last run."""
+    from gateway.cron_jobs import CronError
+
+    config, store = _open()
+    try:
+        jobs = store.load().jobs
+    except CronError as exc:
+        _fail(str(exc))
+    state = store.load_state()
+    if as_json:
+        rows = []
+        for job in jobs:
+            row = job.model_dump(mode="json")
+            run = state.jobs.get(job.id)
+            row["state"] = run.model_dump(mode="json") if run else None
+            rows.append(row)
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not jobs:
+        typer.echo(f"no scheduled jobs ({store.jobs_path})")
+        return
+    for job in jobs:
+        run = state.jobs.get(job.id)
+        tz = job.timezone or config.agent.timezone
+        parts = [
+            job.id,
+            job.name,
+            job.schedule.describe(),
+            tz,
+            f"-> {job.deliver_to}",
+            "enabled" if job.enabled else "disabled",
+        ]
+        if run and run.next_run and job.enabled:
+            parts.append(
+                f"next {run.next_run.astimezone(job.tz(config.agent.timezone)):%Y-%m-%d %H:%M}"
+            )
+        if run and run.last_status:
+            parts.append(f"last {run.last_status}")
+            if run.consecutive_errors:
+                parts.append(f"{run.consecutive_errors} errors in a row")
+        typer.echo("\t".join(parts))
+
+
+@cron_app.command("add")
+def cron_add(
+    name: Annotated[str, typer.Option("--name", help="A short name.")],
+    message: Annotated[
+        str, typer.Option("--message", help="What the assistant should do when it runs.")
+    ],
+    at: Annotated[
+        str | None, typer.Option("--at", help="Once, at this ISO date-time (naive: --tz).")
+    ] = None,
+    every: Annotated[int | None, typer.Option("--every", help="Every N seconds.")] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="Five-field cron expression, e.g. '0 8 * * 1-5'.")
+    ] = None,
+    tz: Annotated[
+        str | None, typer.Option("--tz", help="Time zone (default: agent.timezone).")
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Session key to deliver to (default: heartbeat.deliver_to, else cli:default).",
+        ),
+    ] = None,
+) -> None:
+    """Add a job; prints its id."""
+    from gateway.cron_jobs import CronError, add_job, new_job
+
+    config, store = _open()
+    deliver_to = to or config.heartbeat.deliver_to or "cli:default"
+    try:
+        job = add_job(
+            store,
+            lambda jobs: new_job(
+                jobs,
+                name=name,
+                message=message,
+                deliver_to=deliver_to,
+                timezone=tz or config.agent.timezone,
+                at=at,
+                every=every,
+                cron=cron,
+            ),
+        )
+    except CronError as exc:
+        _fail(str(exc), code=2)
+    except OSError as exc:
+        _fail(f"could not write {store.jobs_path}: {exc.strerror or exc}")
+    typer.echo(job.id)
+
+
+@cron_app.command("remove")
+def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Delete a job."""
+    from gateway.cron_jobs import CronError, remove_job
+
+    _, store = _open()
+    try:
+        job = remove_job(store, job_id)
+    except CronError as exc:
+        _fail(str(exc))
+    typer.echo(f"removed {job.id} ({job.name})")
+
+
+def _set_enabled(job_id: str, enabled: bool) -> None:
+    from gateway.cron_jobs import CronError, set_enabled
+
+    _, store = _open()
+    try:
+        job = set_enabled(store, job_id, enabled)
+    except CronError as exc:
+        _fail(str(exc))
+    typer.echo(f"{job.id} ({job.name}) {'enabled' if enabled else 'disabled'}")
+
+
+@cron_app.command("enable")
+def cron_enable(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Switch a job on (its error count starts afresh)."""
+    _set_enabled(job_id, True)
+
+
+@cron_app.command("disable")
+def cron_disable(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Switch a job off without deleting it."""
+    _set_enabled(job_id, False)
+
+
+@cron_app.command("run")
+def cron_run(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the running gateway's result.")
+    ] = RUN_TIMEOUT_SECONDS,
+) -> None:
+    """Run a job once, now: through the running gateway if there is one, else here."""
+    from gateway.cron_jobs import CronError
+    from gateway.lock import AlreadyRunning, InstanceLock
+
+    config, store = _open()
+    try:
+        store.load().get(job_id)
+    except CronError as exc:
+        _fail(str(exc))
+    lock = InstanceLock(config.data_dir)
+    try:
+        lock.acquire()
+    except AlreadyRunning:
+        _run_through_gateway(store, job_id, timeout)
+        return
+    try:
+        if not config.agent.model:
+            _fail("no model configured: set [agent] model or CLAWGATE_AGENT__MODEL", code=2)
+        code = asyncio.run(_run_here(config, job_id))
+    finally:
+        lock.release()
+    raise typer.Exit(code)
+
+
+def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
+    from gateway.scheduler import request_run
+
+    result_path = request_run(store, job_id)
+    typer.echo(f"asked the running gateway to run {job_id}", err=True)
+    deadline = time.monotonic() + timeout
+    while not result_path.exists():
+        if time.monotonic() > deadline:
+            _fail(
+                f"no result after {timeout:g} s; the job may still be running (see `clawgate cron list`)"
+            )
+        time.sleep(0.1)
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    result_path.unlink(missing_ok=True)
+    if not result.get("ok"):
+        _fail(f"job {job_id} failed: {result.get('error')}")
+    typer.echo(result.get("text", ""))
+
+
+async def _run_here(config: Config, job_id: str) -> int:
+    """No gateway is running: start the configured channels briefly so the reply can be
+    delivered, run the job, flush, stop."""
+    from agent.runtime import AgentRuntime
+    from channels.base import ChannelError
+    from gateway.bus import MessageBus
+    from gateway.daemon import Gateway, build_channels
+    from gateway.scheduler import CronScheduler
+
+    bus = MessageBus()
+    try:
+        channels = build_channels(config, bus)
+    except ChannelError as exc:
+        _fail(str(exc))
+    gateway = Gateway(AgentRuntime.build(config), channels, bus)
+    runner = CronScheduler(gateway.runtime, bus, gateway.dispatcher)
+    await gateway.start()
+    try:
+        await runner.load()
+        job = runner.jobs[job_id]
+        result = await runner.run_job(job_id, manual=True)
+    finally:
+        await gateway.stop(grace=5)
+    if not result.ok:
+        typer.echo(f"clawgate: job {job_id} failed: {result.error}", err=True)
+        return 1
+    channel = job.deliver_to.split(":", 1)[0]
+    if channel not in gateway.manager.channels:
+        typer.echo(
+            f"(not sent: no {channel!r} channel is enabled; the reply is saved in session "
+            f"{job.deliver_to})",
+            err=True,
+        )
+    typer.echo(result.text)
+    return 0

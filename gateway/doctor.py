@@ -1,0 +1,468 @@
+"""`clawgate doctor`: what would stop the assistant from running well, found before it does.
+
+Each check yields `Finding`s: `problem` (the command exits 1), `note` (worth knowing) or
+`ok`. Offline checks read files and package metadata only; `online_checks` sends one tiny
+request to the model and one identity call to each enabled chat platform. No finding ever
+contains a secret: failure reasons from the network are scrubbed of every configured one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.writer import DiskWriter
+from gateway.config import Config, ConfigError, load_config
+from gateway.status import disk_usage, read_status
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Level = Literal["ok", "note", "problem"]
+COMPROMISED_LITELLM = frozenset({"1.82.7", "1.82.8"})
+ONLINE_TIMEOUT = 20.0
+# Workspace folders holding private data: transcripts, memory, owner downloads.
+PRIVATE_WORKSPACE_DIRS = ("sessions", "memory", "media")
+DISK_FOLDERS = ("media", "public/media", "sessions/archive", "memory/.versions")
+_LISTED_PATHS = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    message: str
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: tuple[Finding, ...]
+
+    def count(self, level: Level) -> int:
+        return sum(1 for f in self.findings if f.level == level)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.count("problem") else 0
+
+
+def ok(message: str) -> Finding:
+    return Finding("ok", message)
+
+
+def note(message: str) -> Finding:
+    return Finding("note", message)
+
+
+def problem(message: str) -> Finding:
+    return Finding("problem", message)
+
+
+# -- offline ------------------------------------------------------------------------------
+
+
+def diagnose(
+    config_path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    writer: DiskWriter | None = None,
+    package_version: Callable[[str], str] = importlib.metadata.version,
+) -> tuple[Config | None, list[Finding]]:
+    """Every offline check; the config is None when it does not load (that is a problem)."""
+    findings: list[Finding] = []
+    config: Config | None = None
+    try:
+        config = load_config(config_path, dict(os.environ if environ is None else environ))
+    except ConfigError as exc:
+        findings.append(problem(f"config: {exc}"))
+    else:
+        where = config_path if config_path.exists() else f"defaults (no file at {config_path})"
+        findings.append(ok(f"config loads: {where}"))
+    findings += check_permissions(config_path, config)
+    if config is not None:
+        findings += check_model(config)
+        findings += check_channels(config)
+        findings += check_workspace(config.workspace, writer or DiskWriter())
+    findings.append(check_litellm(package_version))
+    findings.append(check_vector_extension())
+    if config is not None:
+        findings.append(check_disk(config))
+        findings.append(check_gateway(config.data_dir))
+    return config, findings
+
+
+def check_permissions(config_path: Path, config: Config | None) -> list[Finding]:
+    """The config, data_dir and the private workspace folders: nothing open to group/others.
+
+    An open mode below a private folder of the same tree (a 0755 `channels/` in a 0700
+    data_dir) cannot be reached by anyone else: that is a note, not a problem.
+    """
+    config_path = config_path.absolute()
+    # (label, the tree whose private folders shield what lies below them, paths)
+    targets: list[tuple[str, Path | None, list[Path]]] = [
+        ("config file", None, _existing([config_path]))
+    ]
+    if config is not None:
+        workspace = config.workspace.absolute()
+        data_dir = config.data_dir.absolute()
+        # The workspace is judged by its private folders only, wherever it lives.
+        walked = list(_walk(data_dir, skip={workspace, config_path}))
+        targets.append(("data_dir", data_dir, walked))
+        private = [workspace / name for name in PRIVATE_WORKSPACE_DIRS]
+        walked = [p for root in private for p in _walk(root, skip=set())]
+        targets.append(("workspace data", workspace, walked))
+    findings: list[Finding] = []
+    for label, tree, paths in targets:
+        exposed = [(p, mode) for p in paths if (mode := _mode(p)) is not None and mode & 0o077]
+        reachable = [(p, m) for p, m in exposed if tree is None or not _shielded(p, tree)]
+        shielded = [(p, m) for p, m in exposed if (p, m) not in reachable]
+        if reachable:
+            findings.append(problem(f"{label}: open to group/others: {_describe_modes(reachable)}"))
+        if shielded:
+            findings.append(
+                note(
+                    f"{label}: open modes inside private folders (unreachable for others "
+                    f"today): {_describe_modes(shielded)}"
+                )
+            )
+        if paths and not exposed:
+            findings.append(ok(f"{label}: private (no group/other access)"))
+    return findings
+
+
+def _shielded(path: Path, tree: Path) -> bool:
+    """Whether a folder between `tree` (included) and `path` admits neither group nor others."""
+    for folder in path.parents:
+        if not (folder == tree or folder.is_relative_to(tree)):
+            return False
+        mode = _mode(folder)
+        if mode is not None and not mode & 0o077:
+            return True
+    return False
+
+
+def _describe_modes(exposed: list[tuple[Path, int]]) -> str:
+    shown = ", ".join(f"{p} ({mode:04o})" for p, mode in exposed[:_LISTED_PATHS])
+    more = f" and {len(exposed) - _LISTED_PATHS} more" if len(exposed) > _LISTED_PATHS else ""
+    # The topmost exposed paths: chmod -R on them covers the rest.
+    paths = [p for p, _ in exposed]
+    tops = [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
+    return f"{shown}{more}; fix: chmod -R go-rwx {' '.join(str(p) for p in tops[:_LISTED_PATHS])}"
+
+
+def _existing(paths: Sequence[Path]) -> list[Path]:
+    return [p for p in paths if p.exists()]
+
+
+def _walk(root: Path, *, skip: set[Path]) -> Iterator[Path]:
+    """`root` and everything below it, not following symlinks, without the `skip` paths
+    (and what lies below them)."""
+    if not root.is_dir() or root.is_symlink():
+        return
+    yield root
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        base = Path(folder)
+        dirs[:] = [d for d in dirs if base / d not in skip]
+        yield from (base / name for name in (*dirs, *files) if base / name not in skip)
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return None  # a link's own mode means nothing; its target is checked where it lives
+    return stat.S_IMODE(info.st_mode)
+
+
+def check_model(config: Config) -> list[Finding]:
+    if not config.agent.model:
+        return [
+            problem(
+                'no model configured: set [agent] model (e.g. "openai/gpt-4o-mini") '
+                "or CLAWGATE_AGENT__MODEL"
+            )
+        ]
+    where = f" at {config.agent.api_base}" if config.agent.api_base else ""
+    key = "api key set" if config.agent.api_key else "no api key"
+    return [ok(f"model {config.agent.model}{where} ({key})")]
+
+
+def check_channels(config: Config) -> list[Finding]:
+    findings: list[Finding] = []
+    enabled = [name for name, channel in config.channels if channel.enabled]
+    for name in enabled:
+        token = getattr(config.channels, name).token
+        if token is None or not token.get_secret_value():
+            findings.append(
+                problem(
+                    f"channels.{name} is enabled but has no token: set [channels.{name}] token "
+                    f"or CLAWGATE_CHANNELS__{name.upper()}__TOKEN"
+                )
+            )
+        else:
+            findings.append(ok(f"channels.{name}: enabled, token set"))
+    if not enabled:
+        findings.append(
+            note("no chat channel enabled: `clawgate gateway` needs one; `clawgate agent` works")
+        )
+    return findings
+
+
+def check_workspace(workspace: Path, writer: DiskWriter) -> list[Finding]:
+    if not workspace.exists():
+        return [problem(f"workspace {workspace} does not exist: run `clawgate onboard`")]
+    if not workspace.is_dir():
+        return [problem(f"workspace {workspace} is not a folder")]
+    probe = workspace / f".clawgate-doctor-{os.getpid()}.tmp"
+    try:
+        writer.append(probe, "")
+    except OSError as exc:
+        return [problem(f"workspace {workspace} is not writable: {exc.strerror or exc}")]
+    finally:
+        probe.unlink(missing_ok=True)
+    return [ok(f"workspace {workspace} is writable")]
+
+
+def check_litellm(package_version: Callable[[str], str]) -> Finding:
+    """Read the installed version from package metadata; never import litellm to do it."""
+    try:
+        version = package_version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        return problem("litellm is not installed: reinstall clawgate from requirements.lock")
+    if version in COMPROMISED_LITELLM:
+        return problem(
+            f"litellm {version} is installed: a compromised release (March 2026 supply-chain "
+            "attack). Reinstall from requirements.lock and rotate the API keys and bot tokens "
+            "this machine held"
+        )
+    return ok(f"litellm {version}")
+
+
+def check_vector_extension() -> Finding:
+    reason = _vector_extension_problem()
+    if reason is None:
+        return ok("sqlite-vec loads")
+    return note(
+        f"sqlite-vec is not loadable ({reason}); memory search works anyway, with keyword "
+        "and numpy vector search"
+    )
+
+
+def _vector_extension_problem() -> str | None:
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        return "this Python's sqlite3 cannot load extensions"
+    try:
+        import sqlite_vec  # type: ignore[import-not-found]
+    except ImportError:
+        return "the sqlite-vec package is not installed"
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.enable_load_extension(True)
+        sqlite_vec.load(connection)
+        connection.execute("select vec_version()")
+    except (sqlite3.Error, AttributeError, OSError) as exc:
+        return f"loading it failed: {exc}"
+    finally:
+        connection.close()
+    return None
+
+
+def check_disk(config: Config) -> Finding:
+    usage = disk_usage(config.workspace)
+    keep = config.housekeeping
+    days = {
+        "media": keep.media_days,
+        "public/media": keep.media_days,
+        "sessions/archive": keep.archive_days,
+        "memory/.versions": keep.versions_days,
+    }
+    parts = []
+    for name in DISK_FOLDERS:
+        kept = f"kept {days[name]} days" if days[name] else "kept forever"
+        parts.append(f"{name} {human_size(usage.get(name, 0))} ({kept})")
+    return note("disk use: " + ", ".join(parts))
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_gateway(data_dir: Path) -> Finding:
+    status = read_status(data_dir) or {}
+    pid, started = status.get("pid"), status.get("started_at")
+    # read_status counts pid 0 (a torn or empty file) as alive: kill(0, 0) hits our own group.
+    if status.get("running") and isinstance(pid, int) and pid > 0:
+        since = ""
+        if isinstance(started, int | float):
+            since = time.strftime(", since %Y-%m-%d %H:%M", time.localtime(started))
+        return note(f"a gateway is running on {data_dir} (pid {pid}{since})")
+    pid = _lock_pid(data_dir)
+    if pid is not None:
+        return note(f"a gateway is running on {data_dir} (pid {pid}, holds gateway.lock)")
+    return ok(f"no gateway running on {data_dir}")
+
+
+def _lock_pid(data_dir: Path) -> int | None:
+    """The pid the lock file names, if that process is alive. Never takes the lock: a
+    gateway starting at that instant would be refused."""
+    try:
+        pid = int((data_dir / "gateway.lock").read_text(encoding="utf-8").strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+# -- online -------------------------------------------------------------------------------
+
+
+async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> list[Finding]:
+    """One model request and one identity call per enabled channel, side by side."""
+    checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
+    if config.agent.model:
+        checks.append(("model", _ping_model(config, timeout)))
+    telegram, discord = config.channels.telegram, config.channels.discord
+    if telegram.enabled and telegram.token is not None and telegram.token.get_secret_value():
+        checks.append(("telegram", _ping_telegram(config, timeout)))
+    if discord.enabled and discord.token is not None and discord.token.get_secret_value():
+        checks.append(("discord", _ping_discord(config, timeout)))
+    results = await asyncio.gather(*(_guarded(coro, timeout) for _, coro in checks))
+    findings = []
+    for (name, _), (passed, detail) in zip(checks, results, strict=True):
+        detail = _scrub(detail, config.secrets())
+        findings.append(ok(f"{name}: {detail}") if passed else problem(f"{name}: {detail}"))
+    return findings
+
+
+async def _guarded(
+    check: Coroutine[Any, Any, tuple[bool, str]], timeout: float
+) -> tuple[bool, str]:
+    try:
+        async with asyncio.timeout(timeout + 5):
+            return await check
+    except TimeoutError:
+        return False, f"failed: no answer within {timeout:g} s"
+    except Exception as exc:
+        return False, f"failed: {_one_line(exc)}"
+
+
+async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
+    from agent.llm import LLMClient, ModelUnavailable
+
+    # The configured model alone, once: a fallback answering would hide its failure.
+    agent = config.agent.model_copy(
+        update={
+            "fallback_models": [],
+            "max_retries": 0,
+            "request_timeout": min(config.agent.request_timeout, timeout),
+        }
+    )
+    client = LLMClient(agent)
+    try:
+        response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
+    except ModelUnavailable as exc:
+        return False, f"failed: {_one_line(exc)}"
+    return True, f"{response.model} answered"
+
+
+async def _ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+    from telegram.request import HTTPXRequest
+
+    settings = config.channels.telegram
+    assert settings.token is not None
+
+    def request() -> HTTPXRequest:
+        return HTTPXRequest(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
+
+    bot = Bot(
+        settings.token.get_secret_value(),
+        base_url=settings.base_url,
+        base_file_url=settings.base_file_url,
+        request=request(),
+        get_updates_request=request(),
+    )
+    try:
+        await bot.initialize()  # calls getMe
+        me = bot.bot
+    except InvalidToken:
+        return False, "failed: the token was rejected (Unauthorized)"
+    except TelegramError as exc:
+        return False, f"failed: {_one_line(exc)}"
+    finally:
+        await bot.shutdown()
+    return True, f"getMe ok: @{me.username} (id {me.id})"
+
+
+async def _ping_discord(config: Config, timeout: float) -> tuple[bool, str]:
+    import aiohttp
+
+    settings = config.channels.discord
+    assert settings.token is not None
+    url = f"{settings.api_base.rstrip('/')}/users/@me"
+    headers = {"Authorization": f"Bot {settings.token.get_secret_value()}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url, headers=headers, proxy=settings.proxy) as response,
+        ):
+            if response.status == 401:
+                return False, "failed: the token was rejected (HTTP 401)"
+            if response.status != 200:
+                text = (await response.text())[:200]
+                return False, f"failed: HTTP {response.status}: {_one_line(text)}"
+            me = await response.json()
+    except (aiohttp.ClientError, OSError) as exc:
+        return False, f"failed: could not reach {url}: {_one_line(exc)}"
+    return True, f"/users/@me ok: {me.get('username', '?')} (id {me.get('id', '?')})"
+
+
+def _one_line(value: object) -> str:
+    text = " ".join(str(value).split())
+    return text or type(value).__name__
+
+
+def _scrub(text: str, secrets: Sequence[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+# -- the report ---------------------------------------------------------------------------
+
+_SYMBOLS = {"ok": ("✓", "green"), "note": ("!", "yellow"), "problem": ("✗", "red")}
+
+
+def render(report: Report, console: Console) -> None:
+    """One line per finding, then a summary line."""
+    from rich.text import Text
+
+    for finding in report.findings:
+        symbol, colour = _SYMBOLS[finding.level]
+        line = Text()
+        line.append(f"{symbol} ", style=f"bold {colour}")
+        line.append(finding.message)
+        console.print(line)
+    problems, notes = report.count("problem"), report.count("note")
+    summary = (
+        f"{problems} problem{'' if problems == 1 else 's'}, {notes} note{'' if notes == 1 else 's'}"
+    )
+    if problems:
+        console.print(Text(f"\n{summary}: fix the ✗ lines.", style="bold red"))
+    else:
+        console.print(Text(f"\nNo problems ({summary}).", style="bold green"))

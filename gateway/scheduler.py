@@ -1,0 +1,693 @@
+"""Runs scheduled jobs and the heartbeat inside the gateway, on APScheduler's AsyncIOScheduler.
+
+The job definitions in `<workspace>/cron/jobs.json` are the persisted state; APScheduler
+only holds in-memory triggers rebuilt from them at start and whenever the file changes
+(checked every `poll_interval` seconds by (mtime_ns, size)). Run state goes to
+`cron/state.json`, which only this module writes.
+
+A run is an ordinary agent turn in the session `cron:<job id>` (or `heartbeat:main`) with
+the trust of the chat it reports to. After each run that session is trimmed to its last
+few runs (a `consolidation` record with mode "trimmed"), so it never replays a growing
+history and never reaches MEMORY.md. The reply is appended to the target session and
+published on the bus like any other reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.loop import EMPTY_REPLY
+from agent.session import Session, SessionStore
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from gateway.config import HeartbeatConfig
+from gateway.cron_jobs import (
+    CronError,
+    CronJob,
+    CronStore,
+    StateFile,
+    build_trigger,
+    set_enabled,
+    utc_now,
+    zone,
+)
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from agent.runtime import AgentRuntime
+    from gateway.dispatcher import Dispatcher
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+# APScheduler's defaults (1 s grace) would skip a run that starts a second late on a busy
+# machine. A recurring run up to 2 minutes late still happens; later than that it is
+# skipped and the next regular time counts (no backlog). coalesce: several missed times
+# run once. max_instances 1: a run still going when the next is due makes that one skip.
+RECURRING_GRACE_SECONDS = 120
+MAX_CONSECUTIVE_ERRORS = 5
+RETRY_BACKOFF = (30.0, 120.0, 600.0, 1800.0)  # after error 1, 2, 3, 4; the 5th disables
+CRON_KEEP_RUNS = 3
+HEARTBEAT_KEEP_RUNS = 2
+# A reply is appended to the target session only between that session's turns: inside a
+# turn it would separate the model's tool calls from their results.
+IDLE_WAIT_SECONDS = 60.0
+IDLE_POLL_SECONDS = 0.2
+HEARTBEAT_JOB = "heartbeat"
+HEARTBEAT_OK = "HEARTBEAT_OK"
+MAX_HEARTBEAT_CHARS = 8_000
+SHUTDOWN_GRACE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ok: bool
+    text: str = ""
+    error: str | None = None
+
+
+def trim_history(
+    sessions: SessionStore, session: Session, *, keep_runs: int, max_messages: int
+) -> dict[str, Any] | None:
+    """Cover everything but the last `keep_runs` runs (a run starts at a user message, and
+    at most `max_messages` messages stay) with a `consolidation` record, mode "trimmed".
+
+    Synchronous on purpose: called right after a turn, it lands before any consolidation
+    the turn scheduled can look, so that one finds nothing left to do.
+    """
+    live = session.unconsolidated()
+    if not live:
+        return None
+    cut = len(live) - max_messages
+    starts = [i for i, message in enumerate(live) if message.get("role") == "user"]
+    if len(starts) > keep_runs:
+        cut = max(cut, starts[-keep_runs])
+    if cut <= 0:
+        return None
+    while cut < len(live) and live[cut].get("role") == "tool":
+        cut += 1  # never keep a tool result without the call it answers
+    return sessions.append_record(
+        session,
+        "consolidation",
+        from_seq=int(live[0]["seq"]),
+        to_seq=int(live[cut - 1]["seq"]),
+        mode="trimmed",
+    )
+
+
+class ScheduledTurns:
+    """What a cron job and the heartbeat share: run a turn in their own session, deliver the
+    reply to a chat and append it there."""
+
+    def __init__(self, runtime: AgentRuntime, bus: MessageBus, dispatcher: Dispatcher) -> None:
+        self.runtime = runtime
+        self.bus = bus
+        self.dispatcher = dispatcher
+
+    async def target_trust(self, key: str) -> Trust:
+        """The trust the target chat last had: terminal sessions are the owner's; a chat
+        that never recorded one counts as `allowed`, never as owner."""
+        if key.startswith("cli:"):
+            return Trust.OWNER
+        session = await self.runtime.sessions.get(key)
+        try:
+            return Trust(session.state.get("trust", Trust.ALLOWED.value))
+        except ValueError:
+            return Trust.ALLOWED
+
+    async def turn(
+        self, channel: str, chat_id: str, text: str, trust: Trust, *, keep_runs: int
+    ) -> OutboundMessage | None:
+        message = InboundMessage(
+            channel=channel,
+            chat_id=chat_id,
+            sender_id="scheduler",
+            sender_name="scheduler",
+            text=text,
+            trust=trust,
+        )
+        sessions = self.runtime.sessions
+        session = await sessions.get(message.session_key)
+        with session.pinned():
+            try:
+                reply = await self.runtime.loop.handle(message)
+            finally:
+                keep = max(self.runtime.config.agent.memory_window // 2, 2)
+                trim_history(sessions, session, keep_runs=keep_runs, max_messages=keep)
+        await sessions.sync(session)
+        return reply
+
+    async def deliver(self, deliver_to: str, text: str, *, label: str) -> None:
+        """Append `label + text` to the target session and send `text` to its chat."""
+        channel, chat_id = deliver_to.split(":", 1)
+        await self._until_idle(deliver_to)
+        sessions = self.runtime.sessions
+        target = await sessions.get(deliver_to)
+        stored = sessions.append_message(target, {"role": "assistant", "content": label + text})
+        await sessions.sync(target)
+        await self.bus.publish_outbound(
+            OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])
+        )
+
+    async def _until_idle(self, key: str) -> None:
+        # The dispatcher has no per-session event to wait on; a short bounded poll it is.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDLE_WAIT_SECONDS
+        while self.dispatcher.busy(key) and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(IDLE_POLL_SECONDS)
+
+
+# -- heartbeat ---------------------------------------------------------------------------------
+
+_COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s*(?:\[[ xX]?\]\s*)?")
+
+
+def heartbeat_tasks(text: str) -> str | None:
+    """HEARTBEAT.md without comments if it holds anything to act on, else None (only
+    headings, comments, blank lines or empty list items)."""
+    cleaned = _COMMENT.sub("", text)
+    for line in cleaned.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if _LIST_MARKER.sub("", stripped).strip():
+            return cleaned.strip()[:MAX_HEARTBEAT_CHARS]
+    return None
+
+
+def within_hours(active_hours: str, moment: datetime) -> bool:
+    """`"08:00-22:00"` (end exclusive; `24:00` allowed); a start after the end wraps past
+    midnight; equal ends mean all day."""
+    start_text, end_text = active_hours.split("-")
+    start_h, start_m = map(int, start_text.split(":"))
+    end_h, end_m = map(int, end_text.split(":"))
+    start, end = start_h * 60 + start_m, end_h * 60 + end_m
+    now = moment.hour * 60 + moment.minute
+    if start == end:
+        return True
+    if start < end:
+        return start <= now < end
+    return now >= start or now < end
+
+
+def is_heartbeat_ok(text: str) -> bool:
+    rest = text.replace(HEARTBEAT_OK, "")
+    return not re.sub(r"[\s*_.,!`'\"()\[\]-]", "", rest)
+
+
+HEARTBEAT_PROMPT = (
+    "[heartbeat] This is your periodic check, not a message from the owner. The tasks in "
+    "HEARTBEAT.md are:\n\n{tasks}\n\nDo what is due now. If nothing needs the owner's "
+    "attention, reply with exactly HEARTBEAT_OK. Otherwise reply with the message for the "
+    "owner; it is sent to their chat."
+)
+
+
+class Heartbeat:
+    """Every interval inside the active hours: if HEARTBEAT.md has tasks, one turn in
+    `heartbeat:main`; anything but HEARTBEAT_OK goes to `deliver_to`."""
+
+    def __init__(
+        self,
+        config: HeartbeatConfig,
+        *,
+        timezone: str,
+        workspace: Path,
+        turns: ScheduledTurns,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.config = config
+        self.timezone = zone(timezone)
+        self.path = workspace / "HEARTBEAT.md"
+        self.turns = turns
+        self.clock = clock
+        self._lock = asyncio.Lock()
+
+    async def tick(self) -> str:
+        """One heartbeat; returns what happened (for logs and tests)."""
+        if self._lock.locked():
+            return "running"
+        async with self._lock:
+            outcome = await self._tick()
+        log.debug("heartbeat: %s", outcome)
+        return outcome
+
+    async def _tick(self) -> str:
+        target = self.config.deliver_to
+        if not target:
+            return "no-target"
+        if not within_hours(self.config.active_hours, self.clock().astimezone(self.timezone)):
+            return "outside-hours"
+        if self.turns.dispatcher.busy(target):
+            return "busy"
+        try:
+            text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            return "no-tasks"
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("heartbeat: cannot read %s: %s", self.path, exc)
+            return "no-tasks"
+        tasks = heartbeat_tasks(text)
+        if tasks is None:
+            return "no-tasks"
+        trust = await self.turns.target_trust(target)
+        prompt = HEARTBEAT_PROMPT.format(tasks=tasks)
+        try:
+            reply = await self.turns.turn(
+                "heartbeat", "main", prompt, trust, keep_runs=HEARTBEAT_KEEP_RUNS
+            )
+        except Exception:
+            log.exception("heartbeat: the turn failed")
+            return "error"
+        if reply is None or (reply.is_error and reply.text == EMPTY_REPLY):
+            return "ok"
+        if reply.is_error:
+            log.warning("heartbeat: %s", reply.text)
+            return "error"
+        if is_heartbeat_ok(reply.text):
+            return "ok"
+        await self.turns.deliver(target, reply.text, label="[heartbeat] ")
+        return "delivered"
+
+
+# -- cron --------------------------------------------------------------------------------------
+
+
+def job_prompt(job: CronJob) -> str:
+    # The bracketed header also keeps a message such as "/new" from being taken as a command.
+    return (
+        f"[scheduled job {job.name!r} (id {job.id}); this is not a live message - your reply "
+        f"is sent to {job.deliver_to}] {job.message}"
+    )
+
+
+class CronScheduler:
+    """Owns the AsyncIOScheduler, the jobs.json watcher, run state and every run task."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        bus: MessageBus,
+        dispatcher: Dispatcher,
+        *,
+        clock: Clock = utc_now,
+        poll_interval: float = 2.0,
+        retry_backoff: tuple[float, ...] = RETRY_BACKOFF,
+    ) -> None:
+        config = runtime.config
+        self.runtime = runtime
+        self.timezone = config.agent.timezone
+        self.grace = timedelta(minutes=config.cron.missed_grace_minutes)
+        self.cron_enabled = config.cron.enabled
+        self.store = CronStore(config.workspace / "cron", writer=runtime.writer)
+        self.turns = ScheduledTurns(runtime, bus, dispatcher)
+        self.heartbeat = Heartbeat(
+            config.heartbeat,
+            timezone=config.agent.timezone,
+            workspace=config.workspace,
+            turns=self.turns,
+            clock=clock,
+        )
+        self.clock = clock
+        self.poll_interval = poll_interval
+        self.retry_backoff = retry_backoff
+        self.jobs: dict[str, CronJob] = {}
+        self.state = StateFile()
+        self.reloads = 0  # successful reads of jobs.json, for tests and logs
+        self._fingerprint: tuple[int, int, int] | None = None
+        self._bad_fingerprint: tuple[int, int, int] | None = None
+        self._aps: AsyncIOScheduler | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._runs: set[asyncio.Task[Any]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._state_lock = asyncio.Lock()
+        self._loaded = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Read jobs and state without scheduling anything (for a one-off run)."""
+        self.state = await asyncio.to_thread(self.store.load_state)
+        self.jobs = {job.id: job for job in (await asyncio.to_thread(self.store.load)).jobs}
+        self._loaded = True
+
+    async def start(self) -> None:
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self.state = await asyncio.to_thread(self.store.load_state)
+        self._loaded = True
+        self._aps = AsyncIOScheduler(
+            timezone=zone(self.timezone),
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": RECURRING_GRACE_SECONDS,
+            },
+        )
+        self._aps.start()
+        if self.cron_enabled:
+            await self.check_files(at_start=True)
+            self._poller = asyncio.create_task(self._poll(), name="cron watcher")
+        heartbeat = self.runtime.config.heartbeat
+        if heartbeat.enabled and heartbeat.deliver_to:
+            self._aps.add_job(
+                self.heartbeat.tick,
+                IntervalTrigger(minutes=heartbeat.interval_minutes),
+                id=HEARTBEAT_JOB,
+                name="heartbeat",
+            )
+        elif heartbeat.enabled:
+            log.info("heartbeat off: set [heartbeat] deliver_to to the owner's chat")
+
+    async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """No new runs; running ones get `grace` seconds, then are cancelled (a cancelled
+        one-shot is not marked done, so it fires again at the next start)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        if self._aps is not None:
+            self._aps.shutdown(wait=False)
+            self._aps = None
+        if self._runs:
+            _, pending = await asyncio.wait(set(self._runs), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._save_state()
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                await self.check_files()
+            except Exception:
+                log.exception("cron: checking jobs.json failed")
+
+    # -- jobs.json -------------------------------------------------------------------------
+
+    async def check_files(self, *, at_start: bool = False) -> None:
+        """Reload jobs.json if it changed; pick up `clawgate cron run` requests."""
+        fingerprint = self.store.fingerprint()
+        if at_start or fingerprint != self._fingerprint:
+            await self._reload(fingerprint, at_start=at_start)
+        await self._take_requests()
+
+    async def _reload(self, fingerprint: tuple[int, int, int] | None, *, at_start: bool) -> None:
+        try:
+            loaded = await asyncio.to_thread(self.store.load)
+        except CronError as exc:
+            if fingerprint != self._bad_fingerprint:
+                log.error("cron: %s; keeping the %d jobs loaded before", exc, len(self.jobs))
+                self._bad_fingerprint = fingerprint
+            self._fingerprint = fingerprint
+            return
+        self._fingerprint, self._bad_fingerprint = fingerprint, None
+        fresh = {job.id: job for job in loaded.jobs}
+        for job_id in set(self.jobs) - set(fresh):
+            self._unschedule(job_id)
+            self.state.jobs.pop(job_id, None)
+        previous, self.jobs = self.jobs, fresh
+        for job in fresh.values():
+            before = previous.get(job.id)
+            if before is not None and not before.enabled and job.enabled:
+                # Re-enabled by a person: the old error streak no longer counts.
+                self.state.of(job.id).consecutive_errors = 0
+            if at_start or before != job:
+                await self._schedule(job)
+        self.reloads += 1
+        if not at_start:
+            log.info("cron: jobs.json reloaded (%d jobs)", len(fresh))
+        await self._save_state()
+
+    async def _schedule(self, job: CronJob) -> None:
+        from apscheduler.triggers.date import DateTrigger
+
+        assert self._aps is not None
+        self._unschedule(job.id)
+        state = self.state.of(job.id)
+        if not job.enabled:
+            state.next_run = state.retry_at = None
+            return
+        if not job.is_one_shot:
+            self._aps.add_job(
+                self._fire,
+                build_trigger(job, self.timezone),
+                args=[job.id],
+                id=job.id,
+                name=job.name,
+            )
+            if state.retry_at is not None:
+                self._schedule_retry(job.id, max(state.retry_at, self.clock()))
+            return
+        at = job.at_time(self.timezone)
+        assert at is not None
+        if state.last_status == "ok" and state.last_run is not None and state.last_run >= at:
+            return  # ran; the daemon stopped before it could disable the job
+        due = state.retry_at or at
+        now = self.clock()
+        grace = int(self.grace.total_seconds())
+        if due > now:
+            trigger = DateTrigger(run_date=due)
+        elif now - due <= self.grace:
+            trigger = DateTrigger()  # missed while down, still within grace: once, now
+            log.info("cron: %s (%s) was due at %s; running it now", job.id, job.name, due)
+        else:
+            await self._missed(job, due)
+            return
+        self._aps.add_job(
+            self._fire, trigger, args=[job.id], id=job.id, name=job.name,
+            misfire_grace_time=max(grace, 1),
+        )  # fmt: skip
+
+    async def _missed(self, job: CronJob, due: datetime) -> None:
+        log.warning("cron: %s (%s) was due at %s, beyond the grace; not run", job.id, job.name, due)
+        state = self.state.of(job.id)
+        state.last_status, state.retry_at = "missed", None
+        await self._disable(job)
+        shown = due.astimezone(job.tz(self.timezone)).strftime("%Y-%m-%d %H:%M %Z")
+        await self._notify(
+            job, f"Missed: the scheduled job {job.name!r} was due at {shown} while I was offline, "
+            "so it did not run.",
+        )  # fmt: skip
+
+    def _unschedule(self, job_id: str) -> None:
+        if self._aps is None:
+            return
+        for aps_id in (job_id, f"retry:{job_id}"):
+            with contextlib.suppress(Exception):  # JobLookupError: not scheduled
+                self._aps.remove_job(aps_id)
+
+    def _schedule_retry(self, job_id: str, when: datetime) -> None:
+        from apscheduler.triggers.date import DateTrigger
+
+        if self._aps is None:
+            return
+        self._aps.add_job(
+            self._fire, DateTrigger(run_date=when), args=[job_id], id=f"retry:{job_id}",
+            replace_existing=True, misfire_grace_time=int(self.grace.total_seconds()) or 1,
+        )  # fmt: skip
+
+    def next_run(self, job_id: str) -> datetime | None:
+        if self._aps is None:
+            return None
+        times = [
+            aps_job.next_run_time
+            for aps_id in (job_id, f"retry:{job_id}")
+            if (aps_job := self._aps.get_job(aps_id)) is not None and aps_job.next_run_time
+        ]
+        return min(times, default=None)
+
+    async def _save_state(self) -> None:
+        if not self._loaded:
+            return  # never read: writing now would wipe the file
+        async with self._state_lock:
+            if self._aps is not None:
+                for job_id in self.jobs:
+                    self.state.of(job_id).next_run = self.next_run(job_id)
+            snapshot = self.state.model_copy(deep=True)
+            try:
+                await asyncio.to_thread(self.store.save_state, snapshot)
+            except OSError as exc:
+                log.error("cron: could not write %s: %s", self.store.state_path, exc)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def _fire(self, job_id: str) -> None:
+        """What APScheduler calls. The run is our task: APScheduler's shutdown cancels its
+        own futures, ours get the grace of `stop`."""
+        run = self._spawn(self.run_job(job_id))
+        try:
+            await asyncio.shield(run)
+        except asyncio.CancelledError:
+            if not run.done():
+                return  # APScheduler shutting down: `stop` finishes or cancels the run
+            raise
+
+    def _spawn(self, work: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return task
+
+    async def run_job(self, job_id: str, *, manual: bool = False) -> RunResult:
+        """Run a job once now. Scheduled runs count errors, retry with backoff, disable a
+        one-shot after success; a manual run (`clawgate cron run`) only records its result."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return RunResult(ok=False, error=f"no job with id {job_id!r}")
+        lock = self._locks.setdefault(job_id, asyncio.Lock())
+        async with lock:
+            if not manual:
+                self._unschedule_retry(job_id)
+                job = self.jobs.get(job_id)
+                if job is None or not job.enabled:
+                    return RunResult(ok=False, error="job removed or disabled")
+            started = self.clock()
+            result = await self._run_turn(job)
+            state = self.state.of(job.id)
+            state.last_run, state.runs = started, state.runs + 1
+            state.last_status = "ok" if result.ok else "error"
+            state.last_error = None if result.ok else result.error
+            if not manual:
+                await self._after_scheduled_run(job, result)
+            await self._save_state()
+        return result
+
+    def _unschedule_retry(self, job_id: str) -> None:
+        if self._aps is not None:
+            with contextlib.suppress(Exception):
+                self._aps.remove_job(f"retry:{job_id}")
+        self.state.of(job_id).retry_at = None
+
+    async def _run_turn(self, job: CronJob) -> RunResult:
+        try:
+            trust = await self.turns.target_trust(job.deliver_to)
+            reply = await self.turns.turn(
+                "cron", job.id, job_prompt(job), trust, keep_runs=CRON_KEEP_RUNS
+            )
+            if reply is None:
+                return RunResult(ok=False, error="the turn produced no reply")
+            if reply.is_error:
+                return RunResult(ok=False, error=reply.text)
+            await self.turns.deliver(job.deliver_to, reply.text, label=f"[scheduled: {job.name}] ")
+            return RunResult(ok=True, text=reply.text)
+        except Exception as exc:
+            log.exception("cron: job %s failed", job.id)
+            return RunResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+
+    async def _after_scheduled_run(self, job: CronJob, result: RunResult) -> None:
+        state = self.state.of(job.id)
+        if result.ok:
+            state.consecutive_errors = 0
+            if job.is_one_shot:
+                await self._disable(job)
+            return
+        state.consecutive_errors += 1
+        count = state.consecutive_errors
+        log.warning("cron: job %s failed (%d in a row): %s", job.id, count, result.error)
+        if count >= MAX_CONSECUTIVE_ERRORS:
+            state.last_status = "disabled"
+            await self._disable(job)
+            await self._notify(
+                job,
+                f"The scheduled job {job.name!r} (id {job.id}) failed {count} times in a row "
+                f"and is now disabled. Last error: {result.error} - re-enable it with "
+                f"`clawgate cron enable {job.id}` once the cause is fixed.",
+            )
+            return
+        delay = self.retry_backoff[min(count - 1, len(self.retry_backoff) - 1)]
+        state.retry_at = self.clock() + timedelta(seconds=delay)
+        self._schedule_retry(job.id, state.retry_at)
+
+    async def _disable(self, job: CronJob) -> None:
+        """Turn the job off in jobs.json (re-read under the lock: nothing else is touched)."""
+        self._unschedule(job.id)
+        self.jobs[job.id] = job.model_copy(update={"enabled": False})
+        try:
+            await asyncio.to_thread(set_enabled, self.store, job.id, False)
+        except (CronError, OSError) as exc:
+            log.error("cron: could not disable %s in jobs.json: %s", job.id, exc)
+
+    async def _notify(self, job: CronJob, text: str) -> None:
+        try:
+            await self.turns.deliver(job.deliver_to, text, label="[scheduler] ")
+        except Exception:
+            log.exception("cron: could not notify %s", job.deliver_to)
+
+    # -- `clawgate cron run` through the running gateway -----------------------------------
+
+    async def _take_requests(self) -> None:
+        directory = self.store.requests_dir
+        if not directory.is_dir():
+            return
+        for path in sorted(directory.glob("*.request.json")):
+            try:
+                job_id = str(json.loads(path.read_text(encoding="utf-8"))["job_id"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("cron: ignoring unreadable run request %s: %s", path.name, exc)
+                path.unlink(missing_ok=True)
+                continue
+            path.unlink(missing_ok=True)
+            result_path = directory / path.name.replace(".request.json", ".result.json")
+            self._spawn(self._answer_request(job_id, result_path))
+
+    async def _answer_request(self, job_id: str, result_path: Path) -> None:
+        log.info("cron: running %s on request", job_id)
+        result = await self.run_job(job_id, manual=True)
+        payload = {"ok": result.ok, "text": result.text, "error": result.error}
+        try:
+            await asyncio.to_thread(
+                self.store.writer.replace, result_path, json.dumps(payload), mode=0o600
+            )
+        except OSError as exc:
+            log.error("cron: could not answer run request for %s: %s", job_id, exc)
+
+
+def request_run(store: CronStore, job_id: str) -> Path:
+    """Ask the running gateway to run a job now; returns the path its result will have."""
+    store.writer.mkdir(store.requests_dir)
+    name = uuid.uuid4().hex
+    store.writer.replace(
+        store.requests_dir / f"{name}.request.json", json.dumps({"job_id": job_id}), mode=0o600
+    )
+    return store.requests_dir / f"{name}.result.json"
+
+
+def install_cron_tool(runtime: AgentRuntime) -> None:
+    """Give the model the `cron` tool (once per runtime), unless cron is switched off."""
+    from agent.tools.cron_tool import CronTool
+
+    config = runtime.config
+    if not config.cron.enabled or "cron" in runtime.tools.names(Trust.OWNER, config.tools):
+        return
+    runtime.tools.register(
+        CronTool(timezone=config.agent.timezone, allow_from_groups=config.cron.allow_from_groups)
+    )
+
+
+__all__ = [
+    "CronScheduler",
+    "Heartbeat",
+    "RunResult",
+    "ScheduledTurns",
+    "heartbeat_tasks",
+    "install_cron_tool",
+    "is_heartbeat_ok",
+    "request_run",
+    "trim_history",
+    "within_hours",
+]

@@ -1,0 +1,57 @@
+import itertools
+
+from agent.memory.chunker import chunk_file
+from agent.memory.tokens import estimate_tokens
+
+
+def test_history_one_chunk_per_entry_dated_by_its_stamp():
+    text = (
+        "# History\n\n"
+        "[2026-05-04 10:15] (telegram:1) Planned the Lisbon trip.\n\n"
+        "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here.\n\n"
+    )
+    chunks = chunk_file("memory/HISTORY.md", text)
+    assert [(c.start_line, c.end_line, c.date) for c in chunks] == [
+        (1, 1, None),
+        (3, 3, "2026-05-04"),
+        (5, 6, "2026-06-01"),
+    ]
+    assert chunks[2].text == "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here."
+
+
+def test_markdown_sections_never_mix_and_memory_is_undated():
+    text = "# Memory\n\n## People\n- Rita lives in Lisbon\n\n## Cat\n- Miso\n"
+    chunks = chunk_file("memory/MEMORY.md", text)
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 4), (6, 7)]
+    assert all(c.date is None for c in chunks)
+    assert chunks[0].text.startswith("# Memory") and "Miso" not in chunks[0].text
+
+
+def test_daily_log_dated_by_file_name_and_long_sections_overlap():
+    lines = [f"- {h:02d}:00 note number {h} " + "word " * 30 for h in range(40)]
+    chunks = chunk_file("memory/2026-11-02.md", "\n".join(lines) + "\n")
+    assert len(chunks) > 2
+    assert all(c.date == "2026-11-02" for c in chunks)
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 40
+    for before, after in itertools.pairwise(chunks):
+        assert after.start_line <= before.end_line  # overlap
+        assert after.start_line > before.start_line
+        assert estimate_tokens(before.text) <= 440
+    covered = set()
+    for c in chunks:
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert covered == set(range(1, 41))
+
+
+def test_chunk_text_and_hash_follow_content_only():
+    a = chunk_file("memory/2026-01-01.md", "- same line\n")[0]
+    b = chunk_file("memory/2026-02-01.md", "- same line\n")[0]
+    assert a.hash == b.hash and a.date != b.date
+    assert chunk_file("memory/MEMORY.md", "\n\n   \n") == []
+
+
+def test_one_huge_line_is_its_own_chunk():
+    text = "short\n" + "x" * 5000 + "\nafter\n"
+    chunks = chunk_file("memory/note.md", text)
+    assert any(c.start_line == c.end_line == 2 for c in chunks)
+    assert chunks[-1].end_line == 3
