@@ -16,6 +16,7 @@ from gateway.cli_cron import cron_app
 from gateway.cli_memory import memory_app
 from gateway.cli_ops import doctor, service_app
 from gateway.cli_pairing import pairing_app
+from gateway.cli_status import housekeeping, status
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -220,6 +221,8 @@ def sessions_show(
         typer.echo(f"#{message['seq']} {message['timestamp']} {role}: {text}")
 
 
+app.command("status")(status)
+app.command("housekeeping")(housekeeping)
 app.command("doctor")(doctor)  # registered last: listed after the everyday commands
 
 

@@ -40,7 +40,8 @@ def status() -> None:
 def housekeeping(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would go.")] = False,
 ) -> None:
-    """Apply the [housekeeping] retention now (the gateway also does it daily)."""
+    """Delete old media, archives and MEMORY.md versions now, per the housekeeping config
+    (the gateway also does this daily)."""
     from gateway.cli import _load
     from gateway.housekeeping import sweep
 

@@ -14,11 +14,14 @@ from channels.manager import ChannelManager
 from gateway.bus import MessageBus
 from gateway.config import Config, ConfigError
 from gateway.dispatcher import Dispatcher
+from gateway.housekeeping import sweep
 from gateway.scheduler import CronScheduler, install_cron_tool
+from gateway.status import StatusWriter
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 20.0
+HOUSEKEEPING_EVERY_SECONDS = 24 * 3600.0
 
 
 class Gateway:
@@ -131,10 +134,38 @@ async def serve(config: Config) -> None:
     runtime = AgentRuntime.build(config)
     gateway = Gateway(runtime, build_channels(config, bus), bus, scheduler=True)
     await gateway.start()
+    runtime.commands.channel_status = gateway.manager.status
+    status = StatusWriter(
+        config.data_dir,
+        lambda: {
+            "channels": gateway.manager.status(),
+            "busy_sessions": gateway.dispatcher.running(),
+        },
+    )
+    chores = [
+        asyncio.create_task(status.run(), name="status"),
+        asyncio.create_task(_housekeeping(config), name="housekeeping"),
+    ]
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
     try:
         await stop.wait()
     finally:
         log.info("shutting down: finishing in-flight turns")
+        for task in chores:
+            task.cancel()
+        await asyncio.gather(*chores, return_exceptions=True)
         await gateway.stop()
+        status.remove()
         log.info("stopped")
+
+
+async def _housekeeping(config: Config) -> None:
+    """Retention once at start (after a minute, out of the way of start-up), then daily."""
+    await asyncio.sleep(60)
+    while True:
+        try:
+            report = await asyncio.to_thread(sweep, config)
+            log.info("housekeeping: %s", report.summary())
+        except OSError as exc:
+            log.warning("housekeeping failed: %s", exc)
+        await asyncio.sleep(HOUSEKEEPING_EVERY_SECONDS)

@@ -118,6 +118,10 @@ class Dispatcher:
             return _reply(message, INTERNAL_ERROR, is_error=True)
         return turn.result()
 
+    def running(self) -> int:
+        """How many turns run right now."""
+        return len(self._turns)
+
     def busy(self, key: str) -> bool:
         return key in self._turns
 

@@ -56,6 +56,7 @@ class StatusWriter:
     def write_once(self) -> None:
         body = {"pid": os.getpid(), "started_at": self._started, "updated_at": time.time()}
         body.update(self._report())
+        self._writer.mkdir(self.path.parent)
         self._writer.replace(self.path, json.dumps(body, indent=2, default=str), mode=0o600)
 
     async def run(self) -> None:

@@ -1,0 +1,41 @@
+import json
+import os
+
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from gateway.onboard import onboard
+from gateway.status import StatusWriter, read_status
+
+
+def test_status_file_round_trip_and_stale_detection(tmp_path):
+    writer = StatusWriter(tmp_path, lambda: {"channels": {"telegram": {"state": "running"}}})
+    writer.write_once()
+    report = read_status(tmp_path)
+    assert report["running"] and report["pid"] == os.getpid()
+    assert (tmp_path / "status.json").stat().st_mode & 0o777 == 0o600
+    body = json.loads((tmp_path / "status.json").read_text())
+    body["pid"] = 0  # no such process may count as alive (pid 0 is our own group)
+    (tmp_path / "status.json").write_text(json.dumps(body))
+    assert read_status(tmp_path)["running"] is False
+    writer.remove()
+    assert read_status(tmp_path) is None
+
+
+def test_status_and_housekeeping_commands(tmp_path):
+    config_path = tmp_path / "config.toml"
+    onboard(config_path, workspace=tmp_path / "ws", data_dir=tmp_path / "data")
+    runner = CliRunner()
+    out = runner.invoke(app, ["--config", str(config_path), "status"]).output
+    assert "gateway: not running" in out and "sessions/archive:" in out
+    StatusWriter(
+        tmp_path / "data",
+        lambda: {
+            "channels": {"telegram": {"state": "failed", "last_error": "bad token", "restarts": 2}}
+        },
+    ).write_once()
+    out = runner.invoke(app, ["--config", str(config_path), "status"]).output
+    assert "gateway: running" in out and "channel telegram: failed, 2 restarts - bad token" in out
+    (tmp_path / "ws" / "media").mkdir()
+    result = runner.invoke(app, ["--config", str(config_path), "housekeeping", "--dry-run"])
+    assert result.exit_code == 0 and "would have removed nothing" in result.output
