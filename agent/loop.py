@@ -38,6 +38,10 @@ FLUSH_PROMPT = (
     "there). Do not reply to the user; answer NO_REPLY when done."
 )
 FLUSH_MAX_STEPS = 4
+NOT_SAVED = (
+    "I can't save messages right now ({reason}: is the disk full or read-only?), so I did "
+    "not answer this one. Please send it again once the disk is fixed."
+)
 
 
 @dataclass
@@ -159,9 +163,6 @@ class AgentLoop:
 
     async def run_turn(self, message: InboundMessage, session: Session) -> TurnResult:
         """The model turn. The user's message is on disk before the model is called."""
-        if session.state.get("trust") != message.trust.value:
-            # Consolidation and archiving run later, without the message: they read it here.
-            self.sessions.append_record(session, "state", trust=message.trust.value)
         content = self._user_content(message)
         if message.media and self.config.agent.transcription_model:
             notes = await transcripts(
@@ -169,14 +170,23 @@ class AgentLoop:
             )
             content = "\n".join([content, *notes])
         user = {"role": "user", "content": content, "message_id": message.message_id or None}
-        # One write() is enough to survive kill -9; the fsync comes once, at the end of the turn.
-        self.sessions.append_message(session, user)
+        try:
+            if session.state.get("trust") != message.trust.value:
+                # Consolidation and archiving run later, without the message: they read it here.
+                self.sessions.append_record(session, "state", trust=message.trust.value)
+            # One write() is enough to survive kill -9; the fsync comes once, at the end.
+            self.sessions.append_message(session, user)
+        except OSError as exc:
+            return _not_saved(session, exc)
         return await self._continue_turn(message, session)
 
     async def _continue_turn(self, message: InboundMessage, session: Session) -> TurnResult:
         with session.pinned():
             try:
                 return await self._tool_loop(message, session)
+            except OSError as exc:
+                # A session write failed mid-turn (each append is all or nothing).
+                return _not_saved(session, exc)
             finally:
                 await self.sessions.sync(session)
                 self.consolidator.maybe_schedule(session)
@@ -368,6 +378,12 @@ class AgentLoop:
                         },
                     )
             raise
+
+
+def _not_saved(session: Session, exc: OSError) -> TurnResult:
+    """The disk refused a session write: say so plainly; the file keeps whole lines only."""
+    log.error("%s: cannot write the session: %s", session.key, exc)
+    return TurnResult(NOT_SAVED.format(reason=exc.strerror or type(exc).__name__), is_error=True)
 
 
 def _add_usage(total: dict[str, int], response: LLMResponse) -> None:

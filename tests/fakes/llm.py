@@ -75,7 +75,21 @@ class Gated:
     reply: Reply
 
 
-Reply = Text | ToolCalls | Error | Hang | Delayed | Gated
+@dataclass(frozen=True)
+class Cut:
+    """The answer starts, then the connection closes half-way through its body."""
+
+    reply: Text | ToolCalls
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """HTTP 200 with a body that is not the JSON it claims to be."""
+
+    body: str
+
+
+Reply = Text | ToolCalls | Error | Hang | Delayed | Gated | Cut | Garbage
 Handler = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
 
 
@@ -137,6 +151,16 @@ def delay(seconds: float, reply: Reply) -> Delayed:
 
 def gate(event: asyncio.Event, reply: Reply) -> Gated:
     return Gated(event, reply)
+
+
+def cut(reply: Text | ToolCalls) -> Cut:
+    """`reply`, cut off mid-way: half the JSON body (or half the SSE chunks), then the
+    connection closes without the rest."""
+    return Cut(reply)
+
+
+def garbage(body: str = '{"id": "chatcmpl-x", "choices": [{"message": ') -> Garbage:
+    return Garbage(body)
 
 
 def embed_text(content: str) -> list[float]:
@@ -289,6 +313,10 @@ class FakeLLM:
             return web.Response(status=503, text="fake LLM stopping")
         if isinstance(reply, Error):
             return _error_response(reply)
+        if isinstance(reply, Garbage):
+            return web.Response(body=reply.body.encode(), content_type="application/json")
+        if isinstance(reply, Cut):
+            return await self._cut(request, body, reply.reply)
         assert isinstance(reply, Text | ToolCalls)
         if body.get("stream"):
             return await self._stream(request, body, reply)
@@ -303,6 +331,24 @@ class FakeLLM:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
+        return response
+
+    async def _cut(
+        self, request: web.Request, body: dict[str, Any], reply: Text | ToolCalls
+    ) -> web.StreamResponse:
+        if body.get("stream"):
+            chunks = [f"data: {json.dumps(c)}\n\n".encode() async for c in _chunks(body, reply)]
+            head, headers = b"".join(chunks[: len(chunks) // 2]), {}
+        else:
+            payload = json.dumps(_completion(body, reply)).encode()
+            # The length promises the whole body; the connection closes after half of it.
+            head, headers = payload[: len(payload) // 2], {"Content-Length": str(len(payload))}
+        content_type = "text/event-stream" if body.get("stream") else "application/json"
+        response = web.StreamResponse(headers={"Content-Type": content_type, **headers})
+        await response.prepare(request)
+        await response.write(head)
+        if request.transport is not None:
+            request.transport.close()
         return response
 
     async def _embeddings(self, request: web.Request) -> web.Response:
