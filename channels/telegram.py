@@ -520,25 +520,19 @@ class TelegramChannel(Channel):
     async def send(self, message: OutboundMessage) -> None:
         chat, thread = _split_chat_id(message.chat_id)
         update_id, quote_id = _parse_message_id(message.reply_to)
-        completed = False
-        try:
-            reply_parameters = self._reply_parameters(chat, quote_id)
-            for html_part, plain_part in render_parts(message.text):
-                await self._send_part(chat, thread, html_part, plain_part, reply_parameters)
-                reply_parameters = None
-            for path in message.media:
-                await self._send_file(chat, thread, path)
-            completed = True
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # Finally failed is still answered: the manager records the failure, and a
-            # replay after a restart would run the turn a second time.
-            completed = True
-            raise
-        finally:
-            if completed:
-                await self._answered(message.chat_id, update_id)
+        # At most once: the journal hears of the answer before the first request goes out.
+        # Telegram cannot de-duplicate a send, so marking it afterwards would let a kill -9
+        # between Telegram taking the reply and the journal line replay the update and send
+        # the stored reply a second time. The cost: a kill during the send itself leaves that
+        # reply stored but unsent. A send that finally fails is answered too: the manager
+        # records the failure in the session.
+        await self._answered(message.chat_id, update_id)
+        reply_parameters = self._reply_parameters(chat, quote_id)
+        for html_part, plain_part in render_parts(message.text):
+            await self._send_part(chat, thread, html_part, plain_part, reply_parameters)
+            reply_parameters = None
+        for path in message.media:
+            await self._send_file(chat, thread, path)
 
     async def _answered(self, chat_id: str, update_id: int | None) -> None:
         if update_id is None:

@@ -78,7 +78,11 @@ class Dispatcher:
         if verdict is Verdict.NOTIFY:
             log.info("%s: over the rate limit, told the sender once", sender)
             notice = limit_notice(self.rate_limiter.per_minute)
-            await self.bus.publish_outbound(_reply(message, notice))
+            # No reply_to: the notice answers nothing, and a channel's journal must not take
+            # it as having answered this sender's earlier, still queued messages.
+            await self.bus.publish_outbound(
+                OutboundMessage(channel=message.channel, chat_id=message.chat_id, text=notice)
+            )
         else:
             log.debug("%s: over the rate limit, message dropped", sender)
         return False

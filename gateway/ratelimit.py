@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import UTC, datetime
 from enum import Enum
 
 from gateway.bus import InboundMessage
@@ -59,7 +60,12 @@ class RateLimiter:
         return f"{message.channel}:{message.sender_id or 'chat ' + message.chat_id}"
 
     def exempt(self, message: InboundMessage) -> bool:
-        return self.per_minute <= 0 or message.channel in EXEMPT_CHANNELS
+        if self.per_minute <= 0 or message.channel in EXEMPT_CHANNELS:
+            return True
+        # A message written more than a window ago is backlog (sent while the gateway was
+        # down, or replayed after a crash), not a flood happening now: it is answered.
+        age = datetime.now(UTC) - message.timestamp
+        return age.total_seconds() > self.window
 
     def check(self, message: InboundMessage) -> Verdict:
         """Decide on one message and record it; call once per message."""

@@ -11,6 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -357,12 +358,20 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         replies = drained(harness, "-42")
         notices = [r for r in replies if r.text == limit_notice(3)]
         assert len(notices) == 1
-        assert notices[0].reply_to == flood[3].message_id and not notices[0].is_error
+        # No reply_to: a notice must not mark the sender's queued messages as answered.
+        assert notices[0].reply_to is None and not notices[0].is_error
         assert sum(r.text == "ok" for r in replies) == 4  # 3 of Mallory's, 1 of Bob's
         assert any("/new" in r.text for r in replies)  # /help answered
         assert len(fake_llm.requests) == 4
         stored = (tmp_path / "workspace" / "sessions" / "test_-42.jsonl").read_text()
         assert "spam 3" not in stored and "spam 11" not in stored
+        # Backlog from before a restart is not a flood: an old message is answered.
+        old = inbound("sent while the gateway was down")
+        old = old.model_copy(update={"timestamp": old.timestamp - timedelta(minutes=5)})
+        await harness.bus.publish_inbound(old)
+        await asyncio.sleep(0)
+        await settle(harness)
+        assert [r.text for r in drained(harness, "-42")] == ["ok"]
 
         # Within the same window: still silent.
         clock.now += 30
@@ -375,7 +384,7 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         await harness.bus.publish_inbound(inbound("back"))
         await settle(harness)
         assert [r.text for r in drained(harness, "-42")] == ["ok"]
-        assert len(fake_llm.requests) == 6
+        assert len(fake_llm.requests) == 7  # 4 + the backlog message + Bob's ping + "back"
 
 
 def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
