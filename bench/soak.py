@@ -187,6 +187,10 @@ def report(results: list[LaneResult], elapsed: float) -> bool:
         f"journal heard): {sum(r.tally.resent for r in results if r.tally)}"
     )
     print(f"unanswered after the final run:   {total.unanswered}   (must be 0)")
+    print(
+        f"  reply stored, its send cut by a kill (at most once: not re-sent): "
+        f"{sum(r.tally.lost_in_send for r in results if r.tally)}"
+    )
     print(f"replies nobody asked for:         {total.unexpected_replies}   (must be 0)")
     print(f"missing from their session file:  {total.missing_from_session}   (must be 0)")
     print(f"stored twice:                     {total.stored_twice}   (must be 0)")

@@ -105,6 +105,11 @@ class Tally:
     # Of those, how many were one stored reply sent twice (killed after Telegram took it,
     # before the gateway recorded it) rather than a turn run twice.
     resent: int = 0
+    # Replies at most once: a kill while a reply's send is under way leaves it stored, its
+    # update marked answered, and never sent again (it might have arrived). Not counted as
+    # unanswered; the turn did run and the reply is in the session.
+    lost_in_send: int = 0
+    unanswered_texts: list[str] = field(default_factory=list)
 
     def problems(self) -> dict[str, Any]:
         """Everything that must be zero (or true) after a final graceful run."""
@@ -212,7 +217,8 @@ class CrashWorld:
             tally.answered_twice += count > 1
             if count > 1:
                 tally.doubled.append(sent.text)
-            tally.unanswered += count == 0
+            if count == 0:
+                tally.unanswered_texts.append(sent.text)
         tally.unexpected_replies = sum(n for t, n in replies.items() if t not in expected)
 
         stored: Counter[str] = Counter()
@@ -236,6 +242,8 @@ class CrashWorld:
             )
             tally.consolidations += sum(1 for _ in session.records_of("consolidation"))
         tally.resent = sum(1 for t in tally.doubled if replies_stored[f"re: {t}"] == 1)
+        tally.lost_in_send = sum(1 for t in tally.unanswered_texts if replies_stored[f"re: {t}"])
+        tally.unanswered = len(tally.unanswered_texts) - tally.lost_in_send
         tally.missing_from_session = sum(1 for s in self.sent if stored[s.key] == 0)
         tally.stored_twice = sum(1 for s in self.sent if stored[s.key] > 1)
         tally.audit_problems = audit_sessions(sessions).problems

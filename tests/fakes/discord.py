@@ -30,6 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.server import LoopbackServer
+
 DISCORD_EPOCH_MS = 1_420_070_400_000
 MAX_CONTENT = 2000
 NONCE_WINDOW_SECONDS = 300.0
@@ -77,7 +79,7 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
 
 
-class FakeDiscord:
+class FakeDiscord(LoopbackServer):
     def __init__(self, *, token: str = "fake-discord-token", bot_name: str = "Claw") -> None:
         self.token = token
         self._last_id = 0
@@ -99,17 +101,15 @@ class FakeDiscord:
         self._nonces: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self._session: _Session | None = None
         self._changed = asyncio.Condition()
-        self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    client_max_size = 64 * 1024 * 1024
+
     @property
     def base(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FakeDiscord is not started")
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def api_url(self) -> str:
@@ -117,10 +117,9 @@ class FakeDiscord:
 
     @property
     def gateway_url(self) -> str:
-        return f"ws://127.0.0.1:{self._port}/gateway"
+        return f"ws://127.0.0.1:{self.port}/gateway"
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+    def add_routes(self, app: web.Application) -> None:
         api = "/api/v10"
         app.router.add_get(f"{api}/users/@me", self._me)
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
@@ -133,25 +132,10 @@ class FakeDiscord:
         app.router.add_post(f"{api}/channels/{{channel_id}}/typing", self._typing)
         app.router.add_get("/attachments/{file_id}/{filename}", self._attachment)
         app.router.add_get("/gateway", self._gateway)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
 
-    async def stop(self) -> None:
-        self._stopping.set()
+    async def before_stop(self) -> None:
         if self._session is not None and self._session.ws is not None:
             await self._session.ws.close(code=1001)
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # -- the world the test sets up --------------------------------------------------------
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.server import LoopbackServer
+
 EMBEDDING_DIM = 64
 
 
@@ -192,7 +194,7 @@ def _content_text(content: Any) -> str | None:
     return "".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """`POST /v1/chat/completions` (plain and SSE) and `POST /v1/embeddings` on 127.0.0.1."""
 
     def __init__(self) -> None:
@@ -203,39 +205,16 @@ class FakeLLM:
         self.unscripted = 0
         self._queue: deque[Reply] = deque()
         self._arrived = asyncio.Condition()
-        self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
 
     @property
     def url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FakeLLM is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    async def start(self) -> None:
-        app = web.Application()
+    def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
-        # A short shutdown timeout: hung handlers are released by _stopping anyway.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeLLM:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     def script(self, *replies: Reply) -> None:
         self._queue.extend(replies)

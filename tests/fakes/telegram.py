@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.server import LoopbackServer
+
 TOKEN = "123456:TEST-token"
 BOT_ID = 999000
 BOT_USERNAME = "claw_test_bot"
@@ -129,7 +131,7 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     """`/bot<TOKEN>/<method>` and `/file/bot<TOKEN>/<path>` on 127.0.0.1."""
 
     def __init__(self, token: str = TOKEN) -> None:
@@ -158,41 +160,24 @@ class FakeTelegram:
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._file_ids = itertools.count(1)
         self._new_update = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    client_max_size = 50 * 1024 * 1024
+    shutdown_timeout = 0.5
+
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}/bot"
+        return f"http://127.0.0.1:{self.port}/bot"
 
     @property
     def base_file_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}/file/bot"
+        return f"http://127.0.0.1:{self.port}/file/bot"
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=50 * 1024 * 1024)
+    def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- test API: what users do -----------------------------------------------------------
 
