@@ -27,7 +27,8 @@ class OnboardResult:
     kept: list[Path] = field(default_factory=list)  # already there, left untouched
 
 
-def _toml_string(value: str) -> str:
+def toml_string(value: str) -> str:
+    """A TOML basic string holding `value` exactly (control characters escaped)."""
     escaped = []
     for char in value:
         if char in '"\\':
@@ -43,12 +44,12 @@ def config_template(workspace: Path | None = None, data_dir: Path | None = None)
     """The starter config: defaults spelled out, examples commented, no secrets."""
     top = []
     if workspace is not None:
-        top.append(f"workspace = {_toml_string(str(workspace))}")
+        top.append(f"workspace = {toml_string(str(workspace))}")
     else:
         top.append('# workspace = "~/.clawgate/workspace"')
     if data_dir is not None:
         top.append(
-            f"data_dir = {_toml_string(str(data_dir))}  # search index and other derived data"
+            f"data_dir = {toml_string(str(data_dir))}  # search index and other derived data"
         )
     else:
         top.append('# data_dir = "~/.clawgate"  # search index and other derived data')

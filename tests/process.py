@@ -13,11 +13,12 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import TOKEN, FakeTelegram
 
 CLAWGATE = Path(sys.executable).with_name("clawgate")
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy"}
@@ -60,6 +61,19 @@ def write_config(
     path = home / "config.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def fake_telegram(telegram: FakeTelegram, chats: Iterable[int], **extra: Any) -> dict[str, Any]:
+    """[channels.telegram] for a gateway polling the fake, allowing `chats`' users."""
+    return {
+        "enabled": True,
+        "token": TOKEN,
+        "base_url": telegram.base_url,
+        "base_file_url": telegram.base_file_url,
+        "poll_timeout": 1,
+        "allow_from": [str(chat) for chat in chats],
+        **extra,
+    }
 
 
 def fake_model(fake_llm: FakeLLM, request_timeout: float = 10) -> dict[str, Any]:

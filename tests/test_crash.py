@@ -29,9 +29,9 @@ from agent.session import load_session, read_key
 from channels.telegram import InboundJournal
 from gateway.cli_memory import split_entries
 from tests.fakes.llm import FakeLLM, Reply, hang, text, tool_call
-from tests.fakes.telegram import TOKEN, FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
-from tests.process import ClawgateProcess, fake_model, run_clawgate, write_config
+from tests.process import ClawgateProcess, fake_model, fake_telegram, run_clawgate, write_config
 
 OWNER = 1001
 CHATS = (1001, 1002, 1003)
@@ -156,15 +156,7 @@ class CrashWorld:
             # than a person (and a restart replays the backlog at once).
             extra="[limits]\nmessages_per_minute = 0",
             agent=agent,
-            telegram={
-                "enabled": True,
-                "token": TOKEN,
-                "base_url": telegram.base_url,
-                "base_file_url": telegram.base_file_url,
-                "poll_timeout": 1,
-                "allow_from": [str(chat) for chat in chats],
-                "owners": [str(chats[0])],
-            },
+            telegram=fake_telegram(telegram, chats, owners=[str(chats[0])]),
         )
         self.workspace = home / "workspace"
         self.template_memory = ""

@@ -30,6 +30,7 @@ from agent.writer import DiskWriter
 from gateway.bus import Trust
 from gateway.config import AgentConfig, Config, ConfigError, LimitsConfig, ToolsConfig, load_config
 from gateway.cron_jobs import CronError, CronStore, JobsFile
+from gateway.onboard import toml_string
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import Harness, make_config
 
@@ -296,19 +297,6 @@ def test_known_bug_jobs_key_with_newline_gives_two_lines(tmp_path: Path) -> None
 # -- config files --------------------------------------------------------------------------
 
 
-def _toml_string(value: str) -> str:
-    out = ['"']
-    for char in value:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -321,19 +309,19 @@ def _toml_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        return _toml_string(value)
+        return toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return (
-            "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+            "{" + ", ".join(f"{toml_string(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
         )
     raise TypeError(value)
 
 
 def to_toml(data: dict[str, Any]) -> str:
     """Our own minimal TOML writer: every top-level key on its own line, tables inline."""
-    return "".join(f"{_toml_string(k)} = {_toml_value(v)}\n" for k, v in data.items())
+    return "".join(f"{toml_string(k)} = {_toml_value(v)}\n" for k, v in data.items())
 
 
 # Keys with a newline or a leading "~user" path are excluded: see the xfails below.

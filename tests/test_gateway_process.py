@@ -19,9 +19,9 @@ import pytest
 from agent.session import SessionStore, load_session
 from channels.telegram import InboundJournal
 from tests.fakes.llm import FakeLLM, gate, hang, text
-from tests.fakes.telegram import TOKEN, FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
-from tests.process import ClawgateProcess, fake_model, run_clawgate, write_config
+from tests.process import ClawgateProcess, fake_model, fake_telegram, run_clawgate, write_config
 
 OWNER = 1001
 CHATS = (1001, 1002, 1003)
@@ -44,14 +44,7 @@ def gateway_config(
         home,
         # Generous: a request held by the test must not time out into an error reply.
         agent=fake_model(llm, request_timeout=60),
-        telegram={
-            "enabled": True,
-            "token": TOKEN,
-            "base_url": telegram.base_url,
-            "base_file_url": telegram.base_file_url,
-            "poll_timeout": 1,
-            "allow_from": [str(chat) for chat in chats],
-        },
+        telegram=fake_telegram(telegram, chats),
     )
 
 
