@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.context import ContextBuilder
-from agent.guard import ContextGuard, ContextTooLarge, estimate_tokens
-from agent.llm import ModelUnavailable
-from agent.session import Session, SessionStore
-from agent.tools.registry import ToolRegistry
-from gateway.bus import InboundMessage
-from gateway.config import ToolsConfig
+from clawgate.agent.context import ContextBuilder
+from clawgate.agent.guard import ContextGuard, ContextTooLarge, estimate_tokens
+from clawgate.agent.llm import ModelUnavailable
+from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.kernel.bus import InboundMessage
+from clawgate.kernel.config import ToolsConfig
 
 HELP = """Commands:
 /new - start a fresh session (the old transcript is archived, never deleted)

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from agent.skills_loader import Skill, load_skills
-from gateway.bus import Trust
+from clawgate.agent.skills_loader import Skill, load_skills
+from clawgate.kernel.bus import Trust
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import json
 import logging
 from typing import Any
 
-from agent.history import to_model_messages
-from agent.llm import LLMClient
-from agent.memory.consolidate import format_messages
-from agent.session import Session, SessionStore
+from clawgate.agent.history import to_model_messages
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.memory.consolidate import format_messages
+from clawgate.agent.session import Session, SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn, TypeVar
 
-from gateway.config import AgentConfig
+from clawgate.kernel.config import AgentConfig
 
 log = logging.getLogger(__name__)
 

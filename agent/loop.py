@@ -9,19 +9,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.commands import CommandHandler, parse_command
-from agent.context import ContextBuilder
-from agent.guard import ContextGuard, ContextTooLarge, estimate_tokens, truncate_tool_results
-from agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable
-from agent.media import attach_images, image_parts, transcripts
-from agent.memory.consolidate import Consolidator
-from agent.memory.store import MemoryStore
-from agent.session import Session, SessionStore
-from agent.tools.base import ToolContext
-from agent.tools.registry import ToolRegistry
-from agent.writer import DiskWriter
-from gateway.bus import InboundMessage, OutboundMessage
-from gateway.config import Config
+from clawgate.agent.commands import CommandHandler, parse_command
+from clawgate.agent.context import ContextBuilder
+from clawgate.agent.guard import (
+    ContextGuard,
+    ContextTooLarge,
+    estimate_tokens,
+    truncate_tool_results,
+)
+from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable
+from clawgate.agent.media import attach_images, image_parts, transcripts
+from clawgate.agent.memory.consolidate import Consolidator
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.tools.base import ToolContext
+from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.bus import InboundMessage, OutboundMessage
+from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from agent.llm import LLMClient, ModelUnavailable
+from clawgate.agent.llm import LLMClient, ModelUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -6,25 +6,25 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from agent.commands import CommandHandler
-from agent.context import ContextBuilder
-from agent.guard import ContextGuard
-from agent.llm import LLMClient
-from agent.loop import AgentLoop
-from agent.memory.consolidate import Consolidator
-from agent.memory.embeddings import make_embedder
-from agent.memory.index import MemoryIndex
-from agent.memory.recall import recall_part
-from agent.memory.recent import daily_logs_part
-from agent.memory.search import MemorySearch
-from agent.memory.store import MemoryStore
-from agent.session import SessionStore, load_session, read_key
-from agent.tools import default_tools
-from agent.tools.memory_tools import memory_tools
-from agent.tools.registry import ToolRegistry
-from agent.writer import DiskWriter
-from gateway.bus import InboundMessage, OutboundMessage, Trust
-from gateway.config import Config
+from clawgate.agent.commands import CommandHandler
+from clawgate.agent.context import ContextBuilder
+from clawgate.agent.guard import ContextGuard
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.loop import AgentLoop
+from clawgate.agent.memory.consolidate import Consolidator
+from clawgate.agent.memory.embeddings import make_embedder
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.recall import recall_part
+from clawgate.agent.memory.recent import daily_logs_part
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import SessionStore, load_session, read_key
+from clawgate.agent.tools import default_tools
+from clawgate.agent.tools.memory_tools import memory_tools
+from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
+from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.text import without_surrogates
-from agent.writer import DiskWriter
+from clawgate.agent.text import without_surrogates
+from clawgate.agent.writer import DiskWriter
 
 log = logging.getLogger(__name__)
 

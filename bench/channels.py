@@ -53,11 +53,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.runtime import AgentRuntime
-from channels.telegram import create_channel
-from gateway.bus import MessageBus
-from gateway.config import AgentConfig, ChannelsConfig, TelegramConfig
-from gateway.daemon import Gateway
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.telegram import create_channel
+from clawgate.gateway.daemon import Gateway
+from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, TelegramConfig
+
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config

@@ -19,12 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.llm import LLMClient
-from agent.memory.audit import audit_sessions
-from agent.runtime import AgentRuntime
-from gateway.bus import InboundMessage, Trust
-from gateway.config import AgentConfig, Config
-from gateway.onboard import onboard
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.memory.audit import audit_sessions
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.gateway.onboard import onboard
+from clawgate.kernel.bus import InboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, Config
+
 from tests.fakes.llm import FakeLLM, text, tool_call
 
 

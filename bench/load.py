@@ -41,14 +41,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.llm import LLMClient, LLMResponse
-from agent.runtime import AgentRuntime
-from agent.session import load_session, session_filename
-from channels.base import Channel
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from gateway.config import AgentConfig, Config
-from gateway.daemon import Gateway
-from gateway.onboard import onboard
+from clawgate.agent.llm import LLMClient, LLMResponse
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.session import load_session, session_filename
+from clawgate.channels.base import Channel
+from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.onboard import onboard
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, Config
+
 from tests.fakes.llm import FakeLLM, delay, text
 
 DEFAULT_CONCURRENCY = AgentConfig.model_fields["max_concurrent_turns"].default

@@ -30,14 +30,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import clawgate.agent.memory.search as search_module
 import numpy as np
-
-import agent.memory.search as search_module
-from agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
-from agent.memory.index import MemoryIndex
-from agent.memory.search import MemorySearch
-from agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
-from gateway.config import MemorySearchConfig
+from clawgate.agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
+from clawgate.kernel.config import MemorySearchConfig
 
 DATA = Path(__file__).resolve().parent / "recall_data"
 K = 5

@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.memory.embeddings import HashedEmbedder
-from agent.memory.index import MemoryIndex
-from agent.memory.search import MemorySearch
-from gateway.config import MemorySearchConfig
+from clawgate.agent.memory.embeddings import HashedEmbedder
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.kernel.config import MemorySearchConfig
 
 CHUNKS_PER_FILE = 100
 QUERIES = 200

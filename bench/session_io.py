@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.session import SessionStore, load_session
+from clawgate.agent.session import SessionStore, load_session
 
 TEXT = "Could you look at the notes from yesterday and tell me what we decided? " * 3
 

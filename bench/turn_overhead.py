@@ -20,11 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.llm import LLMClient, LLMResponse
-from agent.runtime import AgentRuntime
-from gateway.bus import InboundMessage, Trust
-from gateway.config import AgentConfig, Config
-from gateway.onboard import onboard
+from clawgate.agent.llm import LLMClient, LLMResponse
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.gateway.onboard import onboard
+from clawgate.kernel.bus import InboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, Config
+
 from tests.fakes.llm import FakeLLM, text
 
 LIVE_TAIL = 40  # what consolidation leaves unconsolidated in a long session

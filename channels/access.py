@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from channels.pairing import CODE_TTL_SECONDS, PairingError, PairingStore
-from gateway.bus import Trust
+from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingError, PairingStore
+from clawgate.kernel.bus import Trust
 
 if TYPE_CHECKING:
-    from gateway.config import _ChatChannelConfig
+    from clawgate.kernel.config import _ChatChannelConfig
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import PurePosixPath
 
-from gateway.bus import MessageBus, OutboundMessage, Trust
+from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
 
 
 def media_folder(trust: Trust, platform: str, chat: str) -> PurePosixPath:

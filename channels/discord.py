@@ -27,16 +27,15 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import discord
 import yarl
-
-from agent.writer import DiskWriter
-from channels.access import AccessPolicy
-from channels.base import Channel, ChannelError, as_seen_by, media_folder
-from channels.pairing import PairingStore
-from channels.split import split_message
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.agent.writer import DiskWriter
+from clawgate.channels.access import AccessPolicy
+from clawgate.channels.base import Channel, ChannelError, as_seen_by, media_folder
+from clawgate.channels.pairing import PairingStore
+from clawgate.channels.split import split_message
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 
 if TYPE_CHECKING:
-    from gateway.config import Config, DiscordConfig
+    from clawgate.kernel.config import Config, DiscordConfig
 
 log = logging.getLogger(__name__)
 

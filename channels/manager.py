@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from channels.base import Channel, ChannelError
-from gateway.bus import MessageBus, OutboundMessage
+from clawgate.channels.base import Channel, ChannelError
+from clawgate.kernel.bus import MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 # agent/writer.py is a stdlib-only leaf; sharing it keeps one implementation of a safe replace.
-from agent.writer import DiskWriter
+from clawgate.agent.writer import DiskWriter
 
 log = logging.getLogger(__name__)
 

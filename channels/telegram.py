@@ -26,17 +26,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from channels.access import AccessPolicy
-from channels.base import Channel, ChannelError, as_seen_by, media_folder
-from channels.pairing import PairingStore
-from channels.telegram_format import MAX_MESSAGE_UNITS, render_parts
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.channels.access import AccessPolicy
+from clawgate.channels.base import Channel, ChannelError, as_seen_by, media_folder
+from clawgate.channels.pairing import PairingStore
+from clawgate.channels.telegram_format import MAX_MESSAGE_UNITS, render_parts
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 
 if TYPE_CHECKING:
+    from clawgate.kernel.config import Config, TelegramConfig
     from telegram import Bot, Message, ReplyParameters, Update
     from telegram.request import HTTPXRequest
-
-    from gateway.config import Config, TelegramConfig
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 
-from channels.split import split_message
+from clawgate.channels.split import split_message
 
 MAX_MESSAGE_UNITS = 4096
 

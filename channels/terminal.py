@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from channels.base import Channel
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.channels.base import Channel
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 
 WaitIdle = Callable[[], Awaitable[object]]
 

@@ -1,3 +1,3 @@
-from gateway.cli import main
+from clawgate.gateway.cli import main
 
 main()

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-
-from gateway.cli_cron import cron_app
-from gateway.cli_memory import memory_app
-from gateway.cli_ops import doctor, service_app
-from gateway.cli_pairing import pairing_app
-from gateway.cli_status import housekeeping, status
+from clawgate.gateway.cli_cron import cron_app
+from clawgate.gateway.cli_memory import memory_app
+from clawgate.gateway.cli_ops import doctor, service_app
+from clawgate.gateway.cli_pairing import pairing_app
+from clawgate.gateway.cli_status import housekeeping, status
 
 if TYPE_CHECKING:
-    from gateway.config import Config
+    from clawgate.kernel.config import Config
 
 app = typer.Typer(
     name="clawgate",
@@ -44,7 +43,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _load() -> Config:
-    from gateway.config import ConfigError, load_config
+    from clawgate.kernel.config import ConfigError, load_config
 
     try:
         return load_config(_state["config"])
@@ -73,8 +72,8 @@ def onboard(
     ] = None,
 ) -> None:
     """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
-    from gateway.config import default_config_path
-    from gateway.onboard import onboard as run_onboard
+    from clawgate.gateway.onboard import onboard as run_onboard
+    from clawgate.kernel.config import default_config_path
 
     config_path = _state["config"] or default_config_path()
     result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
@@ -106,10 +105,10 @@ def agent(
 
 
 async def _run_terminal(config: Config, message: str | None, session: str) -> int:
-    from agent.runtime import AgentRuntime
-    from channels.terminal import TerminalChannel
-    from gateway.bus import MessageBus
-    from gateway.daemon import Gateway
+    from clawgate.agent.runtime import AgentRuntime
+    from clawgate.channels.terminal import TerminalChannel
+    from clawgate.gateway.daemon import Gateway
+    from clawgate.kernel.bus import MessageBus
 
     bus = MessageBus()
     terminal = TerminalChannel(bus, session)
@@ -133,11 +132,11 @@ def gateway(
     ] = False,
 ) -> None:
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
-    from channels.base import ChannelError
-    from gateway.config import ConfigError
-    from gateway.daemon import check_ready, serve
-    from gateway.lock import AlreadyRunning, InstanceLock
-    from gateway.logs import setup_logging
+    from clawgate.channels.base import ChannelError
+    from clawgate.gateway.daemon import check_ready, serve
+    from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+    from clawgate.gateway.logs import setup_logging
+    from clawgate.kernel.config import ConfigError
 
     config = _load()
     try:
@@ -164,7 +163,7 @@ def gateway(
 @sessions_app.command("list")
 def sessions_list() -> None:
     """Every session with its message count and last activity."""
-    from agent.session import SessionStore, load_session
+    from clawgate.agent.session import SessionStore, load_session
 
     config = _load()
     store = SessionStore(config.workspace / "sessions")
@@ -198,7 +197,7 @@ def sessions_show(
     as_json: Annotated[bool, typer.Option("--json", help="Raw JSON lines.")] = False,
 ) -> None:
     """Print one session's transcript."""
-    from agent.session import SessionStore, load_session
+    from clawgate.agent.session import SessionStore, load_session
 
     config = _load()
     path = SessionStore(config.workspace / "sessions").path_for(key)

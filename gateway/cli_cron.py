@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from gateway.config import Config
-    from gateway.cron_jobs import CronStore
+    from clawgate.gateway.cron_jobs import CronStore
+    from clawgate.kernel.config import Config
 
 cron_app = typer.Typer(
     help="Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
@@ -33,8 +33,8 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 def _open() -> tuple[Config, CronStore]:
     # Imported here: gateway.cli imports this module to register the sub-app.
-    from gateway.cli import _load
-    from gateway.cron_jobs import CronStore
+    from clawgate.gateway.cli import _load
+    from clawgate.gateway.cron_jobs import CronStore
 
     config = _load()
     return config, CronStore(config.workspace / "cron")
@@ -47,7 +47,7 @@ def cron_list(
     ] = False,
 ) -> None:
     """Every job with its schedule, target and last run."""
-    from gateway.cron_jobs import CronError
+    from clawgate.gateway.cron_jobs import CronError
 
     config, store = _open()
     try:
@@ -114,7 +114,7 @@ def cron_add(
     ] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from gateway.cron_jobs import CronError, add_job, new_job
+    from clawgate.gateway.cron_jobs import CronError, add_job, new_job
 
     config, store = _open()
     deliver_to = to or config.heartbeat.deliver_to or "cli:default"
@@ -142,7 +142,7 @@ def cron_add(
 @cron_app.command("remove")
 def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Delete a job."""
-    from gateway.cron_jobs import CronError, remove_job
+    from clawgate.gateway.cron_jobs import CronError, remove_job
 
     _, store = _open()
     try:
@@ -153,7 +153,7 @@ def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
 
 
 def _set_enabled(job_id: str, enabled: bool) -> None:
-    from gateway.cron_jobs import CronError, set_enabled
+    from clawgate.gateway.cron_jobs import CronError, set_enabled
 
     _, store = _open()
     try:
@@ -183,8 +183,8 @@ def cron_run(
     ] = RUN_TIMEOUT_SECONDS,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
-    from gateway.cron_jobs import CronError
-    from gateway.lock import AlreadyRunning, InstanceLock
+    from clawgate.gateway.cron_jobs import CronError
+    from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 
     config, store = _open()
     try:
@@ -207,7 +207,7 @@ def cron_run(
 
 
 def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
-    from gateway.scheduler import request_run
+    from clawgate.gateway.scheduler import request_run
 
     result_path = request_run(store, job_id)
     typer.echo(f"asked the running gateway to run {job_id}", err=True)
@@ -228,11 +228,11 @@ def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
 async def _run_here(config: Config, job_id: str) -> int:
     """No gateway is running: start the configured channels briefly so the reply can be
     delivered, run the job, flush, stop."""
-    from agent.runtime import AgentRuntime
-    from channels.base import ChannelError
-    from gateway.bus import MessageBus
-    from gateway.daemon import Gateway, build_channels
-    from gateway.scheduler import CronScheduler
+    from clawgate.agent.runtime import AgentRuntime
+    from clawgate.channels.base import ChannelError
+    from clawgate.gateway.daemon import Gateway, build_channels
+    from clawgate.gateway.scheduler import CronScheduler
+    from clawgate.kernel.bus import MessageBus
 
     bus = MessageBus()
     try:

@@ -27,7 +27,7 @@ def split_entries(history: str) -> list[str]:
 @memory_app.command("show")
 def show() -> None:
     """Print memory/MEMORY.md."""
-    from gateway.cli import _load
+    from clawgate.gateway.cli import _load
 
     path = _load().workspace / "memory" / "MEMORY.md"
     if not path.exists():
@@ -44,7 +44,7 @@ def history(
     tail: Annotated[int | None, typer.Option(help="Only the last N entries.")] = None,
 ) -> None:
     """Print HISTORY.md entries, oldest first."""
-    from gateway.cli import _load, fail
+    from clawgate.gateway.cli import _load, fail
 
     path = _load().workspace / "memory" / "HISTORY.md"
     entries = split_entries(path.read_text(encoding="utf-8")) if path.exists() else []
@@ -63,8 +63,8 @@ def history(
 @memory_app.command("audit")
 def audit() -> None:
     """Account for every message of every session; exit 1 if any is unaccounted."""
-    from agent.memory.audit import audit_sessions
-    from gateway.cli import _load
+    from clawgate.agent.memory.audit import audit_sessions
+    from clawgate.gateway.cli import _load
 
     report = audit_sessions(_load().workspace / "sessions")
     typer.echo(
@@ -80,12 +80,14 @@ def audit() -> None:
 
 
 def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` stays fast
-    from agent.memory.embeddings import make_embedder
-    from agent.memory.index import MemoryIndex
-    from agent.memory.search import MemorySearch
+    from clawgate.agent.memory.embeddings import make_embedder
+    from clawgate.agent.memory.index import MemoryIndex
+    from clawgate.agent.memory.search import MemorySearch
 
     def llm():
-        from agent.llm import LLMClient  # litellm itself loads only on the first embed call
+        from clawgate.agent.llm import (
+            LLMClient,  # litellm itself loads only on the first embed call
+        )
 
         return LLMClient(config.agent)
 
@@ -123,7 +125,7 @@ def search(
     import asyncio
     import json
 
-    from gateway.cli import _load
+    from clawgate.gateway.cli import _load
 
     config = _load()
 
@@ -168,7 +170,7 @@ def index(
     """Bring the search index up to date with the memory files, with a progress bar."""
     import asyncio
 
-    from gateway.cli import _load
+    from clawgate.gateway.cli import _load
 
     config = _load()
     bar, update = _progress_bar()
@@ -196,9 +198,9 @@ def status() -> None:
     """Files, chunks, embedding model, files changed since indexing, index size."""
     import asyncio
 
-    from agent.memory.embeddings import make_embedder
-    from agent.memory.index import MemoryIndex
-    from gateway.cli import _load
+    from clawgate.agent.memory.embeddings import make_embedder
+    from clawgate.agent.memory.index import MemoryIndex
+    from clawgate.gateway.cli import _load
 
     config = _load()
 

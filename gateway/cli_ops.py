@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from gateway.service import UnitSpec
+    from clawgate.gateway.service import UnitSpec
 
 service_app = typer.Typer(help="Run the gateway as a systemd service.", no_args_is_help=True)
 
@@ -25,11 +25,10 @@ def doctor(
     # Imported here: gateway.cli imports this module to register the commands.
     import asyncio
 
+    from clawgate.gateway.cli import _state
+    from clawgate.gateway.doctor import Report, diagnose, note, online_checks, render
+    from clawgate.kernel.config import default_config_path
     from rich.console import Console
-
-    from gateway.cli import _state
-    from gateway.config import default_config_path
-    from gateway.doctor import Report, diagnose, note, online_checks, render
 
     config_path = _state["config"] or default_config_path()
     config, findings = diagnose(config_path)
@@ -58,10 +57,9 @@ def service_install(
     """Write a systemd unit for `clawgate gateway` and say how to enable it."""
     import os
 
-    from agent.writer import DiskWriter
-    from gateway.cli import _load, _state, fail
-    from gateway.config import CONFIG_ENV
-    from gateway.service import (
+    from clawgate.agent.writer import DiskWriter
+    from clawgate.gateway.cli import _load, _state, fail
+    from clawgate.gateway.service import (
         UNIT_NAME,
         UnitSpec,
         clawgate_command,
@@ -70,6 +68,7 @@ def service_install(
         invoking_user,
         render_unit,
     )
+    from clawgate.kernel.config import CONFIG_ENV
 
     if print_only and directory is not None:
         fail("--print and --dir exclude each other")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from channels.pairing import Approval, PairingStore
+    from clawgate.channels.pairing import Approval, PairingStore
 
 pairing_app = typer.Typer(
     help="Approve who may chat with the assistant in private.", no_args_is_help=True
@@ -24,8 +24,8 @@ def _fail(message: str) -> NoReturn:
 
 def _store() -> PairingStore:
     # Imported here: gateway.cli imports this module to register the sub-app.
-    from channels.pairing import PairingStore
-    from gateway.cli import _load
+    from clawgate.channels.pairing import PairingStore
+    from clawgate.gateway.cli import _load
 
     config = _load()
     return PairingStore(config.data_dir / "pairing.json")
@@ -54,7 +54,7 @@ def pairing_list() -> None:
     """Pending pairing requests, with the code each person was given."""
     import time
 
-    from channels.pairing import CODE_TTL_SECONDS
+    from clawgate.channels.pairing import CODE_TTL_SECONDS
 
     pending = _store().pending()
     if not pending:
@@ -76,7 +76,7 @@ def pairing_approve(
     ] = False,
 ) -> None:
     """Let the person who was sent CODE chat with the assistant."""
-    from channels.pairing import PairingError
+    from clawgate.channels.pairing import PairingError
 
     try:
         approval = _store().approve(code, owner=owner)
@@ -95,7 +95,7 @@ def pairing_revoke(
     ] = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
-    from channels.pairing import PairingError
+    from clawgate.channels.pairing import PairingError
 
     try:
         removed = _store().revoke(user_id, channel)

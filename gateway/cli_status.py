@@ -15,8 +15,8 @@ def _size(count: int) -> str:
 
 def status() -> None:
     """Whether the gateway runs, its channels, and disk use."""
-    from gateway.cli import _load
-    from gateway.status import disk_usage, read_status
+    from clawgate.gateway.cli import _load
+    from clawgate.gateway.status import disk_usage, read_status
 
     config = _load()
     report = read_status(config.data_dir)
@@ -42,8 +42,8 @@ def housekeeping(
 ) -> None:
     """Delete old media, archives and MEMORY.md versions now, per the housekeeping config
     (the gateway also does this daily)."""
-    from gateway.cli import _load
-    from gateway.housekeeping import sweep
+    from clawgate.gateway.cli import _load
+    from clawgate.gateway.housekeeping import sweep
 
     report = sweep(_load(), dry_run=dry_run)
     prefix = "would have " if dry_run else ""

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from clawgate.agent.writer import DiskWriter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from agent.writer import DiskWriter
 
 if TYPE_CHECKING:
     from apscheduler.triggers.base import BaseTrigger

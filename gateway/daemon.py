@@ -8,15 +8,15 @@ import logging
 import signal
 from collections.abc import Sequence
 
-from agent.runtime import AgentRuntime
-from channels.base import Channel, ChannelError
-from channels.manager import ChannelManager
-from gateway.bus import MessageBus
-from gateway.config import Config, ConfigError
-from gateway.dispatcher import Dispatcher
-from gateway.housekeeping import sweep
-from gateway.scheduler import CronScheduler, install_cron_tool
-from gateway.status import StatusWriter
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.base import Channel, ChannelError
+from clawgate.channels.manager import ChannelManager
+from clawgate.gateway.dispatcher import Dispatcher
+from clawgate.gateway.housekeeping import sweep
+from clawgate.gateway.scheduler import CronScheduler, install_cron_tool
+from clawgate.gateway.status import StatusWriter
+from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.config import Config, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
         if not channel_config.enabled:
             continue
         try:
-            module = __import__(f"channels.{name}", fromlist=["create_channel"])
+            module = __import__(f"clawgate.channels.{name}", fromlist=["create_channel"])
         except ImportError:
             raise ChannelError(f"channel {name!r} is not available in this version") from None
         channels.append(module.create_channel(channel_config, bus, config))

@@ -8,9 +8,9 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from agent.commands import parse_command
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
-from gateway.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.agent.commands import parse_command
+from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
 

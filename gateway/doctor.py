@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.writer import DiskWriter
-from gateway.config import Config, ConfigError, load_config
-from gateway.status import disk_usage, read_status
+from clawgate.agent.writer import DiskWriter
+from clawgate.gateway.status import disk_usage, read_status
+from clawgate.kernel.config import Config, ConfigError, load_config
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -361,7 +361,7 @@ async def _guarded(
 
 
 async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
-    from agent.llm import LLMClient, ModelUnavailable
+    from clawgate.agent.llm import LLMClient, ModelUnavailable
 
     # The configured model alone, once: a fallback answering would hide its failure.
     agent = config.agent.model_copy(

@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.session import load_session, read_key
-from gateway.config import Config
+from clawgate.agent.session import load_session, read_key
+from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
 

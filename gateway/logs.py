@@ -18,7 +18,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from gateway.config import LoggingConfig
+from clawgate.kernel.config import LoggingConfig
 
 LOG_DIR = "logs"
 LOG_FILE = "clawgate.log"

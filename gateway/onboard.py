@@ -12,10 +12,10 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from agent.writer import DiskWriter
-from gateway.config import load_config
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.config import load_config
 
-TEMPLATE_PACKAGE = "workspace"
+TEMPLATE_PACKAGE = "clawgate.workspace"
 _SKIP_NAMES = {"__init__.py", "__pycache__", ".gitkeep"}
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

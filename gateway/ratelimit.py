@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
 
-from gateway.bus import InboundMessage
+from clawgate.kernel.bus import InboundMessage
 
 WINDOW_SECONDS = 60.0
 EXEMPT_CHANNELS = frozenset({"cli", "cron", "heartbeat"})

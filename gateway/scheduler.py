@@ -26,11 +26,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.loop import EMPTY_REPLY
-from agent.session import Session, SessionStore
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from gateway.config import HeartbeatConfig
-from gateway.cron_jobs import (
+from clawgate.agent.loop import EMPTY_REPLY
+from clawgate.agent.session import Session, SessionStore
+from clawgate.gateway.cron_jobs import (
     CronError,
     CronJob,
     CronStore,
@@ -40,12 +38,13 @@ from gateway.cron_jobs import (
     utc_now,
     zone,
 )
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import HeartbeatConfig
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-    from agent.runtime import AgentRuntime
-    from gateway.dispatcher import Dispatcher
+    from clawgate.agent.runtime import AgentRuntime
+    from clawgate.gateway.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -669,7 +668,7 @@ def request_run(store: CronStore, job_id: str) -> Path:
 
 def install_cron_tool(runtime: AgentRuntime) -> None:
     """Give the model the `cron` tool (once per runtime), unless cron is switched off."""
-    from agent.tools.cron_tool import CronTool
+    from clawgate.agent.tools.cron_tool import CronTool
 
     config = runtime.config
     if not config.cron.enabled or "cron" in runtime.tools.names(Trust.OWNER, config.tools):

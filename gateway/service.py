@@ -65,11 +65,11 @@ def clawgate_command() -> tuple[str, ...]:
     invoked = Path(sys.argv[0])
     if invoked.name == "clawgate" and invoked.is_file():
         return (str(invoked.absolute()),)
-    # `python -m gateway`, or a test runner: the script next to this interpreter.
+    # `python -m clawgate.gateway`, or a test runner: the script next to this interpreter.
     sibling = Path(sys.executable).with_name("clawgate")
     if sibling.is_file():
         return (str(sibling),)
-    return (sys.executable, "-m", "gateway")
+    return (sys.executable, "-m", "clawgate.gateway")
 
 
 def invoking_user() -> str:

@@ -7,13 +7,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.runtime import AgentRuntime
-from agent.writer import DiskWriter
-from channels.base import Channel
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from gateway.config import AgentConfig, Config
-from gateway.daemon import Gateway
-from gateway.onboard import onboard
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.writer import DiskWriter
+from clawgate.channels.base import Channel
+from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.onboard import onboard
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, Config
 
 
 class RecordingChannel(Channel):

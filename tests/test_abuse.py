@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clawgate.gateway.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
+from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig, LoggingConfig
 
-from gateway.bus import InboundMessage, OutboundMessage, Trust
-from gateway.config import AgentConfig, ChannelsConfig, Config, LimitsConfig, LoggingConfig
-from gateway.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
-from gateway.ratelimit import RateLimiter, Verdict, limit_notice
 from tests.fakes.llm import FakeLLM, call, text, tool_calls
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
 from tests.harness import Harness, make_config
@@ -182,7 +182,7 @@ async def test_outsider_cannot_read_write_or_escape(
     files = seed_private_files(config)
     harness = Harness(config)
     # The cron tool exists in the daemon (scheduler=True); an outsider still must not see it.
-    from gateway.scheduler import install_cron_tool
+    from clawgate.gateway.scheduler import install_cron_tool
 
     install_cron_tool(harness.runtime)
     script_attacks(fake_llm, config)
@@ -524,8 +524,8 @@ async def test_secrets_never_written_logged_or_sent_to_the_model(
         for secret in secrets:
             assert secret.encode() not in content, path
     stderr = capfd.readouterr().err
-    assert "channels.manager" in stderr  # the daemon's stderr log was captured
-    ours = [r for r in caplog.records if r.name.split(".")[0] in ("agent", "gateway", "channels")]
+    assert "clawgate.channels.manager" in stderr  # the daemon's stderr log was captured
+    ours = [r for r in caplog.records if r.name.split(".")[0] == "clawgate"]
     assert ours
     bodies = json.dumps(fake_llm.requests)
     for secret in secrets:

@@ -12,12 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from clawgate.channels.access import AccessPolicy, Decision
+from clawgate.channels.pairing import CODE_ALPHABET, PairingError, PairingStore
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import DiscordConfig, TelegramConfig
 from typer.testing import CliRunner
-
-from channels.access import AccessPolicy, Decision
-from channels.pairing import CODE_ALPHABET, PairingError, PairingStore
-from gateway.bus import Trust
-from gateway.config import DiscordConfig, TelegramConfig
 
 HOUR = 3600.0
 
@@ -163,7 +162,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from channels.pairing import PairingStore
+    from clawgate.channels.pairing import PairingStore
 
     store = PairingStore(Path(sys.argv[1]))
     channel, count = sys.argv[2], int(sys.argv[3])
@@ -204,7 +203,7 @@ def test_corrupt_file_reads_as_empty_and_is_never_overwritten(
     store_path.parent.mkdir(parents=True)
     store_path.write_text('{"version": 1, "approved": [{"channel": "telegram"')
     store = PairingStore(store_path, clock=clock)
-    with caplog.at_level(logging.WARNING, logger="channels.pairing"):
+    with caplog.at_level(logging.WARNING, logger="clawgate.channels.pairing"):
         assert store.pending() == []
         assert store.lookup("telegram", "1001") is None
         assert store.approved() == []
@@ -343,7 +342,7 @@ def test_group_allow_matches_chat_or_guild(store: PairingStore, clock: Clock) ->
 
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from gateway.cli import app
+    from clawgate.gateway.cli import app
 
     for name in list(os.environ):
         if name.startswith("CLAWGATE_"):

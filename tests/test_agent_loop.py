@@ -1,9 +1,10 @@
 import asyncio
 import json
 
-from agent.loop import CANCELLED_RESULT, EMPTY_REPLY
-from agent.session import load_session
-from gateway.bus import Trust
+from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
+from clawgate.agent.session import load_session
+from clawgate.kernel.bus import Trust
+
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, make_config, wait_until
 

@@ -1,7 +1,7 @@
 import itertools
 
-from agent.memory.chunker import chunk_file
-from agent.memory.tokens import estimate_tokens
+from clawgate.agent.memory.chunker import chunk_file
+from clawgate.agent.memory.tokens import estimate_tokens
 
 
 def test_history_one_chunk_per_entry_dated_by_its_stamp():

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clawgate.agent.session import SessionStore
+from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+from clawgate.kernel.config import load_config
 
-from agent.session import SessionStore
-from gateway.config import load_config
-from gateway.lock import AlreadyRunning, InstanceLock
 from tests.fakes.llm import FakeLLM, text
 from tests.process import CLAWGATE, child_env, fake_model, write_config
 
@@ -298,7 +298,7 @@ async def test_model_free_commands_import_no_heavy_library(tmp_path: Path) -> No
     script = textwrap.dedent(
         f"""
         import sys
-        from gateway.cli import app
+        from clawgate.gateway.cli import app
 
         for argv in (["--help"], ["agent", "-m", "hi"], ["sessions", "list"]):
             try:

@@ -3,9 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from clawgate.kernel.config import Config, ConfigError, default_config_path, load_config
 from pydantic import SecretStr
-
-from gateway.config import Config, ConfigError, default_config_path, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -6,10 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
-from agent.context import ContextBuilder, PromptPart
-from agent.skills_loader import BUILTIN_SKILLS_DIR, load_skills
-from gateway.bus import Trust
+from clawgate.agent.context import ContextBuilder, PromptPart
+from clawgate.agent.skills_loader import BUILTIN_SKILLS_DIR, load_skills
+from clawgate.kernel.bus import Trust
 
 NOW = datetime(2025, 3, 14, 18, 30, tzinfo=UTC)
 
@@ -195,7 +194,7 @@ def test_broken_skills_are_skipped_with_a_warning(
     skill(workspace, "zeta", "description: Last.")
     skill(workspace, "alpha", "description: First.")
     (workspace / "skills" / "empty-folder").mkdir()
-    with caplog.at_level(logging.WARNING, logger="agent.skills_loader"):
+    with caplog.at_level(logging.WARNING, logger="clawgate.agent.skills_loader"):
         skills = load_skills(workspace)
     assert [s.name for s in skills] == ["alpha", "memory", "plain", "zeta"]
     plain = next(s for s in skills if s.name == "plain")

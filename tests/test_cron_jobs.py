@@ -9,8 +9,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-
-from gateway.cron_jobs import (
+from clawgate.gateway.cron_jobs import (
     CronError,
     CronJob,
     CronStore,
@@ -24,7 +23,7 @@ from gateway.cron_jobs import (
     remove_job,
     set_enabled,
 )
-from gateway.scheduler import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.scheduler import heartbeat_tasks, is_heartbeat_ok, within_hours
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)

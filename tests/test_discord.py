@@ -11,14 +11,14 @@ from pathlib import Path
 import aiohttp
 import discord
 import pytest
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.base import ChannelError
+from clawgate.channels.discord import DiscordChannel, create_channel, intents, point_at
+from clawgate.gateway.daemon import Gateway
+from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, DiscordConfig
 from pydantic import SecretStr
 
-from agent.runtime import AgentRuntime
-from channels.base import ChannelError
-from channels.discord import DiscordChannel, create_channel, intents, point_at
-from gateway.bus import MessageBus, OutboundMessage
-from gateway.config import AgentConfig, ChannelsConfig, Config, DiscordConfig
-from gateway.daemon import Gateway
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, gate, text
 from tests.harness import make_config

@@ -1,10 +1,11 @@
 import asyncio
 from datetime import UTC, datetime
 
-from agent.guard import SUMMARY_PREFIX, estimate_tokens, truncate_tool_results
-from agent.loop import TOO_LONG
-from agent.session import load_session
-from gateway.bus import Trust
+from clawgate.agent.guard import SUMMARY_PREFIX, estimate_tokens, truncate_tool_results
+from clawgate.agent.loop import TOO_LONG
+from clawgate.agent.session import load_session
+from clawgate.kernel.bus import Trust
+
 from tests.fakes.llm import context_overflow, text, tool_call
 from tests.harness import Harness, make_config
 from tests.test_memory import is_consolidation, save

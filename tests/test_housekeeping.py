@@ -1,9 +1,9 @@
 import os
 import time
 
-from agent.session import SessionStore
-from gateway.config import AgentConfig, Config, HousekeepingConfig
-from gateway.housekeeping import DAY, sweep
+from clawgate.agent.session import SessionStore
+from clawgate.gateway.housekeeping import DAY, sweep
+from clawgate.kernel.config import AgentConfig, Config, HousekeepingConfig
 
 
 def _age(path, days):

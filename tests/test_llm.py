@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable, ToolCall
+from clawgate.kernel.config import AgentConfig
 
-from agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable, ToolCall
-from gateway.config import AgentConfig
 from tests.fakes.llm import (
     FakeLLM,
     call,
@@ -317,7 +317,7 @@ async def test_connection_refused_is_retried_then_reported(
 async def test_api_key_never_appears_in_errors_or_logs(
     client: LLMClient, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="agent.llm")
+    caplog.set_level(logging.DEBUG, logger="clawgate.agent.llm")
     fake_llm.script(
         error(401, f"Incorrect API key provided: {KEY}"),
         # The key straddles the point where long provider messages are cut.

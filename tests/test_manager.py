@@ -6,10 +6,9 @@ import asyncio
 import logging
 
 import pytest
-
-from channels.base import Channel, ChannelError
-from channels.manager import ChannelManager
-from gateway.bus import MessageBus, OutboundMessage
+from clawgate.channels.base import Channel, ChannelError
+from clawgate.channels.manager import ChannelManager
+from clawgate.kernel.bus import MessageBus, OutboundMessage
 
 WAIT = 5.0
 
@@ -114,7 +113,7 @@ async def test_failed_start_is_retried_with_backoff(caplog: pytest.LogCaptureFix
     manager = ChannelManager(bus, [flaky, good], sleep=sleeps, clock=clock)
     assert manager.status()["flaky"]["state"] == "stopped"
 
-    with caplog.at_level(logging.INFO, logger="channels.manager"):
+    with caplog.at_level(logging.INFO, logger="clawgate.channels.manager"):
         await manager.start_all()
         assert good.starts == 1
         assert await asyncio.wait_for(flaky.ready.get(), WAIT) == 3

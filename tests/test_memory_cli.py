@@ -1,9 +1,8 @@
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import SessionStore
+from clawgate.gateway.cli import app
+from clawgate.gateway.onboard import onboard
 from typer.testing import CliRunner
-
-from agent.memory.store import MemoryStore
-from agent.session import SessionStore
-from gateway.cli import app
-from gateway.onboard import onboard
 
 
 def _setup(tmp_path):

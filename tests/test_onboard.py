@@ -4,8 +4,8 @@ import stat
 import tomllib
 from pathlib import Path
 
-from gateway.config import load_config
-from gateway.onboard import config_template, onboard
+from clawgate.gateway.onboard import config_template, onboard
+from clawgate.kernel.config import load_config
 
 TEMPLATE_FILES = [
     "AGENTS.md",

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agent.memory.audit import audit_sessions
-from agent.runtime import AgentRuntime
-from agent.session import load_session
-from channels.telegram import create_channel
-from gateway.bus import MessageBus, Trust
-from gateway.config import (
+from clawgate.agent.memory.audit import audit_sessions
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.session import load_session
+from clawgate.channels.telegram import create_channel
+from clawgate.gateway.cron_jobs import CronJob, CronStore, JobsFile, Schedule, StateFile
+from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.scheduler import CRON_KEEP_RUNS, CronScheduler, Heartbeat
+from clawgate.kernel.bus import MessageBus, Trust
+from clawgate.kernel.config import (
     AgentConfig,
     ChannelsConfig,
     Config,
@@ -27,9 +29,7 @@ from gateway.config import (
     HeartbeatConfig,
     TelegramConfig,
 )
-from gateway.cron_jobs import CronJob, CronStore, JobsFile, Schedule, StateFile
-from gateway.daemon import Gateway
-from gateway.scheduler import CRON_KEEP_RUNS, CronScheduler, Heartbeat
+
 from tests.fakes.llm import FakeLLM, error, gate, raw_tool_call, text, tool_call
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import Harness, make_config, wait_until
@@ -149,7 +149,7 @@ async def test_hand_edit_is_picked_up_and_a_broken_file_keeps_the_last_good_set(
     await wait_until(lambda: "hand" in running.scheduler.jobs, timeout=5)
     assert running.scheduler.next_run("hand") is not None
     reloads = running.scheduler.reloads
-    with caplog.at_level(logging.ERROR, logger="gateway.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="clawgate.gateway.scheduler"):
         hand_write(running.store.jobs_path, '{"version": 1, "jobs": [{"id": "x"')
         await wait_until(lambda: any("not valid JSON" in r.message for r in caplog.records), 5)
         await asyncio.sleep(0.3)  # several more polls of the same broken file

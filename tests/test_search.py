@@ -12,21 +12,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
+from clawgate.agent.memory.index import _SCHEMA, MemoryIndex, _delete_db_files, db_path_for
+from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
+from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
+from clawgate.agent.tools.base import ToolContext
+from clawgate.agent.tools.memory_tools import memory_tools
+from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import MemoryConfig, MemorySearchConfig, ToolsConfig
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from agent.llm import LLMClient
-from agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
-from agent.memory.index import _SCHEMA, MemoryIndex, _delete_db_files, db_path_for
-from agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
-from agent.memory.search import MemorySearch, SearchHit, keyword_query
-from agent.tools.base import ToolContext
-from agent.tools.memory_tools import memory_tools
-from agent.tools.registry import ToolRegistry
-from agent.writer import DiskWriter
-from gateway.bus import Trust
-from gateway.config import MemoryConfig, MemorySearchConfig, ToolsConfig
 from tests.fakes.llm import text, tool_call
 from tests.harness import Harness, make_config
 
@@ -438,7 +438,7 @@ def _cli_env(tmp_path: Path, embedding_model: str = "builtin") -> dict[str, str]
 
 
 def test_cli_search_index_status(tmp_path, monkeypatch):
-    from gateway.cli import app
+    from clawgate.gateway.cli import app
 
     write(tmp_path / "ws", "2026-11-02.md", "- Booked the dentist for a cleaning.\n")
     write(tmp_path / "ws", "MEMORY.md", MEMORY)

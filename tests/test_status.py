@@ -1,11 +1,10 @@
 import json
 import os
 
+from clawgate.gateway.cli import app
+from clawgate.gateway.onboard import onboard
+from clawgate.gateway.status import StatusWriter, read_status
 from typer.testing import CliRunner
-
-from gateway.cli import app
-from gateway.onboard import onboard
-from gateway.status import StatusWriter, read_status
 
 
 def test_status_file_round_trip_and_stale_detection(tmp_path):

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.base import ChannelError
+from clawgate.channels.pairing import PairingStore
+from clawgate.channels.telegram import InboundJournal, TelegramChannel, create_channel
+from clawgate.gateway.daemon import Gateway
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
 from telegram import Bot, ReplyParameters
 from telegram.error import BadRequest, Conflict, RetryAfter
 
-from agent.runtime import AgentRuntime
-from channels.base import ChannelError
-from channels.pairing import PairingStore
-from channels.telegram import InboundJournal, TelegramChannel, create_channel
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from gateway.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
-from gateway.daemon import Gateway
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram, utf16_len
 from tests.harness import make_config, wait_until
@@ -378,7 +378,7 @@ async def test_polling_recovers_after_server_errors_and_a_conflict(
     telegram.conflict()
     telegram.conflict()
     fake_llm.script(text("Back."))
-    with caplog.at_level(logging.WARNING, logger="channels.telegram"):
+    with caplog.at_level(logging.WARNING, logger="clawgate.channels.telegram"):
         async with TelegramGateway(config) as gw:
             telegram.user_says(OWNER, "anyone?")
             reply = await telegram.next_message(OWNER)

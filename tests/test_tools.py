@@ -11,10 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from agent.tools import (
+from clawgate.agent.tools import (
     PathOutsideWorkspace,
     Tool,
     ToolContext,
@@ -23,9 +20,11 @@ from agent.tools import (
     default_tools,
     resolve_path,
 )
-from agent.writer import DiskWriter
-from gateway.bus import Trust
-from gateway.config import ToolsConfig
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import ToolsConfig
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 OUTSIDERS = [Trust.ALLOWED, Trust.GROUP]
 

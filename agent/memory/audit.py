@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.session import load_session, read_key
+from clawgate.agent.session import load_session, read_key
 
 
 @dataclass

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from agent.memory.tokens import estimate_tokens
+from clawgate.agent.memory.tokens import estimate_tokens
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm import LLMClient, LLMResponse, ModelUnavailable
-from agent.memory.store import MemoryStore
-from agent.session import Session, SessionStore
-from gateway.bus import Trust
+from clawgate.agent.llm import LLMClient, LLMResponse, ModelUnavailable
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import Session, SessionStore
+from clawgate.kernel.bus import Trust
 
 log = logging.getLogger(__name__)
 

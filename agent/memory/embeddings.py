@@ -22,8 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-
-from agent.memory.tokens import (
+from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
     cjk_bigrams,
@@ -34,7 +33,7 @@ from agent.memory.tokens import (
 )
 
 if TYPE_CHECKING:
-    from agent.llm import LLMClient
+    from clawgate.agent.llm import LLMClient
 
 BUILTIN = "builtin"
 NONE = "none"

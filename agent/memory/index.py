@@ -28,10 +28,9 @@ from typing import Any
 
 import aiosqlite
 import numpy as np
-
-from agent.memory.chunker import Chunk, chunk_file, content_hash
-from agent.memory.embeddings import Embedder
-from agent.memory.tokens import cjk_runs
+from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
+from clawgate.agent.memory.embeddings import Embedder
+from clawgate.agent.memory.tokens import cjk_runs
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agent.context import ExtraPart, PromptPart
-from agent.memory.search import MemorySearch
-from gateway.bus import Trust
-from gateway.config import MemoryConfig
+from clawgate.agent.context import ExtraPart, PromptPart
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import MemoryConfig
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.context import PromptPart
-from agent.memory.store import MemoryStore
-from gateway.bus import Trust
+from clawgate.agent.context import PromptPart
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.kernel.bus import Trust
 
 DAILY_CAP_CHARS = 4_000
 

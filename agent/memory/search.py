@@ -30,9 +30,8 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import numpy as np
-
-from agent.memory.index import ChunkRow, MemoryIndex
-from agent.memory.tokens import (
+from clawgate.agent.memory.index import ChunkRow, MemoryIndex
+from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
     cjk_bigrams,
@@ -41,7 +40,7 @@ from agent.memory.tokens import (
     token_set,
     words,
 )
-from gateway.config import MemorySearchConfig
+from clawgate.kernel.config import MemorySearchConfig
 
 log = logging.getLogger(__name__)
 

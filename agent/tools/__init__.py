@@ -1,11 +1,11 @@
 """Tools the model can call: files in the workspace and, for the owner, a shell."""
 
-from agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError
-from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
-from agent.tools.paths import resolve_path
-from agent.tools.registry import ToolRegistry
-from agent.tools.send_file import SendFile
-from agent.tools.shell import ExecTool
+from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError
+from clawgate.agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from clawgate.agent.tools.paths import resolve_path
+from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.tools.send_file import SendFile
+from clawgate.agent.tools.shell import ExecTool
 
 
 def default_tools() -> list[Tool]:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.writer import DiskWriter
-from gateway.bus import OutboundMessage, Trust
-from gateway.config import ToolsConfig
+from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.bus import OutboundMessage, Trust
+from clawgate.kernel.config import ToolsConfig
 
 REDACTED = "[redacted]"
 PUBLIC_DIR = "public"

@@ -13,10 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar
 
-from agent.tools.base import Tool, ToolContext, ToolError
-from gateway.bus import Trust
-from gateway.config import ToolsConfig
-from gateway.cron_jobs import (
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from clawgate.gateway.cron_jobs import (
     CronError,
     CronJob,
     CronStore,
@@ -27,6 +25,8 @@ from gateway.cron_jobs import (
     set_enabled,
     utc_now,
 )
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import ToolsConfig
 
 ACTIONS = ("add", "list", "remove", "enable", "disable")
 SCHEDULED_PREFIXES = ("cron:", "heartbeat:")

@@ -9,9 +9,9 @@ import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.text import without_surrogates
-from agent.tools.base import Tool, ToolContext, ToolError, describe_os_error
-from agent.tools.paths import resolve_path
+from clawgate.agent.text import without_surrogates
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, describe_os_error
+from clawgate.agent.tools.paths import resolve_path
 
 MAX_READ_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500

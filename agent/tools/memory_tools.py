@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.memory.search import MemorySearch
-from agent.tools.base import Tool, ToolContext, ToolError
-from agent.tools.files import _read_text
-from gateway.bus import Trust
-from gateway.config import ToolsConfig
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from clawgate.agent.tools.files import _read_text
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import ToolsConfig
 
 MAX_GET_LINES = 400
 DEFAULT_GET_LINES = 60

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.tools.base import PathOutsideWorkspace, ToolContext, ToolError
+from clawgate.agent.tools.base import PathOutsideWorkspace, ToolContext, ToolError
 
 
 def resolve_path(path: str, ctx: ToolContext) -> Path:

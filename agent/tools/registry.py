@@ -7,9 +7,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agent.tools.base import Tool, ToolContext, ToolError, describe_os_error, redact
-from gateway.bus import Trust
-from gateway.config import ToolsConfig
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, describe_os_error, redact
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import ToolsConfig
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from agent.tools.base import Tool, ToolContext, ToolError
-from agent.tools.paths import resolve_path
-from gateway.bus import OutboundMessage
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from clawgate.agent.tools.paths import resolve_path
+from clawgate.kernel.bus import OutboundMessage
 
 MAX_SEND_BYTES = 45 * 1024 * 1024  # under Telegram's 50 MB bot upload limit
 

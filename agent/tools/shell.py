@@ -15,9 +15,9 @@ import re
 import signal
 from typing import Any, ClassVar
 
-from agent.tools.base import Tool, ToolContext, ToolError, redact
-from gateway.bus import Trust
-from gateway.config import ToolsConfig
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, redact
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import ToolsConfig
 
 SENSITIVE_NAME_PARTS = (
     "KEY",
