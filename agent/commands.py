@@ -9,11 +9,11 @@ from typing import Any
 
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard, ContextTooLarge, estimate_tokens
-from clawgate.agent.llm import ModelUnavailable
 from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import ModelUnavailable
 
 HELP = """Commands:
 /new - start a fresh session (the old transcript is archived, never deleted)

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any, NoReturn, TypeVar
 
 from clawgate.kernel.config import AgentConfig
+from clawgate.kernel.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,6 @@ class LLMResponse:
     finish_reason: str
     usage: dict[str, int]
     model: str
-
-
-class ModelUnavailable(Exception):
-    """No configured model gave an answer; the message is one line fit to show a person."""
 
 
 class ContextOverflow(ModelUnavailable):

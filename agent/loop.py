@@ -17,16 +17,17 @@ from clawgate.agent.guard import (
     estimate_tokens,
     truncate_tool_results,
 )
-from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable
+from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse
 from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.config import Config
+from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 

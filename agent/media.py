@@ -10,7 +10,8 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from clawgate.agent.llm import LLMClient, ModelUnavailable
+from clawgate.agent.llm import LLMClient
+from clawgate.kernel.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 

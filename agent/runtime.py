@@ -22,9 +22,9 @@ from clawgate.agent.session import SessionStore, load_session, read_key
 from clawgate.agent.tools import default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 

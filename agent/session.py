@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.text import without_surrogates
-from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,6 @@ from clawgate.channels.telegram import create_channel
 from clawgate.gateway.daemon import Gateway
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, TelegramConfig
-
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config

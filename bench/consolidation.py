@@ -25,7 +25,6 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
-
 from tests.fakes.llm import FakeLLM, text, tool_call
 
 

@@ -49,7 +49,6 @@ from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
-
 from tests.fakes.llm import FakeLLM, delay, text
 
 DEFAULT_CONCURRENCY = AgentConfig.model_fields["max_concurrent_turns"].default

@@ -30,8 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import clawgate.agent.memory.search as search_module
 import numpy as np
+
+import clawgate.agent.memory.search as search_module
 from clawgate.agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.search import MemorySearch

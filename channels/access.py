@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingError, PairingStore
+from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingStore
 from clawgate.kernel.bus import Trust
+from clawgate.kernel.errors import PairingError
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import _ChatChannelConfig

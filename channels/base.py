@@ -20,10 +20,6 @@ def as_seen_by(trust: Trust, relative: str) -> str:
     return relative if trust.is_owner else relative.removeprefix("public/")
 
 
-class ChannelError(Exception):
-    """A channel could not start or send; the message is one line for a person."""
-
-
 class Channel(ABC):
     """Receives platform messages, publishes them as InboundMessage; sends OutboundMessage."""
 

@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import discord
 import yarl
-from clawgate.agent.writer import DiskWriter
+
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel, ChannelError, as_seen_by, media_folder
+from clawgate.channels.base import Channel, as_seen_by, media_folder
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.errors import ChannelError
+from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import Config, DiscordConfig

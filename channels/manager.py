@@ -15,8 +15,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from clawgate.channels.base import Channel, ChannelError
+from clawgate.channels.base import Channel
 from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.errors import ChannelError
 
 log = logging.getLogger(__name__)
 

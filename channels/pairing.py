@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# agent/writer.py is a stdlib-only leaf; sharing it keeps one implementation of a safe replace.
-from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.errors import PairingError
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,6 @@ CODE_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 CODE_TTL_SECONDS = 3600.0
 MAX_PENDING_PER_CHANNEL = 3
 FORMAT_VERSION = 1
-
-
-class PairingError(Exception):
-    """Something a person must fix or retype; the message is one line."""
 
 
 @dataclass(frozen=True)

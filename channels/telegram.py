@@ -27,15 +27,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel, ChannelError, as_seen_by, media_folder
+from clawgate.channels.base import Channel, as_seen_by, media_folder
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram_format import MAX_MESSAGE_UNITS, render_parts
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.errors import ChannelError
 
 if TYPE_CHECKING:
-    from clawgate.kernel.config import Config, TelegramConfig
     from telegram import Bot, Message, ReplyParameters, Update
     from telegram.request import HTTPXRequest
+
+    from clawgate.kernel.config import Config, TelegramConfig
 
 log = logging.getLogger(__name__)
 

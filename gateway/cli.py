@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
 from clawgate.gateway.cli_cron import cron_app
 from clawgate.gateway.cli_memory import memory_app
 from clawgate.gateway.cli_ops import doctor, service_app
@@ -43,7 +44,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _load() -> Config:
-    from clawgate.kernel.config import ConfigError, load_config
+    from clawgate.kernel.config import load_config
+    from clawgate.kernel.errors import ConfigError
 
     try:
         return load_config(_state["config"])
@@ -132,11 +134,10 @@ def gateway(
     ] = False,
 ) -> None:
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
-    from clawgate.channels.base import ChannelError
     from clawgate.gateway.daemon import check_ready, serve
     from clawgate.gateway.lock import AlreadyRunning, InstanceLock
     from clawgate.gateway.logs import setup_logging
-    from clawgate.kernel.config import ConfigError
+    from clawgate.kernel.errors import ChannelError, ConfigError
 
     config = _load()
     try:

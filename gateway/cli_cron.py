@@ -47,7 +47,7 @@ def cron_list(
     ] = False,
 ) -> None:
     """Every job with its schedule, target and last run."""
-    from clawgate.gateway.cron_jobs import CronError
+    from clawgate.kernel.errors import CronError
 
     config, store = _open()
     try:
@@ -114,7 +114,8 @@ def cron_add(
     ] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from clawgate.gateway.cron_jobs import CronError, add_job, new_job
+    from clawgate.gateway.cron_jobs import add_job, new_job
+    from clawgate.kernel.errors import CronError
 
     config, store = _open()
     deliver_to = to or config.heartbeat.deliver_to or "cli:default"
@@ -142,7 +143,8 @@ def cron_add(
 @cron_app.command("remove")
 def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Delete a job."""
-    from clawgate.gateway.cron_jobs import CronError, remove_job
+    from clawgate.gateway.cron_jobs import remove_job
+    from clawgate.kernel.errors import CronError
 
     _, store = _open()
     try:
@@ -153,7 +155,8 @@ def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
 
 
 def _set_enabled(job_id: str, enabled: bool) -> None:
-    from clawgate.gateway.cron_jobs import CronError, set_enabled
+    from clawgate.gateway.cron_jobs import set_enabled
+    from clawgate.kernel.errors import CronError
 
     _, store = _open()
     try:
@@ -183,8 +186,8 @@ def cron_run(
     ] = RUN_TIMEOUT_SECONDS,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
-    from clawgate.gateway.cron_jobs import CronError
     from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+    from clawgate.kernel.errors import CronError
 
     config, store = _open()
     try:
@@ -229,10 +232,10 @@ async def _run_here(config: Config, job_id: str) -> int:
     """No gateway is running: start the configured channels briefly so the reply can be
     delivered, run the job, flush, stop."""
     from clawgate.agent.runtime import AgentRuntime
-    from clawgate.channels.base import ChannelError
     from clawgate.gateway.daemon import Gateway, build_channels
     from clawgate.gateway.scheduler import CronScheduler
     from clawgate.kernel.bus import MessageBus
+    from clawgate.kernel.errors import ChannelError
 
     bus = MessageBus()
     try:

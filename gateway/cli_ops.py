@@ -25,10 +25,11 @@ def doctor(
     # Imported here: gateway.cli imports this module to register the commands.
     import asyncio
 
+    from rich.console import Console
+
     from clawgate.gateway.cli import _state
     from clawgate.gateway.doctor import Report, diagnose, note, online_checks, render
     from clawgate.kernel.config import default_config_path
-    from rich.console import Console
 
     config_path = _state["config"] or default_config_path()
     config, findings = diagnose(config_path)
@@ -57,7 +58,6 @@ def service_install(
     """Write a systemd unit for `clawgate gateway` and say how to enable it."""
     import os
 
-    from clawgate.agent.writer import DiskWriter
     from clawgate.gateway.cli import _load, _state, fail
     from clawgate.gateway.service import (
         UNIT_NAME,
@@ -69,6 +69,7 @@ def service_install(
         render_unit,
     )
     from clawgate.kernel.config import CONFIG_ENV
+    from clawgate.kernel.storage import DiskWriter
 
     if print_only and directory is not None:
         fail("--print and --dir exclude each other")

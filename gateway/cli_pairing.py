@@ -76,7 +76,7 @@ def pairing_approve(
     ] = False,
 ) -> None:
     """Let the person who was sent CODE chat with the assistant."""
-    from clawgate.channels.pairing import PairingError
+    from clawgate.kernel.errors import PairingError
 
     try:
         approval = _store().approve(code, owner=owner)
@@ -95,7 +95,7 @@ def pairing_revoke(
     ] = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
-    from clawgate.channels.pairing import PairingError
+    from clawgate.kernel.errors import PairingError
 
     try:
         removed = _store().revoke(user_id, channel)

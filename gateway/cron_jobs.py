@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from clawgate.agent.writer import DiskWriter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from clawgate.kernel.errors import CronError
+from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
     from apscheduler.triggers.base import BaseTrigger
@@ -39,10 +41,6 @@ JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # "telegram:123", "telegram:-100987:42" (a topic): the channel has no ':', the chat id may.
 SESSION_KEY = re.compile(r"[A-Za-z0-9_-]+:\S+")
 T = TypeVar("T")
-
-
-class CronError(Exception):
-    """Bad input or a file a person must fix; the message is one line."""
 
 
 def utc_now() -> datetime:

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from clawgate.agent.writer import DiskWriter
 from clawgate.gateway.status import disk_usage, read_status
-from clawgate.kernel.config import Config, ConfigError, load_config
+from clawgate.kernel.config import Config, load_config
+from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -361,7 +362,8 @@ async def _guarded(
 
 
 async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
-    from clawgate.agent.llm import LLMClient, ModelUnavailable
+    from clawgate.agent.llm import LLMClient
+    from clawgate.kernel.errors import ModelUnavailable
 
     # The configured model alone, once: a fallback answering would hide its failure.
     agent = config.agent.model_copy(

@@ -12,8 +12,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.config import load_config
+from clawgate.kernel.storage import DiskWriter
 
 TEMPLATE_PACKAGE = "clawgate.workspace"
 _SKIP_NAMES = {"__init__.py", "__pycache__", ".gitkeep"}

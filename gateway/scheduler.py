@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from clawgate.agent.loop import EMPTY_REPLY
 from clawgate.agent.session import Session, SessionStore
 from clawgate.gateway.cron_jobs import (
-    CronError,
     CronJob,
     CronStore,
     StateFile,
@@ -40,9 +39,11 @@ from clawgate.gateway.cron_jobs import (
 )
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import HeartbeatConfig
+from clawgate.kernel.errors import CronError
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.gateway.dispatcher import Dispatcher
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.storage import DiskWriter
 
 STATUS_FILE = "status.json"
 WRITE_EVERY_SECONDS = 5.0

@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from clawgate.kernel.config import AgentConfig
 
+from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.agent.writer import DiskWriter
 from clawgate.channels.base import Channel
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
+from clawgate.kernel.storage import DiskWriter
 
 
 class RecordingChannel(Channel):

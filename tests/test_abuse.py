@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clawgate.gateway.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
 from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig, LoggingConfig
-
 from tests.fakes.llm import FakeLLM, call, text, tool_calls
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
 from tests.harness import Harness, make_config

@@ -12,11 +12,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
 from clawgate.channels.access import AccessPolicy, Decision
-from clawgate.channels.pairing import CODE_ALPHABET, PairingError, PairingStore
+from clawgate.channels.pairing import CODE_ALPHABET, PairingStore
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import DiscordConfig, TelegramConfig
-from typer.testing import CliRunner
+from clawgate.kernel.errors import PairingError
 
 HOUR = 3600.0
 

@@ -4,7 +4,6 @@ import json
 from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
 from clawgate.agent.session import load_session
 from clawgate.kernel.bus import Trust
-
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, make_config, wait_until
 

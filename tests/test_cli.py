@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clawgate.agent.session import SessionStore
 from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
-
 from tests.fakes.llm import FakeLLM, text
 from tests.process import CLAWGATE, child_env, fake_model, write_config
 

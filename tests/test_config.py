@@ -3,8 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clawgate.kernel.config import Config, ConfigError, default_config_path, load_config
 from pydantic import SecretStr
+
+from clawgate.kernel.config import Config, default_config_path, load_config
+from clawgate.kernel.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:

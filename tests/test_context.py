@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from clawgate.agent.context import ContextBuilder, PromptPart
 from clawgate.agent.skills_loader import BUILTIN_SKILLS_DIR, load_skills
 from clawgate.kernel.bus import Trust

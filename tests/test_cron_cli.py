@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
 from clawgate.agent.session import load_session
 from clawgate.gateway.cli import app
 from clawgate.gateway.cron_jobs import CronStore, Schedule
 from clawgate.gateway.lock import InstanceLock
 from clawgate.kernel.config import AgentConfig, Config
-from click.testing import Result
-from typer.testing import CliRunner
-
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import wait_until
 from tests.test_scheduler import SchedulerHarness, a_job, make, write_jobs

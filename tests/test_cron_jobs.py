@@ -9,8 +9,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+
 from clawgate.gateway.cron_jobs import (
-    CronError,
     CronJob,
     CronStore,
     JobsFile,
@@ -24,6 +24,7 @@ from clawgate.gateway.cron_jobs import (
     set_enabled,
 )
 from clawgate.gateway.scheduler import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.kernel.errors import CronError
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)

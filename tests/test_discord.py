@@ -11,14 +11,14 @@ from pathlib import Path
 import aiohttp
 import discord
 import pytest
+from pydantic import SecretStr
+
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.base import ChannelError
 from clawgate.channels.discord import DiscordChannel, create_channel, intents, point_at
 from clawgate.gateway.daemon import Gateway
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, DiscordConfig
-from pydantic import SecretStr
-
+from clawgate.kernel.errors import ChannelError
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, gate, text
 from tests.harness import make_config

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from clawgate.agent.writer import DiskWriter
+from typer.testing import CliRunner
+
 from clawgate.gateway.cli import app
 from clawgate.gateway.doctor import Finding, diagnose, online_checks
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.config import load_config
-from typer.testing import CliRunner
-
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, error, text
 from tests.fakes.telegram import TOKEN, FakeTelegram

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.agent.tools.shell import deny_reason
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.storage import DiskWriter
 
 API_KEY = "sk-test-4f9a8b7c6d5e"
 BOT_TOKEN = "123456:tg-secret-AAbbCCdd"

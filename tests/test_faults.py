@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, session_filename
-from clawgate.agent.writer import DiskWriter
 from clawgate.channels.telegram import InboundJournal
 from clawgate.gateway.cli_memory import split_entries
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
-
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, Reply, cut, error, garbage, gate, hang, text, tool_call
 from tests.fakes.telegram import FakeTelegram
@@ -96,6 +96,7 @@ class RefusingWriter(DiskWriter):
     """A disk that refuses every write under `refused` paths with `code` (ENOSPC, EROFS)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.refused: list[Path] = []
         self.code = errno.ENOSPC
         self.refusals: Counter[str] = Counter()

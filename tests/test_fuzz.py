@@ -20,24 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clawgate.agent.session import SessionStore, load_session
-from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
-from clawgate.agent.writer import DiskWriter
-from clawgate.gateway.cron_jobs import CronError, CronStore, JobsFile
-from clawgate.gateway.onboard import toml_string
-from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import (
-    AgentConfig,
-    Config,
-    ConfigError,
-    LimitsConfig,
-    ToolsConfig,
-    load_config,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from clawgate.agent.session import SessionStore, load_session
+from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
+from clawgate.gateway.cron_jobs import CronStore, JobsFile
+from clawgate.gateway.onboard import toml_string
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import AgentConfig, Config, LimitsConfig, ToolsConfig, load_config
+from clawgate.kernel.errors import ConfigError, CronError
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import Harness, make_config
 

@@ -5,7 +5,6 @@ from clawgate.agent.guard import SUMMARY_PREFIX, estimate_tokens, truncate_tool_
 from clawgate.agent.loop import TOO_LONG
 from clawgate.agent.session import load_session
 from clawgate.kernel.bus import Trust
-
 from tests.fakes.llm import context_overflow, text, tool_call
 from tests.harness import Harness, make_config
 from tests.test_memory import is_consolidation, save

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ModelUnavailable, ToolCall
-from clawgate.kernel.config import AgentConfig
 
+from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ToolCall
+from clawgate.kernel.config import AgentConfig
+from clawgate.kernel.errors import ModelUnavailable
 from tests.fakes.llm import (
     FakeLLM,
     call,

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from clawgate.gateway.logs import REDACTED, log_file_path, setup_logging, teardown_logging
 from clawgate.kernel.config import LoggingConfig
-
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.process import ClawgateProcess, fake_model, write_config

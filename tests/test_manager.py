@@ -6,9 +6,11 @@ import asyncio
 import logging
 
 import pytest
-from clawgate.channels.base import Channel, ChannelError
+
+from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager
 from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.errors import ChannelError
 
 WAIT = 5.0
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from clawgate.agent.session import load_session
 
+from clawgate.agent.session import load_session
 from tests.fakes.llm import FakeLLM, error, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.test_telegram import GROUP, MENTION, OWNER, TelegramGateway, config, telegram  # noqa: F401 (fixtures)

@@ -3,14 +3,14 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import SessionStore, load_session
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import Trust
-
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import error, gate, raw_tool_call, text, tool_call
 from tests.harness import Harness, make_config
 

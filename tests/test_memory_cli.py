@@ -1,8 +1,9 @@
+from typer.testing import CliRunner
+
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import SessionStore
 from clawgate.gateway.cli import app
 from clawgate.gateway.onboard import onboard
-from typer.testing import CliRunner
 
 
 def _setup(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
@@ -29,7 +30,6 @@ from clawgate.kernel.config import (
     HeartbeatConfig,
     TelegramConfig,
 )
-
 from tests.fakes.llm import FakeLLM, error, gate, raw_tool_call, text, tool_call
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import Harness, make_config, wait_until

@@ -12,6 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
 from clawgate.agent.memory.index import _SCHEMA, MemoryIndex, _delete_db_files, db_path_for
@@ -20,13 +24,9 @@ from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig, ToolsConfig
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from typer.testing import CliRunner
-
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import text, tool_call
 from tests.harness import Harness, make_config
 

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from clawgate.gateway.cli import app
-from clawgate.gateway.service import UnitSpec, render_unit
 from typer.testing import CliRunner
 
+from clawgate.gateway.cli import app
+from clawgate.gateway.service import UnitSpec, render_unit
 from tests.process import write_config
 
 CLAWGATE = str(Path(sys.executable).with_name("clawgate"))

@@ -3,10 +3,11 @@ import logging
 import string
 from pathlib import Path
 
-from clawgate.agent.history import MISSING_RESULT, repair_tool_pairs, to_model_messages
-from clawgate.agent.session import SessionStore, load_session, read_key, session_filename
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from clawgate.agent.history import MISSING_RESULT, repair_tool_pairs, to_model_messages
+from clawgate.agent.session import SessionStore, load_session, read_key, session_filename
 
 
 def test_filename_examples():

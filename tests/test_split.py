@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from clawgate.channels.split import split_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from clawgate.channels.split import split_message
 
 
 def _fences_balanced(part: str) -> bool:

@@ -1,10 +1,11 @@
 import json
 import os
 
+from typer.testing import CliRunner
+
 from clawgate.gateway.cli import app
 from clawgate.gateway.onboard import onboard
 from clawgate.gateway.status import StatusWriter, read_status
-from typer.testing import CliRunner
 
 
 def test_status_file_round_trip_and_stale_detection(tmp_path):

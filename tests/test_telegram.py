@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from telegram import Bot, ReplyParameters
+from telegram.error import BadRequest, Conflict, RetryAfter
+
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.base import ChannelError
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram import InboundJournal, TelegramChannel, create_channel
 from clawgate.gateway.daemon import Gateway
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
-from telegram import Bot, ReplyParameters
-from telegram.error import BadRequest, Conflict, RetryAfter
-
+from clawgate.kernel.errors import ChannelError
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram, utf16_len
 from tests.harness import make_config, wait_until

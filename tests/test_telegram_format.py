@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from clawgate.channels.telegram_format import markdown_to_html, render_parts, utf16_len
 
+from clawgate.channels.telegram_format import markdown_to_html, render_parts, utf16_len
 from tests.fakes.telegram import parse_html
 
 

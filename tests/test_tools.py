@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clawgate.agent.tools import (
     PathOutsideWorkspace,
     Tool,
@@ -20,11 +23,9 @@ from clawgate.agent.tools import (
     default_tools,
     resolve_path,
 )
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from clawgate.kernel.storage import DiskWriter
 
 OUTSIDERS = [Trust.ALLOWED, Trust.GROUP]
 

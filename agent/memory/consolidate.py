@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clawgate.agent.llm import LLMClient, LLMResponse, ModelUnavailable
+from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Session, SessionStore
 from clawgate.kernel.bus import Trust
+from clawgate.kernel.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,

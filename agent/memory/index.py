@@ -28,6 +28,7 @@ from typing import Any
 
 import aiosqlite
 import numpy as np
+
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
 from clawgate.agent.memory.tokens import cjk_runs

@@ -30,6 +30,7 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import numpy as np
+
 from clawgate.agent.memory.index import ChunkRow, MemoryIndex
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,

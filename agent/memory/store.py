@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from clawgate.agent.writer import DiskWriter
+from clawgate.kernel.storage import DiskWriter
 
 MAX_VERSIONS = 20
 ENTRY_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]")

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from clawgate.agent.writer import DiskWriter
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.storage import DiskWriter
 
 REDACTED = "[redacted]"
 PUBLIC_DIR = "public"

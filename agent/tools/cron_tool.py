@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError
 from clawgate.gateway.cron_jobs import (
-    CronError,
     CronJob,
     CronStore,
     add_job,
@@ -27,6 +26,7 @@ from clawgate.gateway.cron_jobs import (
 )
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import CronError
 
 ACTIONS = ("add", "list", "remove", "enable", "disable")
 SCHEDULED_PREFIXES = ("cron:", "heartbeat:")

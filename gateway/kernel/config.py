@@ -23,13 +23,11 @@ from pydantic import (
     model_validator,
 )
 
+from clawgate.kernel.errors import ConfigError
+
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_ENV = "CLAWGATE_CONFIG"
 DEFAULT_HOME = Path("~/.clawgate")
-
-
-class ConfigError(Exception):
-    """A config file or override a user must fix; the message is one line naming the key."""
 
 
 def _ids_to_str(value: Any) -> Any:
