@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import zlib
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -97,9 +97,9 @@ class HashedEmbedder:
             out[row] = self._vector(text[:MAX_EMBED_CHARS])
         return out
 
-    def features(self, text: str) -> Counter[str]:
+    def features(self, text: str) -> dict[str, float]:
         norm = normalise(text)
-        found: Counter[str] = Counter()
+        found: defaultdict[str, float] = defaultdict(float)
         for word in words(norm):
             if word in STOPWORDS:
                 continue

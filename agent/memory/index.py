@@ -247,8 +247,7 @@ class MemoryIndex:
                 )
                 version = None
                 if rows:
-                    found = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'schema'")
-                    version = found[0][0] if found else None
+                    version = await _scalar(db, "SELECT value FROM meta WHERE key = 'schema'")
                 if rows and version != SCHEMA_VERSION:
                     # Derived data from another version: start again.
                     await db.close()
@@ -367,8 +366,8 @@ class MemoryIndex:
         return found
 
     async def _read_generation(self, db: aiosqlite.Connection) -> int:
-        rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
+        value = await _scalar(db, "SELECT value FROM meta WHERE key = 'generation'")
+        return int(value) if value is not None else 0
 
     async def _load_state(self, db: aiosqlite.Connection) -> None:
         """Read files and vectors from the database (at start, or after another writer)."""
@@ -445,8 +444,7 @@ class MemoryIndex:
     async def _insert_chunks(self, db: aiosqlite.Connection, chunks: list[Chunk]) -> int:
         if not chunks:
             return 0
-        rows = await db.execute_fetchall("SELECT coalesce(max(id), 0) FROM chunks")
-        first = int(rows[0][0]) + 1
+        first = int(await _scalar(db, "SELECT coalesce(max(id), 0) FROM chunks")) + 1
         params = [
             (first + n, c.path, c.start_line, c.end_line, c.date, c.hash, c.text, cjk_text(c.text))
             for n, c in enumerate(chunks)
@@ -562,16 +560,17 @@ class MemoryIndex:
         db = await self._conn()
         files = await db.execute_fetchall("SELECT path, size, mtime_ns, ino FROM files")
         indexed = {r[0]: (r[1], r[2], r[3]) for r in files}
-        chunk_count = (await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0]
+        chunk_count = int(await _scalar(db, "SELECT count(*) FROM chunks"))
         vectors = 0
         if self.embedder is not None:
-            vectors = (
-                await db.execute_fetchall(
+            vectors = int(
+                await _scalar(
+                    db,
                     "SELECT count(*) FROM chunks c JOIN embeddings e "
                     "ON e.hash = c.hash AND e.model = ?",
                     (self.embedder.model_id,),
                 )
-            )[0][0]
+            )
         disk = await asyncio.to_thread(self._scan)
         dirty = sorted(
             {p for p, stat in disk.items() if indexed.get(p) != stat} | (set(indexed) - set(disk))
@@ -627,6 +626,13 @@ def _connect(db_path: Path) -> aiosqlite.Connection:
     if thread is not None and not thread.is_alive():
         thread.daemon = True
     return db
+
+
+async def _scalar(db: aiosqlite.Connection, sql: str, params: Iterable[Any] = ()) -> Any:
+    """The first column of the first row, or None when the query returns no row."""
+    async with db.execute(sql, params) as cursor:
+        row = await cursor.fetchone()
+    return None if row is None else row[0]
 
 
 def _delete_db_files(db_path: Path) -> None:
