@@ -6,11 +6,18 @@ import pytest
 
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
 
 
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLM]:
     async with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
         yield fake
 
 

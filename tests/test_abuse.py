@@ -10,7 +10,6 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsCo
 from tests.fakes.llm import FakeLLM, call, text, tool_calls
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
 from tests.harness import Harness, make_config
-from tests.test_telegram import TelegramGateway, telegram_config
+from tests.telegram_world import TelegramGateway, telegram_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -163,12 +162,6 @@ def assert_all_refused(results: dict[str, str]) -> None:
         assert result.startswith("Error:"), (attack, result)
         assert expected in result, (attack, result)
         assert MEMORY_SECRET not in result and API_KEY not in result
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 # -- outsiders through the recording channel --------------------------------------------------

@@ -21,7 +21,7 @@ from clawgate.gateway.lock import InstanceLock
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import wait_until
-from tests.test_scheduler import SchedulerHarness, a_job, make, write_jobs
+from tests.scheduler_harness import SchedulerHarness, a_job, make, write_jobs
 
 
 def config_file(config: Config) -> Path:

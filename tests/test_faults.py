@@ -15,7 +15,6 @@ import errno
 import json
 import os
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,13 @@ from clawgate.gateway.cli_memory import split_entries
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
 from clawgate.kernel.storage import DiskWriter
+from tests.discord_world import OWNER as DISCORD_OWNER
+from tests.discord_world import World
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, Reply, cut, error, garbage, gate, hang, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Harness, make_config, wait_until
-from tests.test_discord import OWNER as DISCORD_OWNER
-from tests.test_discord import World
-from tests.test_telegram import TelegramGateway, telegram_config
+from tests.telegram_world import TelegramGateway, telegram_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -252,12 +251,6 @@ class DroppingRelay:
             for w in (writer, up_writer):
                 w.close()
                 self._writers.discard(w)
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 def telegram_world(

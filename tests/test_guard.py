@@ -7,7 +7,7 @@ from clawgate.agent.session import load_session
 from clawgate.kernel.bus import Trust
 from tests.fakes.llm import context_overflow, text, tool_call
 from tests.harness import Harness, make_config
-from tests.test_memory import is_consolidation, save
+from tests.memory_helpers import is_consolidation, save
 
 
 def is_flush(request) -> bool:

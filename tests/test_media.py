@@ -5,15 +5,22 @@ model sends files back with send_file."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from clawgate.agent.session import load_session
+from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, error, text, tool_call
 from tests.fakes.telegram import FakeTelegram
-from tests.test_telegram import GROUP, MENTION, OWNER, TelegramGateway, config, telegram  # noqa: F401 (fixtures)
+from tests.telegram_world import GROUP, MENTION, OWNER, TelegramGateway, telegram_gateway_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+
+@pytest.fixture
+def config(tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram) -> Config:
+    return telegram_gateway_config(tmp_path, agent_config, telegram)
 
 
 def _image_parts(request: dict) -> list[dict]:

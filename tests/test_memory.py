@@ -11,21 +11,11 @@ from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import SessionStore, load_session
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.storage import DiskWriter
-from tests.fakes.llm import error, gate, raw_tool_call, text, tool_call
+from tests.fakes.llm import error, gate, raw_tool_call, text
 from tests.harness import Harness, make_config
+from tests.memory_helpers import is_consolidation, save
 
 MEMORY = "# Memory\n\n- Ann lives in Porto\n- Ann's cat is Miso\n- Ann works on clawgate\n- Ann likes tea\n"
-
-
-def is_consolidation(request) -> bool:
-    return any(t["function"]["name"] == "save_memory" for t in request.get("tools") or [])
-
-
-def save(entry="Ann planned the Lisbon trip.", memory=None):
-    args = {"history_entry": entry}
-    if memory is not None:
-        args["memory_update"] = memory
-    return tool_call("save_memory", **args)
 
 
 class Clock:

@@ -18,9 +18,9 @@ from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.telegram import create_channel
-from clawgate.gateway.cron_jobs import CronJob, CronStore, JobsFile, Schedule, StateFile
+from clawgate.gateway.cron_jobs import CronStore, Schedule, StateFile
 from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.scheduler import CRON_KEEP_RUNS, CronScheduler, Heartbeat
+from clawgate.gateway.scheduler import CRON_KEEP_RUNS, Heartbeat
 from clawgate.kernel.bus import MessageBus, Trust
 from clawgate.kernel.config import (
     AgentConfig,
@@ -32,56 +32,8 @@ from clawgate.kernel.config import (
 )
 from tests.fakes.llm import FakeLLM, error, gate, raw_tool_call, text, tool_call
 from tests.fakes.telegram import TOKEN, FakeTelegram
-from tests.harness import Harness, make_config, wait_until
-
-TARGET = "test:1"
-
-
-class SchedulerHarness(Harness):
-    """The test harness with the daemon's scheduler switched on (fast file polling)."""
-
-    def __init__(self, config: Config, **options: Any) -> None:
-        super().__init__(config)
-        self.gateway = Gateway(self.runtime, [self.channel], self.bus, scheduler=True)
-        options.setdefault("poll_interval", 0.05)
-        self.gateway.scheduler = CronScheduler(
-            self.runtime, self.bus, self.gateway.dispatcher, **options
-        )
-
-    @property
-    def scheduler(self) -> CronScheduler:
-        assert self.gateway.scheduler is not None
-        return self.gateway.scheduler
-
-    @property
-    def store(self) -> CronStore:
-        return self.scheduler.store
-
-    def session(self, key: str) -> list[dict[str, Any]]:
-        path = self.runtime.sessions.path_for(key)
-        return load_session(path, key).messages if path.exists() else []
-
-
-def make(tmp_path: Path, agent_config: AgentConfig, **overrides: Any) -> Config:
-    overrides.setdefault("heartbeat", HeartbeatConfig(enabled=False))
-    return make_config(tmp_path, agent_config.model_copy(update={"max_retries": 0}), **overrides)
-
-
-def write_jobs(store: CronStore, *jobs: CronJob) -> None:
-    store.save(JobsFile(jobs=list(jobs)))
-
-
-def a_job(job_id: str = "j1", **fields: Any) -> CronJob:
-    values: dict[str, Any] = {
-        "id": job_id,
-        "name": f"job {job_id}",
-        "schedule": Schedule(every=3600),
-        "timezone": "UTC",
-        "message": "Say the time",
-        "deliver_to": TARGET,
-    }
-    values.update(fields)
-    return CronJob(**values)
+from tests.harness import wait_until
+from tests.scheduler_harness import TARGET, SchedulerHarness, a_job, make, write_jobs
 
 
 def hand_write(path: Path, content: str) -> None:

@@ -15,80 +15,31 @@ import pytest
 from telegram import Bot, ReplyParameters
 from telegram.error import BadRequest, Conflict, RetryAfter
 
-from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.pairing import PairingStore
-from clawgate.channels.telegram import InboundJournal, TelegramChannel, create_channel
-from clawgate.gateway.daemon import Gateway
+from clawgate.channels.telegram import InboundJournal, create_channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
 from clawgate.kernel.errors import ChannelError
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram, utf16_len
 from tests.harness import make_config, wait_until
+from tests.telegram_world import (
+    GROUP,
+    MENTION,
+    OWNER,
+    Sleeps,
+    TelegramGateway,
+    telegram_config,
+    telegram_gateway_config,
+)
 
 # PTB's own RetryAfter constructor trips its v22.2 deprecation of the int retry_after.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
-OWNER = 1001
-GROUP = -100500
-MENTION = f"@{BOT_USERNAME}"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-class Sleeps:
-    """Backoff without waiting: records each requested delay, yields briefly."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-        await asyncio.sleep(0.01)
-
-
-def telegram_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
-    values: dict[str, Any] = {
-        "enabled": True,
-        "token": TOKEN,
-        "base_url": fake.base_url,
-        "base_file_url": fake.base_file_url,
-        "poll_timeout": 1,
-        "allow_from": [str(OWNER)],
-        "group_allow": [str(GROUP)],
-    }
-    values.update(overrides)
-    return TelegramConfig(**values)
-
 
 @pytest.fixture
 def config(tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram) -> Config:
-    channels = ChannelsConfig(telegram=telegram_config(telegram))
-    return make_config(tmp_path, agent_config, channels=channels)
-
-
-class TelegramGateway:
-    """A gateway whose only channel is Telegram, as the daemon builds it."""
-
-    def __init__(self, config: Config, **options: Any) -> None:
-        self.config = config
-        self.sleeps = Sleeps()
-        self.bus = MessageBus()
-        self.channel: TelegramChannel = create_channel(
-            config.channels.telegram, self.bus, config, sleep=self.sleeps, **options
-        )
-        self.gateway = Gateway(AgentRuntime.build(config), [self.channel], self.bus)
-
-    async def __aenter__(self) -> TelegramGateway:
-        await self.gateway.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.gateway.stop(grace=2)
+    return telegram_gateway_config(tmp_path, agent_config, telegram)
 
 
 def last_user_content(llm: FakeLLM) -> str:

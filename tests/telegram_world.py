@@ -1,0 +1,72 @@
+"""A gateway whose only channel is Telegram, pointed at FakeTelegram: the owner, the allowed
+group, and the config the Telegram, media, abuse and fault tests share."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.telegram import TelegramChannel, create_channel
+from clawgate.gateway.daemon import Gateway
+from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
+from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
+from tests.harness import make_config
+
+OWNER = 1001
+GROUP = -100500
+MENTION = f"@{BOT_USERNAME}"
+
+
+class Sleeps:
+    """Backoff without waiting: records each requested delay, yields briefly."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0.01)
+
+
+def telegram_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
+    values: dict[str, Any] = {
+        "enabled": True,
+        "token": TOKEN,
+        "base_url": fake.base_url,
+        "base_file_url": fake.base_file_url,
+        "poll_timeout": 1,
+        "allow_from": [str(OWNER)],
+        "group_allow": [str(GROUP)],
+    }
+    values.update(overrides)
+    return TelegramConfig(**values)
+
+
+def telegram_gateway_config(
+    tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram
+) -> Config:
+    channels = ChannelsConfig(telegram=telegram_config(telegram))
+    return make_config(tmp_path, agent_config, channels=channels)
+
+
+class TelegramGateway:
+    """A gateway whose only channel is Telegram, as the daemon builds it."""
+
+    def __init__(self, config: Config, **options: Any) -> None:
+        self.config = config
+        self.sleeps = Sleeps()
+        self.bus = MessageBus()
+        self.channel: TelegramChannel = create_channel(
+            config.channels.telegram, self.bus, config, sleep=self.sleeps, **options
+        )
+        self.gateway = Gateway(AgentRuntime.build(config), [self.channel], self.bus)
+
+    async def __aenter__(self) -> TelegramGateway:
+        await self.gateway.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.gateway.stop(grace=2)
