@@ -17,12 +17,9 @@ import json
 import re
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, read_key
@@ -276,12 +273,6 @@ class CrashWorld:
 async def kill(gateway: ClawgateProcess) -> None:
     gateway.send_signal(signal.SIGKILL)
     assert await gateway.wait(EXIT_TIMEOUT) == -signal.SIGKILL
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 async def test_kill_9_mid_turn_and_mid_consolidation_loses_and_doubles_nothing(

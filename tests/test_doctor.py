@@ -232,12 +232,6 @@ def test_the_command_prints_a_report_and_exits_1_on_problems(tmp_path: Path) -> 
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
 async def discord() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord(token=DISCORD_TOKEN) as fake:
         yield fake

@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from clawgate.agent.session import SessionStore, load_session
 from clawgate.channels.telegram import InboundJournal
@@ -29,12 +26,6 @@ READY = "channel telegram ready"
 START_TIMEOUT = 30.0  # the gateway is ready before any model call imports litellm
 MODEL_TIMEOUT = 60.0  # litellm's import on the first call, with room for a loaded machine
 EXIT_TIMEOUT = 25.0  # the 20 s shutdown grace, and a little more
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 def gateway_config(
