@@ -69,6 +69,7 @@ def service_install(
         render_unit,
     )
     from clawgate.kernel.config import CONFIG_ENV
+    from clawgate.kernel.errors import one_line
     from clawgate.kernel.storage import DiskWriter
 
     if print_only and directory is not None:
@@ -99,7 +100,7 @@ def service_install(
         DiskWriter().replace(path, unit, mode=0o644)
     except OSError as exc:
         hint = "" if user else " (run it with sudo, or use --user or --print)"
-        fail(f"cannot write {path}: {exc.strerror or exc}{hint}", code=1)
+        fail(f"cannot write {path}: {one_line(exc)}{hint}", code=1)
     typer.echo(f"wrote {path}")
     _advise(spec, path, enable_commands(user))
 

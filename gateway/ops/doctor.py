@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from clawgate.gateway.ops.status import disk_usage, read_status
 from clawgate.kernel.config import Config, load_config
-from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.errors import ConfigError, one_line
 from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def check_workspace(workspace: Path, writer: DiskWriter) -> list[Finding]:
     try:
         writer.append(probe, "")
     except OSError as exc:
-        return [problem(f"workspace {workspace} is not writable: {exc.strerror or exc}")]
+        return [problem(f"workspace {workspace} is not writable: {one_line(exc)}")]
     finally:
         probe.unlink(missing_ok=True)
     return [ok(f"workspace {workspace} is writable")]

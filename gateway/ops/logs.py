@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.kernel.config import LoggingConfig
+from clawgate.kernel.errors import one_line
 from clawgate.kernel.secrets import Redactor
 
 LOG_DIR = "logs"
@@ -136,7 +137,7 @@ def setup_logging(
         )
     except OSError as exc:
         logging.getLogger(__name__).warning(
-            "cannot open the log file %s (%s); logging to stderr only", path, exc.strerror or exc
+            "cannot open the log file %s (%s); logging to stderr only", path, one_line(exc)
         )
         return
     human_file = logging.Formatter(_HUMAN_FORMAT, datefmt="%Y-%m-%d %H:%M:%S")
