@@ -11,7 +11,7 @@ from clawgate.kernel.storage import locked
 
 
 class AlreadyRunning(LockHeld):
-    pass
+    """Another gateway runs on this data_dir; the message names its pid."""
 
 
 class InstanceLock:
