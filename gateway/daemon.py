@@ -12,9 +12,9 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager
 from clawgate.gateway.dispatcher import Dispatcher
-from clawgate.gateway.housekeeping import sweep
+from clawgate.gateway.ops.housekeeping import sweep
+from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.scheduler import CronScheduler, install_cron_tool
-from clawgate.gateway.status import StatusWriter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError, ConfigError

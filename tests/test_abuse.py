@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clawgate.gateway.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
+from clawgate.gateway.ops.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
 from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig, LoggingConfig

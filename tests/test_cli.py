@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from clawgate.agent.session import SessionStore
+from clawgate.gateway.cli.root import ClawgateGroup
 from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
+from clawgate.kernel.errors import ConfigError, CronError
 from tests.fakes.llm import FakeLLM, text
 from tests.process import CLAWGATE, child_env, fake_model, write_config
 
@@ -325,6 +329,36 @@ async def test_model_free_commands_import_no_heavy_library(tmp_path: Path) -> No
     assert "exit agent 2" in lines
     assert "exit sessions 0" in lines
     assert lines[-1] == "heavy []"
+
+
+def test_user_errors_become_one_line_and_bugs_keep_their_traceback() -> None:
+    """The root group is the one place a ClawgateError is caught, at any depth of sub-app."""
+    app = typer.Typer(cls=ClawgateGroup)
+    sub = typer.Typer()
+    app.add_typer(sub, name="sub")
+
+    @app.command()
+    def config() -> None:
+        raise ConfigError("bad value for 'agent.model':\n  not a string")
+
+    @sub.command()
+    def cron() -> None:
+        raise CronError("no job with id 'x'")
+
+    @sub.command()
+    def bug() -> None:
+        raise KeyError("bug")
+
+    runner = CliRunner()
+    bad_config = runner.invoke(app, ["config"])
+    assert (bad_config.exit_code, bad_config.stderr) == (
+        2,
+        "clawgate: bad value for 'agent.model': not a string\n",
+    )
+    failed = runner.invoke(app, ["sub", "cron"])
+    assert (failed.exit_code, failed.stderr) == (1, "clawgate: no job with id 'x'\n")
+    crashed = runner.invoke(app, ["sub", "bug"])
+    assert isinstance(crashed.exception, KeyError)
 
 
 async def test_onboard_creates_private_config_and_never_overwrites(tmp_path: Path) -> None:

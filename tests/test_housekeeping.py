@@ -2,7 +2,7 @@ import os
 import time
 
 from clawgate.agent.session import SessionStore
-from clawgate.gateway.housekeeping import DAY, sweep
+from clawgate.gateway.ops.housekeeping import DAY, sweep
 from clawgate.kernel.config import AgentConfig, Config, HousekeepingConfig
 
 

@@ -1,4 +1,4 @@
-"""gateway/logs.py: JSON lines, the rotated private file, secrets redacted everywhere."""
+"""gateway/ops/logs.py: JSON lines, the rotated private file, secrets redacted everywhere."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clawgate.gateway.logs import REDACTED, log_file_path, setup_logging, teardown_logging
+from clawgate.gateway.ops.logs import log_file_path, setup_logging, teardown_logging
 from clawgate.kernel.config import LoggingConfig
+from clawgate.kernel.secrets import REDACTED
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.process import ClawgateProcess, fake_model, write_config

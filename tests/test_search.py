@@ -465,7 +465,7 @@ def test_cli_search_index_status(tmp_path, monkeypatch):
 def test_cli_search_and_status_do_not_import_litellm(tmp_path):
     write(tmp_path / "ws", "MEMORY.md", MEMORY)
     code = (
-        "import sys\nfrom gateway.cli import app\n"
+        "import sys\nfrom clawgate.gateway.cli import app\n"
         "for args in (['memory', 'search', 'Rita', '--json'], ['memory', 'status']):\n"
         "    try:\n        app(args)\n    except SystemExit as e:\n        assert not e.code, e\n"
         "print('LITELLM', 'litellm' in sys.modules)\n"

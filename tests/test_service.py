@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clawgate.gateway.cli import app
-from clawgate.gateway.service import UnitSpec, render_unit
+from clawgate.gateway.ops.service import UnitSpec, render_unit
 from tests.process import write_config
 
 CLAWGATE = str(Path(sys.executable).with_name("clawgate"))

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from clawgate.gateway.cli.context import cli_context, fail
+
 memory_app = typer.Typer(
     help="Read long-term memory and check that nothing was lost.", no_args_is_help=True
 )
@@ -25,11 +27,9 @@ def split_entries(history: str) -> list[str]:
 
 
 @memory_app.command("show")
-def show() -> None:
+def show(ctx: typer.Context) -> None:
     """Print memory/MEMORY.md."""
-    from clawgate.gateway.cli import _load
-
-    path = _load().workspace / "memory" / "MEMORY.md"
+    path = cli_context(ctx).config().workspace / "memory" / "MEMORY.md"
     if not path.exists():
         typer.echo(f"no MEMORY.md yet ({path})", err=True)
         raise typer.Exit(1)
@@ -38,15 +38,14 @@ def show() -> None:
 
 @memory_app.command("history")
 def history(
+    ctx: typer.Context,
     grep: Annotated[
         str | None, typer.Option(help="Only entries matching this regex (case-insensitive).")
     ] = None,
     tail: Annotated[int | None, typer.Option(help="Only the last N entries.")] = None,
 ) -> None:
     """Print HISTORY.md entries, oldest first."""
-    from clawgate.gateway.cli import _load, fail
-
-    path = _load().workspace / "memory" / "HISTORY.md"
+    path = cli_context(ctx).config().workspace / "memory" / "HISTORY.md"
     entries = split_entries(path.read_text(encoding="utf-8")) if path.exists() else []
     if grep:
         try:
@@ -61,12 +60,11 @@ def history(
 
 
 @memory_app.command("audit")
-def audit() -> None:
+def audit(ctx: typer.Context) -> None:
     """Account for every message of every session; exit 1 if any is unaccounted."""
     from clawgate.agent.memory.audit import audit_sessions
-    from clawgate.gateway.cli import _load
 
-    report = audit_sessions(_load().workspace / "sessions")
+    report = audit_sessions(cli_context(ctx).config().workspace / "sessions")
     typer.echo(
         f"{report.files} transcripts, {report.total} messages: {report.live} live, "
         f"{report.covered} consolidated or archived, {report.pending_archive} waiting for their archive"
@@ -98,12 +96,12 @@ def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` st
 
 def _progress_bar():
     """A rich progress bar fed by the index's (phase, done, total) callback."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
     bar = Progress(
         TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), transient=False
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(phase: str, done: int, total: int) -> None:
         if phase not in tasks:
@@ -115,6 +113,7 @@ def _progress_bar():
 
 @memory_app.command("search")
 def search(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", help="How many results.", min=1, max=50)] = 6,
     as_json: Annotated[
@@ -125,9 +124,7 @@ def search(
     import asyncio
     import json
 
-    from clawgate.gateway.cli import _load
-
-    config = _load()
+    config = cli_context(ctx).config()
 
     async def run():
         engine = _open_search(config)
@@ -163,6 +160,7 @@ def search(
 
 @memory_app.command("index")
 def index(
+    ctx: typer.Context,
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Re-chunk every file (cached embeddings are kept).")
     ] = False,
@@ -170,9 +168,7 @@ def index(
     """Bring the search index up to date with the memory files, with a progress bar."""
     import asyncio
 
-    from clawgate.gateway.cli import _load
-
-    config = _load()
+    config = cli_context(ctx).config()
     bar, update = _progress_bar()
 
     async def run():
@@ -194,20 +190,19 @@ def index(
 
 
 @memory_app.command("status")
-def status() -> None:
+def status(ctx: typer.Context) -> None:
     """Files, chunks, embedding model, files changed since indexing, index size."""
     import asyncio
 
     from clawgate.agent.memory.embeddings import make_embedder
     from clawgate.agent.memory.index import MemoryIndex
-    from clawgate.gateway.cli import _load
 
-    config = _load()
+    config = cli_context(ctx).config()
 
     def no_llm():  # status never embeds: a placeholder that names the model is enough
         return None
 
-    embedder = make_embedder(config.memory.embedding_model, no_llm)  # type: ignore[arg-type]
+    embedder = make_embedder(config.memory.embedding_model, no_llm)
 
     async def run():
         engine = MemoryIndex.for_workspace(config.workspace, config.data_dir, embedder)

@@ -1,5 +1,8 @@
-"""The `clawgate` command. Heavy libraries (litellm, telegram, discord) load only in the
-commands that use them, so `clawgate --help` and the file-reading commands stay instant."""
+"""The `clawgate` command: its options, the chat and sessions commands, the sub-apps, and
+the one handler that turns a user's error into one line.
+
+Heavy libraries (litellm, telegram, discord) load only in the commands that use them, so
+`clawgate --help` and the file-reading commands stay instant."""
 
 from __future__ import annotations
 
@@ -8,21 +11,50 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from clawgate.gateway.cli_cron import cron_app
-from clawgate.gateway.cli_memory import memory_app
-from clawgate.gateway.cli_ops import doctor, service_app
-from clawgate.gateway.cli_pairing import pairing_app
-from clawgate.gateway.cli_status import housekeeping, status
+from clawgate.gateway.cli.context import CliContext, cli_context, fail
+from clawgate.gateway.cli.cron import cron_app
+from clawgate.gateway.cli.memory import memory_app
+from clawgate.gateway.cli.ops import doctor, service_app
+from clawgate.gateway.cli.pairing import pairing_app
+from clawgate.gateway.cli.status import housekeeping, status
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import Config
+    from clawgate.kernel.errors import ClawgateError
+
+
+def exit_code(exc: ClawgateError) -> int:
+    """2 when the setup must change before running again (a bad config, a gateway already
+    running: the systemd unit does not restart on 2), 1 when the work itself failed."""
+    from clawgate.kernel.errors import ConfigError, LockHeld
+
+    return 2 if isinstance(exc, ConfigError | LockHeld) else 1
+
+
+class ClawgateGroup(TyperGroup):
+    """The root command: the one place a user's error becomes `clawgate: <one line>`."""
+
+    # Any: typer's group is built on its private copy of click, whose Context we do not import.
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            # Imported here: the error module loads pydantic, which `--help` does without.
+            from clawgate.kernel.errors import ClawgateError, one_line
+
+            if not isinstance(exc, ClawgateError):
+                raise
+            fail(one_line(exc), code=exit_code(exc))
+
 
 app = typer.Typer(
     name="clawgate",
+    cls=ClawgateGroup,
     help="Your self-hosted AI assistant: Telegram, Discord and the terminal, with memory in Markdown.",
     no_args_is_help=True,
     add_completion=False,
@@ -35,26 +67,10 @@ app.add_typer(pairing_app, name="pairing")
 app.add_typer(service_app, name="service")
 app.add_typer(cron_app, name="cron")
 
-_state: dict[str, Path | None] = {"config": None}
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"clawgate: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _load() -> Config:
-    from clawgate.kernel.config import load_config
-    from clawgate.kernel.errors import ConfigError
-
-    try:
-        return load_config(_state["config"])
-    except ConfigError as exc:
-        fail(str(exc))
-
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -64,20 +80,20 @@ def main_options(
         ),
     ] = None,
 ) -> None:
-    _state["config"] = config
+    ctx.obj = CliContext(config_option=config)
 
 
 @app.command()
 def onboard(
+    ctx: typer.Context,
     workspace: Annotated[
         Path | None, typer.Option(help="Workspace folder (default ~/.clawgate/workspace).")
     ] = None,
 ) -> None:
     """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
     from clawgate.gateway.onboard import onboard as run_onboard
-    from clawgate.kernel.config import default_config_path
 
-    config_path = _state["config"] or default_config_path()
+    config_path = cli_context(ctx).config_path
     result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
     for path in result.created:
         typer.echo(f"created  {path}")
@@ -89,6 +105,7 @@ def onboard(
 
 @app.command()
 def agent(
+    ctx: typer.Context,
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="Answer this one message and exit.")
     ] = None,
@@ -96,7 +113,7 @@ def agent(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens.")] = False,
 ) -> None:
     """Chat in the terminal. Reads one message per line when stdin is not a terminal."""
-    config = _load()
+    config = cli_context(ctx).config()
     if not config.agent.model:
         fail(
             'no model configured: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
@@ -128,6 +145,7 @@ async def _run_terminal(config: Config, message: str | None, session: str) -> in
 
 @app.command()
 def gateway(
+    ctx: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
     log_json: Annotated[
         bool, typer.Option("--log-json", help="Log one JSON object per line (stderr and file).")
@@ -135,38 +153,29 @@ def gateway(
 ) -> None:
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
     from clawgate.gateway.daemon import check_ready, serve
-    from clawgate.gateway.lock import AlreadyRunning, InstanceLock
-    from clawgate.gateway.logs import setup_logging
-    from clawgate.kernel.errors import ChannelError, ConfigError
+    from clawgate.gateway.lock import InstanceLock
+    from clawgate.gateway.ops.logs import setup_logging
 
-    config = _load()
-    try:
-        check_ready(config)
-    except ConfigError as exc:
-        fail(str(exc))
-    try:
-        with InstanceLock(config.data_dir):
-            # Inside the lock: a refused second gateway must not write (or rotate) the log.
-            setup_logging(
-                config.logging,
-                config.data_dir,
-                json=log_json or config.logging.json_format,
-                verbose=verbose,
-                secrets=config.secrets(),
-            )
-            asyncio.run(serve(config))
-    except AlreadyRunning as exc:
-        fail(str(exc))
-    except ChannelError as exc:
-        fail(str(exc), code=1)
+    config = cli_context(ctx).config()
+    check_ready(config)
+    with InstanceLock(config.data_dir):
+        # Inside the lock: a refused second gateway must not write (or rotate) the log.
+        setup_logging(
+            config.logging,
+            config.data_dir,
+            json=log_json or config.logging.json_format,
+            verbose=verbose,
+            secrets=config.secrets(),
+        )
+        asyncio.run(serve(config))
 
 
 @sessions_app.command("list")
-def sessions_list() -> None:
+def sessions_list(ctx: typer.Context) -> None:
     """Every session with its message count and last activity."""
     from clawgate.agent.session import SessionStore, load_session
 
-    config = _load()
+    config = cli_context(ctx).config()
     store = SessionStore(config.workspace / "sessions")
     rows = []
     for key, path in store.list_keys():
@@ -193,6 +202,7 @@ def sessions_list() -> None:
 
 @sessions_app.command("show")
 def sessions_show(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="Session key, e.g. telegram:123 or cli:default.")],
     tail: Annotated[int | None, typer.Option(help="Only the last N messages.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Raw JSON lines.")] = False,
@@ -200,7 +210,7 @@ def sessions_show(
     """Print one session's transcript."""
     from clawgate.agent.session import SessionStore, load_session
 
-    config = _load()
+    config = cli_context(ctx).config()
     path = SessionStore(config.workspace / "sessions").path_for(key)
     if not path.exists():
         fail(f"no session {key!r} (looked for {path})", code=1)
@@ -228,7 +238,3 @@ app.command("doctor")(doctor)  # registered last: listed after the everyday comm
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

@@ -2,8 +2,8 @@
 
 `setup_logging` installs two handlers on the root logger: stderr, which systemd's journal
 collects, and `<data_dir>/logs/clawgate.log` (0600 in a 0700 folder), rotated at
-`logging.max_bytes`. Both carry a filter that replaces every configured secret in a record
-- message, arguments, exception text - before any handler formats it.
+`logging.max_bytes`. Both carry a filter that runs the kernel's redactor over a record -
+message, arguments, exception text - before any handler formats it.
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.kernel.config import LoggingConfig
+from clawgate.kernel.errors import one_line
+from clawgate.kernel.secrets import Redactor
 
 LOG_DIR = "logs"
 LOG_FILE = "clawgate.log"
-REDACTED = "[REDACTED]"
-# Shorter values are placeholders ("none", "ollama"), not secrets: replacing them would
-# garble ordinary words in every line.
-MIN_SECRET_LENGTH = 8
 LIBRARY_LOGGERS = (
     "httpx",
     "httpcore",
@@ -43,22 +41,13 @@ _MARK = "_clawgate_handler"  # set on the handlers we install, so a second setup
 
 
 class RedactSecrets(logging.Filter):
-    """Replace each secret in the record's message, arguments and exception text."""
+    """Redact the record's message, arguments and exception text (`Redactor`)."""
 
     def __init__(self, secrets: Sequence[str]) -> None:
         super().__init__()
-        kept = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
-        # Longest first: a secret that contains another is replaced whole.
-        self._secrets = sorted(kept, key=len, reverse=True)
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        self.redact = Redactor(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self._secrets:
-            return True
         try:
             message = record.getMessage()
         except Exception:  # a bad format string still gets logged, without its arguments
@@ -148,7 +137,7 @@ def setup_logging(
         )
     except OSError as exc:
         logging.getLogger(__name__).warning(
-            "cannot open the log file %s (%s); logging to stderr only", path, exc.strerror or exc
+            "cannot open the log file %s (%s); logging to stderr only", path, one_line(exc)
         )
         return
     human_file = logging.Formatter(_HUMAN_FORMAT, datefmt="%Y-%m-%d %H:%M:%S")

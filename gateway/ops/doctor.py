@@ -1,27 +1,25 @@
 """`clawgate doctor`: what would stop the assistant from running well, found before it does.
 
 Each check yields `Finding`s: `problem` (the command exits 1), `note` (worth knowing) or
-`ok`. Offline checks read files and package metadata only; `online_checks` sends one tiny
-request to the model and one identity call to each enabled chat platform. No finding ever
-contains a secret: failure reasons from the network are scrubbed of every configured one.
+`ok`. The checks here read files and package metadata only; `online.py` adds the ones that
+reach the model and the chat platforms. `render` prints the report.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from clawgate.gateway.status import disk_usage, read_status
+from clawgate.gateway.ops.status import disk_usage, read_status
 from clawgate.kernel.config import Config, load_config
-from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.errors import ConfigError, one_line
 from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 
 Level = Literal["ok", "note", "problem"]
 COMPROMISED_LITELLM = frozenset({"1.82.7", "1.82.8"})
-ONLINE_TIMEOUT = 20.0
 # Workspace folders holding private data: transcripts, memory, owner downloads.
 PRIVATE_WORKSPACE_DIRS = ("sessions", "memory", "media")
 DISK_FOLDERS = ("media", "public/media", "sessions/archive", "memory/.versions")
@@ -227,7 +224,7 @@ def check_workspace(workspace: Path, writer: DiskWriter) -> list[Finding]:
     try:
         writer.append(probe, "")
     except OSError as exc:
-        return [problem(f"workspace {workspace} is not writable: {exc.strerror or exc}")]
+        return [problem(f"workspace {workspace} is not writable: {one_line(exc)}")]
     finally:
         probe.unlink(missing_ok=True)
     return [ok(f"workspace {workspace} is writable")]
@@ -326,123 +323,6 @@ def _lock_pid(data_dir: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid
-
-
-# -- online -------------------------------------------------------------------------------
-
-
-async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> list[Finding]:
-    """One model request and one identity call per enabled channel, side by side."""
-    checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
-    if config.agent.model:
-        checks.append(("model", _ping_model(config, timeout)))
-    telegram, discord = config.channels.telegram, config.channels.discord
-    if telegram.enabled and telegram.token is not None and telegram.token.get_secret_value():
-        checks.append(("telegram", _ping_telegram(config, timeout)))
-    if discord.enabled and discord.token is not None and discord.token.get_secret_value():
-        checks.append(("discord", _ping_discord(config, timeout)))
-    results = await asyncio.gather(*(_guarded(coro, timeout) for _, coro in checks))
-    findings = []
-    for (name, _), (passed, detail) in zip(checks, results, strict=True):
-        detail = _scrub(detail, config.secrets())
-        findings.append(ok(f"{name}: {detail}") if passed else problem(f"{name}: {detail}"))
-    return findings
-
-
-async def _guarded(
-    check: Coroutine[Any, Any, tuple[bool, str]], timeout: float
-) -> tuple[bool, str]:
-    try:
-        async with asyncio.timeout(timeout + 5):
-            return await check
-    except TimeoutError:
-        return False, f"failed: no answer within {timeout:g} s"
-    except Exception as exc:
-        return False, f"failed: {_one_line(exc)}"
-
-
-async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
-    from clawgate.agent.llm import LLMClient
-    from clawgate.kernel.errors import ModelUnavailable
-
-    # The configured model alone, once: a fallback answering would hide its failure.
-    agent = config.agent.model_copy(
-        update={
-            "fallback_models": [],
-            "max_retries": 0,
-            "request_timeout": min(config.agent.request_timeout, timeout),
-        }
-    )
-    client = LLMClient(agent)
-    try:
-        response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
-    except ModelUnavailable as exc:
-        return False, f"failed: {_one_line(exc)}"
-    return True, f"{response.model} answered"
-
-
-async def _ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
-    from telegram import Bot
-    from telegram.error import InvalidToken, TelegramError
-    from telegram.request import HTTPXRequest
-
-    settings = config.channels.telegram
-    assert settings.token is not None
-
-    def request() -> HTTPXRequest:
-        return HTTPXRequest(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
-
-    bot = Bot(
-        settings.token.get_secret_value(),
-        base_url=settings.base_url,
-        base_file_url=settings.base_file_url,
-        request=request(),
-        get_updates_request=request(),
-    )
-    try:
-        await bot.initialize()  # calls getMe
-        me = bot.bot
-    except InvalidToken:
-        return False, "failed: the token was rejected (Unauthorized)"
-    except TelegramError as exc:
-        return False, f"failed: {_one_line(exc)}"
-    finally:
-        await bot.shutdown()
-    return True, f"getMe ok: @{me.username} (id {me.id})"
-
-
-async def _ping_discord(config: Config, timeout: float) -> tuple[bool, str]:
-    import aiohttp
-
-    settings = config.channels.discord
-    assert settings.token is not None
-    url = f"{settings.api_base.rstrip('/')}/users/@me"
-    headers = {"Authorization": f"Bot {settings.token.get_secret_value()}"}
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-            session.get(url, headers=headers, proxy=settings.proxy) as response,
-        ):
-            if response.status == 401:
-                return False, "failed: the token was rejected (HTTP 401)"
-            if response.status != 200:
-                text = (await response.text())[:200]
-                return False, f"failed: HTTP {response.status}: {_one_line(text)}"
-            me = await response.json()
-    except (aiohttp.ClientError, OSError) as exc:
-        return False, f"failed: could not reach {url}: {_one_line(exc)}"
-    return True, f"/users/@me ok: {me.get('username', '?')} (id {me.get('id', '?')})"
-
-
-def _one_line(value: object) -> str:
-    text = " ".join(str(value).split())
-    return text or type(value).__name__
-
-
-def _scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "[REDACTED]")
-    return text
 
 
 # -- the report ---------------------------------------------------------------------------

@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from clawgate.gateway.cli.context import cli_context, fail
+
 if TYPE_CHECKING:
-    from clawgate.gateway.service import UnitSpec
+    from clawgate.gateway.ops.service import UnitSpec
 
 service_app = typer.Typer(help="Run the gateway as a systemd service.", no_args_is_help=True)
 
 
 def doctor(
+    ctx: typer.Context,
     online: Annotated[
         bool,
         typer.Option(
@@ -22,17 +25,14 @@ def doctor(
     ] = False,
 ) -> None:
     """Check the config, file permissions, workspace and installed packages. Exit 1 on problems."""
-    # Imported here: gateway.cli imports this module to register the commands.
     import asyncio
 
     from rich.console import Console
 
-    from clawgate.gateway.cli import _state
-    from clawgate.gateway.doctor import Report, diagnose, note, online_checks, render
-    from clawgate.kernel.config import default_config_path
+    from clawgate.gateway.ops.doctor import Report, diagnose, note, render
+    from clawgate.gateway.ops.online import online_checks
 
-    config_path = _state["config"] or default_config_path()
-    config, findings = diagnose(config_path)
+    config, findings = diagnose(cli_context(ctx).config_path)
     if online:
         if config is None:
             findings.append(note("online checks skipped: the config does not load"))
@@ -45,6 +45,7 @@ def doctor(
 
 @service_app.command("install")
 def service_install(
+    ctx: typer.Context,
     user: Annotated[
         bool, typer.Option("--user", help="A user unit (~/.config/systemd/user), no root needed.")
     ] = False,
@@ -58,8 +59,7 @@ def service_install(
     """Write a systemd unit for `clawgate gateway` and say how to enable it."""
     import os
 
-    from clawgate.gateway.cli import _load, _state, fail
-    from clawgate.gateway.service import (
+    from clawgate.gateway.ops.service import (
         UNIT_NAME,
         UnitSpec,
         clawgate_command,
@@ -69,12 +69,15 @@ def service_install(
         render_unit,
     )
     from clawgate.kernel.config import CONFIG_ENV
+    from clawgate.kernel.errors import one_line
     from clawgate.kernel.storage import DiskWriter
 
     if print_only and directory is not None:
         fail("--print and --dir exclude each other")
-    config = _load()
-    given = _state["config"] or (
+    context = cli_context(ctx)
+    config = context.config()
+    # Pinned in the unit only when chosen explicitly; otherwise the service finds the default.
+    given = context.config_option or (
         Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None
     )
     spec = UnitSpec(
@@ -97,7 +100,7 @@ def service_install(
         DiskWriter().replace(path, unit, mode=0o644)
     except OSError as exc:
         hint = "" if user else " (run it with sudo, or use --user or --print)"
-        fail(f"cannot write {path}: {exc.strerror or exc}{hint}", code=1)
+        fail(f"cannot write {path}: {one_line(exc)}{hint}", code=1)
     typer.echo(f"wrote {path}")
     _advise(spec, path, enable_commands(user))
 

@@ -4,10 +4,13 @@ change from `<data_dir>/pairing.json` on the next message, without a restart."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from clawgate.gateway.cli.context import cli_context
 
 if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
@@ -17,17 +20,10 @@ pairing_app = typer.Typer(
 )
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"clawgate: {message}", err=True)
-    raise typer.Exit(1)
-
-
-def _store() -> PairingStore:
-    # Imported here: gateway.cli imports this module to register the sub-app.
+def _store(ctx: typer.Context) -> PairingStore:
     from clawgate.channels.pairing import PairingStore
-    from clawgate.gateway.cli import _load
 
-    config = _load()
+    config = cli_context(ctx).config()
     return PairingStore(config.data_dir / "pairing.json")
 
 
@@ -36,7 +32,7 @@ def _who(channel: str, user_id: str, username: str | None) -> str:
     return f"{channel} user {user_id}{name}"
 
 
-def _print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -50,13 +46,13 @@ def _print_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 @pairing_app.command("list")
-def pairing_list() -> None:
+def pairing_list(ctx: typer.Context) -> None:
     """Pending pairing requests, with the code each person was given."""
     import time
 
     from clawgate.channels.pairing import CODE_TTL_SECONDS
 
-    pending = _store().pending()
+    pending = _store(ctx).pending()
     if not pending:
         typer.echo("no pending pairing requests")
         return
@@ -70,18 +66,14 @@ def pairing_list() -> None:
 
 @pairing_app.command("approve")
 def pairing_approve(
+    ctx: typer.Context,
     code: Annotated[str, typer.Argument(help="The 8-character code the person was sent.")],
     owner: Annotated[
         bool, typer.Option("--owner", help="Make them an owner: they get your private memory.")
     ] = False,
 ) -> None:
     """Let the person who was sent CODE chat with the assistant."""
-    from clawgate.kernel.errors import PairingError
-
-    try:
-        approval = _store().approve(code, owner=owner)
-    except PairingError as exc:
-        _fail(str(exc))
+    approval = _store(ctx).approve(code, owner=owner)
     role = "an owner" if approval.owner else "an allowed user"
     who = _who(approval.channel, approval.user_id, approval.username)
     typer.echo(f"approved {who} as {role}; they can chat now")
@@ -89,30 +81,27 @@ def pairing_approve(
 
 @pairing_app.command("revoke")
 def pairing_revoke(
+    ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: Annotated[
         str | None, typer.Option("--channel", help="Only on this channel, e.g. telegram.")
     ] = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
-    from clawgate.kernel.errors import PairingError
-
-    try:
-        removed = _store().revoke(user_id, channel)
-    except PairingError as exc:
-        _fail(str(exc))
+    removed = _store(ctx).revoke(user_id, channel)
     for approval in removed:
         typer.echo(f"revoked {_who(approval.channel, approval.user_id, approval.username)}")
 
 
 @pairing_app.command("approved")
 def pairing_approved(
+    ctx: typer.Context,
     channel: Annotated[
         str | None, typer.Option("--channel", help="Only this channel, e.g. telegram.")
     ] = None,
 ) -> None:
     """Everyone approved through pairing (allow_from in the config comes on top)."""
-    approvals: list[Approval] = _store().approved(channel)
+    approvals: list[Approval] = _store(ctx).approved(channel)
     if not approvals:
         typer.echo("nobody approved through pairing yet")
         return

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from clawgate.gateway.cli.context import cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.gateway.cron_jobs import CronStore
@@ -26,34 +28,23 @@ cron_app = typer.Typer(
 RUN_TIMEOUT_SECONDS = 300.0
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"clawgate: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _open() -> tuple[Config, CronStore]:
-    # Imported here: gateway.cli imports this module to register the sub-app.
-    from clawgate.gateway.cli import _load
+def _open(ctx: typer.Context) -> tuple[Config, CronStore]:
     from clawgate.gateway.cron_jobs import CronStore
 
-    config = _load()
+    config = cli_context(ctx).config()
     return config, CronStore(config.workspace / "cron")
 
 
 @cron_app.command("list")
 def cron_list(
+    ctx: typer.Context,
     as_json: Annotated[
         bool, typer.Option("--json", help="The job objects with their state.")
     ] = False,
 ) -> None:
     """Every job with its schedule, target and last run."""
-    from clawgate.kernel.errors import CronError
-
-    config, store = _open()
-    try:
-        jobs = store.load().jobs
-    except CronError as exc:
-        _fail(str(exc))
+    config, store = _open(ctx)
+    jobs = store.load().jobs
     state = store.load_state()
     if as_json:
         rows = []
@@ -91,6 +82,7 @@ def cron_list(
 
 @cron_app.command("add")
 def cron_add(
+    ctx: typer.Context,
     name: Annotated[str, typer.Option("--name", help="A short name.")],
     message: Annotated[
         str, typer.Option("--message", help="What the assistant should do when it runs.")
@@ -117,7 +109,7 @@ def cron_add(
     from clawgate.gateway.cron_jobs import add_job, new_job
     from clawgate.kernel.errors import CronError
 
-    config, store = _open()
+    config, store = _open(ctx)
     deliver_to = to or config.heartbeat.deliver_to or "cli:default"
     try:
         job = add_job(
@@ -134,52 +126,53 @@ def cron_add(
             ),
         )
     except CronError as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     except OSError as exc:
-        _fail(f"could not write {store.jobs_path}: {exc.strerror or exc}")
+        fail(f"could not write {store.jobs_path}: {exc.strerror or exc}", code=1)
     typer.echo(job.id)
 
 
 @cron_app.command("remove")
-def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_remove(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Delete a job."""
     from clawgate.gateway.cron_jobs import remove_job
     from clawgate.kernel.errors import CronError
 
-    _, store = _open()
+    _, store = _open(ctx)
     try:
         job = remove_job(store, job_id)
     except CronError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=1)
     typer.echo(f"removed {job.id} ({job.name})")
 
 
-def _set_enabled(job_id: str, enabled: bool) -> None:
+def _set_enabled(ctx: typer.Context, job_id: str, enabled: bool) -> None:
     from clawgate.gateway.cron_jobs import set_enabled
     from clawgate.kernel.errors import CronError
 
-    _, store = _open()
+    _, store = _open(ctx)
     try:
         job = set_enabled(store, job_id, enabled)
     except CronError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=1)
     typer.echo(f"{job.id} ({job.name}) {'enabled' if enabled else 'disabled'}")
 
 
 @cron_app.command("enable")
-def cron_enable(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_enable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Switch a job on (its error count starts afresh)."""
-    _set_enabled(job_id, True)
+    _set_enabled(ctx, job_id, True)
 
 
 @cron_app.command("disable")
-def cron_disable(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_disable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Switch a job off without deleting it."""
-    _set_enabled(job_id, False)
+    _set_enabled(ctx, job_id, False)
 
 
 @cron_app.command("run")
 def cron_run(
+    ctx: typer.Context,
     job_id: Annotated[str, typer.Argument(metavar="ID")],
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the running gateway's result.")
@@ -187,13 +180,9 @@ def cron_run(
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
     from clawgate.gateway.lock import AlreadyRunning, InstanceLock
-    from clawgate.kernel.errors import CronError
 
-    config, store = _open()
-    try:
-        store.load().get(job_id)
-    except CronError as exc:
-        _fail(str(exc))
+    config, store = _open(ctx)
+    store.load().get(job_id)
     lock = InstanceLock(config.data_dir)
     try:
         lock.acquire()
@@ -202,7 +191,7 @@ def cron_run(
         return
     try:
         if not config.agent.model:
-            _fail("no model configured: set [agent] model or CLAWGATE_AGENT__MODEL", code=2)
+            fail("no model configured: set [agent] model or CLAWGATE_AGENT__MODEL", code=2)
         code = asyncio.run(_run_here(config, job_id))
     finally:
         lock.release()
@@ -217,14 +206,15 @@ def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not result_path.exists():
         if time.monotonic() > deadline:
-            _fail(
-                f"no result after {timeout:g} s; the job may still be running (see `clawgate cron list`)"
+            fail(
+                f"no result after {timeout:g} s; the job may still be running (see `clawgate cron list`)",
+                code=1,
             )
         time.sleep(0.1)
     result = json.loads(result_path.read_text(encoding="utf-8"))
     result_path.unlink(missing_ok=True)
     if not result.get("ok"):
-        _fail(f"job {job_id} failed: {result.get('error')}")
+        fail(f"job {job_id} failed: {result.get('error')}", code=1)
     typer.echo(result.get("text", ""))
 
 
@@ -235,13 +225,9 @@ async def _run_here(config: Config, job_id: str) -> int:
     from clawgate.gateway.daemon import Gateway, build_channels
     from clawgate.gateway.scheduler import CronScheduler
     from clawgate.kernel.bus import MessageBus
-    from clawgate.kernel.errors import ChannelError
 
     bus = MessageBus()
-    try:
-        channels = build_channels(config, bus)
-    except ChannelError as exc:
-        _fail(str(exc))
+    channels = build_channels(config, bus)
     gateway = Gateway(AgentRuntime.build(config), channels, bus)
     runner = CronScheduler(gateway.runtime, bus, gateway.dispatcher)
     await gateway.start()

@@ -8,17 +8,18 @@ from typing import Annotated
 
 import typer
 
+from clawgate.gateway.cli.context import cli_context
+
 
 def _size(count: int) -> str:
     return f"{count / 1e6:.1f} MB" if count >= 100_000 else f"{count / 1e3:.0f} kB"
 
 
-def status() -> None:
+def status(ctx: typer.Context) -> None:
     """Whether the gateway runs, its channels, and disk use."""
-    from clawgate.gateway.cli import _load
-    from clawgate.gateway.status import disk_usage, read_status
+    from clawgate.gateway.ops.status import disk_usage, read_status
 
-    config = _load()
+    config = cli_context(ctx).config()
     report = read_status(config.data_dir)
     if report is None:
         typer.echo("gateway: not running (no status file)")
@@ -38,14 +39,14 @@ def status() -> None:
 
 
 def housekeeping(
+    ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would go.")] = False,
 ) -> None:
     """Delete old media, archives and MEMORY.md versions now, per the housekeeping config
     (the gateway also does this daily)."""
-    from clawgate.gateway.cli import _load
-    from clawgate.gateway.housekeeping import sweep
+    from clawgate.gateway.ops.housekeeping import sweep
 
-    report = sweep(_load(), dry_run=dry_run)
+    report = sweep(cli_context(ctx).config(), dry_run=dry_run)
     prefix = "would have " if dry_run else ""
     typer.echo(prefix + report.summary())
     if report.kept_unarchived:

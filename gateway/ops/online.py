@@ -1,0 +1,121 @@
+"""`clawgate doctor --online`: one tiny request to the model and one identity call to each
+enabled chat platform, side by side, each bounded by a timeout. A failure is a `problem`
+finding with its reason, scrubbed of every configured secret."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from clawgate.gateway.ops.doctor import Finding, ok, problem
+from clawgate.kernel.config import Config
+from clawgate.kernel.errors import ChannelError, ModelUnavailable, one_line
+from clawgate.kernel.secrets import Redactor
+
+ONLINE_TIMEOUT = 20.0
+
+
+async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> list[Finding]:
+    """One model request and one identity call per enabled channel, side by side."""
+    checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
+    if config.agent.model:
+        checks.append(("model", _ping_model(config, timeout)))
+    telegram, discord = config.channels.telegram, config.channels.discord
+    if telegram.enabled and telegram.token is not None and telegram.token.get_secret_value():
+        checks.append(("telegram", _ping_telegram(config, timeout)))
+    if discord.enabled and discord.token is not None and discord.token.get_secret_value():
+        checks.append(("discord", _ping_discord(config, timeout)))
+    results = await asyncio.gather(*(_guarded(coro, timeout) for _, coro in checks))
+    # Network errors may quote a request URL, and Telegram's carry the token in theirs.
+    redact = Redactor(config.secrets())
+    findings = []
+    for (name, _), (passed, detail) in zip(checks, results, strict=True):
+        detail = redact(detail)
+        findings.append(ok(f"{name}: {detail}") if passed else problem(f"{name}: {detail}"))
+    return findings
+
+
+async def _guarded(
+    check: Coroutine[Any, Any, tuple[bool, str]], timeout: float
+) -> tuple[bool, str]:
+    try:
+        async with asyncio.timeout(timeout + 5):
+            return await check
+    except TimeoutError:
+        return False, f"failed: no answer within {timeout:g} s"
+    except Exception as exc:
+        return False, f"failed: {one_line(exc)}"
+
+
+async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
+    from clawgate.agent.llm import LLMClient
+
+    # The configured model alone, once: a fallback answering would hide its failure.
+    agent = config.agent.model_copy(
+        update={
+            "fallback_models": [],
+            "max_retries": 0,
+            "request_timeout": min(config.agent.request_timeout, timeout),
+        }
+    )
+    client = LLMClient(agent)
+    try:
+        response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
+    except ModelUnavailable as exc:
+        return False, f"failed: {one_line(exc)}"
+    return True, f"{response.model} answered"
+
+
+async def _ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+    from telegram.request import HTTPXRequest
+
+    settings = config.channels.telegram
+    assert settings.token is not None
+
+    def request() -> HTTPXRequest:
+        return HTTPXRequest(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
+
+    bot = Bot(
+        settings.token.get_secret_value(),
+        base_url=settings.base_url,
+        base_file_url=settings.base_file_url,
+        request=request(),
+        get_updates_request=request(),
+    )
+    try:
+        await bot.initialize()  # calls getMe
+        me = bot.bot
+    except InvalidToken:
+        return False, "failed: the token was rejected (Unauthorized)"
+    except TelegramError as exc:
+        return False, f"failed: {one_line(exc)}"
+    finally:
+        await bot.shutdown()
+    return True, f"getMe ok: @{me.username} (id {me.id})"
+
+
+async def _ping_discord(config: Config, timeout: float) -> tuple[bool, str]:
+    import aiohttp
+
+    settings = config.channels.discord
+    assert settings.token is not None
+    url = f"{settings.api_base.rstrip('/')}/users/@me"
+    headers = {"Authorization": f"Bot {settings.token.get_secret_value()}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url, headers=headers, proxy=settings.proxy) as response,
+        ):
+            if response.status == 401:
+                return False, "failed: the token was rejected (HTTP 401)"
+            if response.status != 200:
+                text = (await response.text())[:200]
+                # `_guarded` reports it like any other failure.
+                raise ChannelError(f"HTTP {response.status}: {text}")
+            me = await response.json()
+    except (aiohttp.ClientError, OSError) as exc:
+        return False, f"failed: could not reach {url}: {one_line(exc)}"
+    return True, f"/users/@me ok: {me.get('username', '?')} (id {me.get('id', '?')})"
