@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from clawgate.gateway.cron_jobs import CronStore
+    from clawgate.gateway.cron.store import CronStore
     from clawgate.kernel.config import Config
 
 cron_app = typer.Typer(
@@ -34,7 +34,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 def _open() -> tuple[Config, CronStore]:
     # Imported here: gateway.cli imports this module to register the sub-app.
     from clawgate.gateway.cli import _load
-    from clawgate.gateway.cron_jobs import CronStore
+    from clawgate.gateway.cron.store import CronStore
 
     config = _load()
     return config, CronStore(config.workspace / "cron")
@@ -114,7 +114,8 @@ def cron_add(
     ] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from clawgate.gateway.cron_jobs import add_job, new_job
+    from clawgate.gateway.cron.models import new_job
+    from clawgate.gateway.cron.store import add_job
     from clawgate.kernel.errors import CronError
 
     config, store = _open()
@@ -143,7 +144,7 @@ def cron_add(
 @cron_app.command("remove")
 def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Delete a job."""
-    from clawgate.gateway.cron_jobs import remove_job
+    from clawgate.gateway.cron.store import remove_job
     from clawgate.kernel.errors import CronError
 
     _, store = _open()
@@ -155,7 +156,7 @@ def cron_remove(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
 
 
 def _set_enabled(job_id: str, enabled: bool) -> None:
-    from clawgate.gateway.cron_jobs import set_enabled
+    from clawgate.gateway.cron.store import set_enabled
     from clawgate.kernel.errors import CronError
 
     _, store = _open()
@@ -210,7 +211,7 @@ def cron_run(
 
 
 def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
-    from clawgate.gateway.scheduler import request_run
+    from clawgate.gateway.cron.requests import request_run
 
     result_path = request_run(store, job_id)
     typer.echo(f"asked the running gateway to run {job_id}", err=True)
@@ -232,8 +233,8 @@ async def _run_here(config: Config, job_id: str) -> int:
     """No gateway is running: start the configured channels briefly so the reply can be
     delivered, run the job, flush, stop."""
     from clawgate.agent.runtime import AgentRuntime
+    from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon import Gateway, build_channels
-    from clawgate.gateway.scheduler import CronScheduler
     from clawgate.kernel.bus import MessageBus
     from clawgate.kernel.errors import ChannelError
 

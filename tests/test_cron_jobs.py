@@ -10,20 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from clawgate.gateway.cron_jobs import (
-    CronJob,
-    CronStore,
-    JobsFile,
-    Schedule,
-    StateFile,
-    add_job,
-    fire_times,
-    new_job,
-    next_fire_time,
-    remove_job,
-    set_enabled,
-)
-from clawgate.gateway.scheduler import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.cron.heartbeat import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule, StateFile, new_job
+from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
+from clawgate.gateway.cron.triggers import fire_times, next_fire_time
 from clawgate.kernel.errors import CronError
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -18,9 +18,12 @@ from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.telegram import create_channel
-from clawgate.gateway.cron_jobs import CronJob, CronStore, JobsFile, Schedule, StateFile
+from clawgate.gateway.cron.heartbeat import Heartbeat
+from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule, StateFile
+from clawgate.gateway.cron.scheduler import CRON_KEEP_RUNS, CronScheduler
+from clawgate.gateway.cron.store import CronStore
+from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.scheduler import CRON_KEEP_RUNS, CronScheduler, Heartbeat
 from clawgate.kernel.bus import MessageBus, Trust
 from clawgate.kernel.config import (
     AgentConfig,
@@ -41,7 +44,7 @@ class SchedulerHarness(Harness):
     """The test harness with the daemon's scheduler switched on (fast file polling)."""
 
     def __init__(self, config: Config, **options: Any) -> None:
-        super().__init__(config)
+        super().__init__(config, extra_tools=cron_tools(config))
         self.gateway = Gateway(self.runtime, [self.channel], self.bus, scheduler=True)
         options.setdefault("poll_interval", 0.05)
         self.gateway.scheduler = CronScheduler(
@@ -149,7 +152,7 @@ async def test_hand_edit_is_picked_up_and_a_broken_file_keeps_the_last_good_set(
     await wait_until(lambda: "hand" in running.scheduler.jobs, timeout=5)
     assert running.scheduler.next_run("hand") is not None
     reloads = running.scheduler.reloads
-    with caplog.at_level(logging.ERROR, logger="clawgate.gateway.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="clawgate.gateway.cron.scheduler"):
         hand_write(running.store.jobs_path, '{"version": 1, "jobs": [{"id": "x"')
         await wait_until(lambda: any("not valid JSON" in r.message for r in caplog.records), 5)
         await asyncio.sleep(0.3)  # several more polls of the same broken file
