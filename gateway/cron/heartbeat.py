@@ -6,18 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from clawgate.agent.scheduled import is_empty_reply
-from clawgate.gateway.cron.models import utc_now, zone
+from clawgate.gateway.cron.models import Clock, utc_now, zone
 from clawgate.gateway.cron.turns import ScheduledTurns
 from clawgate.kernel.config import HeartbeatConfig
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], datetime]
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
 HEARTBEAT_KEEP_RUNS = 2

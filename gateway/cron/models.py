@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -24,6 +25,8 @@ FORMAT_VERSION: Final = 1
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # "telegram:123", "telegram:-100987:42" (a topic): the channel has no ':', the chat id may.
 SESSION_KEY = re.compile(r"[A-Za-z0-9_-]+:\S+")
+
+Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:

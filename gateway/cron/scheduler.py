@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clawgate.gateway.cron.heartbeat import Clock, Heartbeat
-from clawgate.gateway.cron.models import CronJob, RunResult, StateFile, utc_now, zone
+from clawgate.gateway.cron.heartbeat import Heartbeat
+from clawgate.gateway.cron.models import Clock, CronJob, RunResult, StateFile, utc_now, zone
 from clawgate.gateway.cron.requests import answer_request, take_requests
 from clawgate.gateway.cron.store import CronStore, set_enabled
 from clawgate.gateway.cron.triggers import build_trigger
