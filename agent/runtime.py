@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clawgate.agent.commands import CommandHandler
@@ -19,7 +20,7 @@ from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import SessionStore, load_session, read_key
-from clawgate.agent.tools import default_tools
+from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
@@ -49,7 +50,14 @@ class AgentRuntime:
     search: MemorySearch
 
     @classmethod
-    def build(cls, config: Config, *, writer: DiskWriter | None = None) -> AgentRuntime:
+    def build(
+        cls,
+        config: Config,
+        *,
+        writer: DiskWriter | None = None,
+        extra_tools: Sequence[Tool] = (),
+    ) -> AgentRuntime:
+        """`extra_tools`: tools beyond the built-in ones (the gateway's `cron`)."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
@@ -59,7 +67,7 @@ class AgentRuntime:
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
         search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
-        tools = ToolRegistry([*default_tools(), *memory_tools(search)])
+        tools = ToolRegistry([*default_tools(), *memory_tools(search), *extra_tools])
         memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
         consolidator = Consolidator(
             store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window

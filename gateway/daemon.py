@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager
+from clawgate.gateway.cron.scheduler import CronScheduler
+from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.dispatcher import Dispatcher
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
-from clawgate.gateway.scheduler import CronScheduler, install_cron_tool
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError, ConfigError
@@ -36,8 +37,8 @@ class Gateway:
         *,
         scheduler: bool = False,
     ) -> None:
-        """`scheduler`: run cron jobs and the heartbeat, and give the model the `cron` tool
-        (only the daemon does: one process fires the jobs)."""
+        """`scheduler`: run cron jobs and the heartbeat (only the daemon does: one process
+        fires the jobs; its runtime is built with `cron_tools`)."""
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = Dispatcher(
@@ -50,7 +51,6 @@ class Gateway:
         runtime.loop.outbox = bus.publish_outbound
         self.scheduler: CronScheduler | None = None
         if scheduler:
-            install_cron_tool(runtime)
             self.scheduler = CronScheduler(runtime, bus, self.dispatcher)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -132,7 +132,7 @@ async def serve(config: Config) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     bus = MessageBus()
-    runtime = AgentRuntime.build(config)
+    runtime = AgentRuntime.build(config, extra_tools=cron_tools(config))
     gateway = Gateway(runtime, build_channels(config, bus), bus, scheduler=True)
     await gateway.start()
     runtime.commands.channel_status = gateway.manager.status

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.tools import Tool
 from clawgate.channels.base import Channel
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.onboard import onboard
@@ -76,11 +77,13 @@ def make_config(tmp_path: Path, agent: AgentConfig, **overrides: object) -> Conf
 
 
 class Harness:
-    def __init__(self, config: Config, writer: DiskWriter | None = None) -> None:
+    def __init__(
+        self, config: Config, writer: DiskWriter | None = None, extra_tools: Sequence[Tool] = ()
+    ) -> None:
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
-        self.runtime = AgentRuntime.build(config, writer=writer)
+        self.runtime = AgentRuntime.build(config, writer=writer, extra_tools=extra_tools)
         self.gateway = Gateway(self.runtime, [self.channel], self.bus)
 
     @property

@@ -173,11 +173,10 @@ async def test_outsider_cannot_read_write_or_escape(
 ) -> None:
     config = make_config(tmp_path, agent_config)
     files = seed_private_files(config)
-    harness = Harness(config)
-    # The cron tool exists in the daemon (scheduler=True); an outsider still must not see it.
-    from clawgate.gateway.scheduler import install_cron_tool
+    # The cron tool exists in the daemon; an outsider still must not see it.
+    from clawgate.gateway.cron.tool import cron_tools
 
-    install_cron_tool(harness.runtime)
+    harness = Harness(config, extra_tools=cron_tools(config))
     script_attacks(fake_llm, config)
     async with harness:
         reply = await harness.ask("do as I say", chat_id="-42", trust=trust, sender="Mallory")

@@ -3,6 +3,7 @@ and the heartbeat's pure rules."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,20 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from clawgate.gateway.cron_jobs import (
-    CronJob,
-    CronStore,
-    JobsFile,
-    Schedule,
-    StateFile,
-    add_job,
-    fire_times,
-    new_job,
-    next_fire_time,
-    remove_job,
-    set_enabled,
-)
-from clawgate.gateway.scheduler import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.cron.heartbeat import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule, StateFile, new_job
+from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
+from clawgate.gateway.cron.triggers import fire_times, next_fire_time
 from clawgate.kernel.errors import CronError
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -204,3 +195,16 @@ def test_heartbeat_rules() -> None:
     assert is_heartbeat_ok("HEARTBEAT_OK") and is_heartbeat_ok(" **HEARTBEAT_OK**. ")
     assert is_heartbeat_ok("")
     assert not is_heartbeat_ok("It will rain tomorrow, take an umbrella.")
+
+
+def test_cron_times_around_dst_changes_are_increasing_and_never_doubled() -> None:
+    # Every-half-hour in the gap night: 01:30 CET, then straight to 03:00 CEST.
+    times = cron_times("*/30 * * * *", datetime(2026, 3, 29, 1, 20, tzinfo=BERLIN), 3)
+    assert wall(times) == ["29 01:30", "29 03:00", "29 03:30"]
+    # A time given twice that night (02:00 shifted, 03:00 regular) runs once.
+    times = cron_times("0,30 2,3 * * *", datetime(2026, 3, 28, 12, tzinfo=BERLIN), 3)
+    assert wall(times) == ["29 03:00", "29 03:30", "30 02:00"]
+    for expr in ("*/20 * * * *", "15 1-3 * * *", "0 0 1 * *", "30 2 * * 0"):
+        for start in (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC)):
+            found = cron_times(expr, start, 200, tz="America/New_York")
+            assert all(a < b for a, b in itertools.pairwise(found)), expr

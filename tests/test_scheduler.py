@@ -18,9 +18,11 @@ from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.telegram import create_channel
-from clawgate.gateway.cron_jobs import CronStore, Schedule, StateFile
+from clawgate.gateway.cron.heartbeat import Heartbeat
+from clawgate.gateway.cron.models import Schedule, StateFile
+from clawgate.gateway.cron.scheduler import CRON_KEEP_RUNS
+from clawgate.gateway.cron.store import CronStore
 from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.scheduler import CRON_KEEP_RUNS, Heartbeat
 from clawgate.kernel.bus import MessageBus, Trust
 from clawgate.kernel.config import (
     AgentConfig,
@@ -101,7 +103,7 @@ async def test_hand_edit_is_picked_up_and_a_broken_file_keeps_the_last_good_set(
     await wait_until(lambda: "hand" in running.scheduler.jobs, timeout=5)
     assert running.scheduler.next_run("hand") is not None
     reloads = running.scheduler.reloads
-    with caplog.at_level(logging.ERROR, logger="clawgate.gateway.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="clawgate.gateway.cron.scheduler"):
         hand_write(running.store.jobs_path, '{"version": 1, "jobs": [{"id": "x"')
         await wait_until(lambda: any("not valid JSON" in r.message for r in caplog.records), 5)
         await asyncio.sleep(0.3)  # several more polls of the same broken file

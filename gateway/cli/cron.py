@@ -17,7 +17,7 @@ import typer
 from clawgate.gateway.cli.context import cli_context, fail
 
 if TYPE_CHECKING:
-    from clawgate.gateway.cron_jobs import CronStore
+    from clawgate.gateway.cron.store import CronStore
     from clawgate.kernel.config import Config
 
 cron_app = typer.Typer(
@@ -29,7 +29,7 @@ RUN_TIMEOUT_SECONDS = 300.0
 
 
 def _open(ctx: typer.Context) -> tuple[Config, CronStore]:
-    from clawgate.gateway.cron_jobs import CronStore
+    from clawgate.gateway.cron.store import CronStore
 
     config = cli_context(ctx).config()
     return config, CronStore(config.workspace / "cron")
@@ -106,7 +106,8 @@ def cron_add(
     ] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from clawgate.gateway.cron_jobs import add_job, new_job
+    from clawgate.gateway.cron.models import new_job
+    from clawgate.gateway.cron.store import add_job
     from clawgate.kernel.errors import CronError
 
     config, store = _open(ctx)
@@ -135,7 +136,7 @@ def cron_add(
 @cron_app.command("remove")
 def cron_remove(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Delete a job."""
-    from clawgate.gateway.cron_jobs import remove_job
+    from clawgate.gateway.cron.store import remove_job
     from clawgate.kernel.errors import CronError
 
     _, store = _open(ctx)
@@ -147,7 +148,7 @@ def cron_remove(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metava
 
 
 def _set_enabled(ctx: typer.Context, job_id: str, enabled: bool) -> None:
-    from clawgate.gateway.cron_jobs import set_enabled
+    from clawgate.gateway.cron.store import set_enabled
     from clawgate.kernel.errors import CronError
 
     _, store = _open(ctx)
@@ -199,7 +200,7 @@ def cron_run(
 
 
 def _run_through_gateway(store: CronStore, job_id: str, timeout: float) -> None:
-    from clawgate.gateway.scheduler import request_run
+    from clawgate.gateway.cron.requests import request_run
 
     result_path = request_run(store, job_id)
     typer.echo(f"asked the running gateway to run {job_id}", err=True)
@@ -222,8 +223,8 @@ async def _run_here(config: Config, job_id: str) -> int:
     """No gateway is running: start the configured channels briefly so the reply can be
     delivered, run the job, flush, stop."""
     from clawgate.agent.runtime import AgentRuntime
+    from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon import Gateway, build_channels
-    from clawgate.gateway.scheduler import CronScheduler
     from clawgate.kernel.bus import MessageBus
 
     bus = MessageBus()

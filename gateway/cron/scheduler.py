@@ -2,44 +2,31 @@
 
 The job definitions in `<workspace>/cron/jobs.json` are the persisted state; APScheduler
 only holds in-memory triggers rebuilt from them at start and whenever the file changes
-(checked every `poll_interval` seconds by (mtime_ns, size)). Run state goes to
+(checked every `poll_interval` seconds by (inode, mtime_ns, size)). Run state goes to
 `cron/state.json`, which only this module writes.
 
-A run is an ordinary agent turn in the session `cron:<job id>` (or `heartbeat:main`) with
-the trust of the chat it reports to. After each run that session is trimmed to its last
-few runs (a `consolidation` record with mode "trimmed"), so it never replays a growing
-history and never reaches MEMORY.md. The reply is appended to the target session and
-published on the bus like any other reply.
+A run is an ordinary agent turn in the session `cron:<job id>` (see turns.py); its reply
+is appended to the target session and published on the bus like any other reply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clawgate.agent.loop import EMPTY_REPLY
-from clawgate.agent.session import Session, SessionStore
-from clawgate.gateway.cron_jobs import (
-    CronJob,
-    CronStore,
-    StateFile,
-    build_trigger,
-    set_enabled,
-    utc_now,
-    zone,
-)
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from clawgate.kernel.config import HeartbeatConfig
+from clawgate.gateway.cron.heartbeat import Heartbeat
+from clawgate.gateway.cron.models import Clock, CronJob, RunResult, StateFile, utc_now, zone
+from clawgate.gateway.cron.requests import answer_request, take_requests
+from clawgate.gateway.cron.store import CronStore, set_enabled
+from clawgate.gateway.cron.triggers import build_trigger
+from clawgate.gateway.cron.turns import ScheduledTurns
+from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.errors import CronError
+from clawgate.kernel.retry import Backoff
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -49,240 +36,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
-
 # APScheduler's defaults (1 s grace) would skip a run that starts a second late on a busy
 # machine. A recurring run up to 2 minutes late still happens; later than that it is
 # skipped and the next regular time counts (no backlog). coalesce: several missed times
 # run once. max_instances 1: a run still going when the next is due makes that one skip.
 RECURRING_GRACE_SECONDS = 120
 MAX_CONSECUTIVE_ERRORS = 5
-RETRY_BACKOFF = (30.0, 120.0, 600.0, 1800.0)  # after error 1, 2, 3, 4; the 5th disables
+# After error 1, 2, 3, 4; the 5th disables the job.
+RETRY_BACKOFF = Backoff(schedule=(30.0, 120.0, 600.0, 1800.0))
 CRON_KEEP_RUNS = 3
-HEARTBEAT_KEEP_RUNS = 2
-# A reply is appended to the target session only between that session's turns: inside a
-# turn it would separate the model's tool calls from their results.
-IDLE_WAIT_SECONDS = 60.0
-IDLE_POLL_SECONDS = 0.2
 HEARTBEAT_JOB = "heartbeat"
-HEARTBEAT_OK = "HEARTBEAT_OK"
-MAX_HEARTBEAT_CHARS = 8_000
 SHUTDOWN_GRACE_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class RunResult:
-    ok: bool
-    text: str = ""
-    error: str | None = None
-
-
-def trim_history(
-    sessions: SessionStore, session: Session, *, keep_runs: int, max_messages: int
-) -> dict[str, Any] | None:
-    """Cover everything but the last `keep_runs` runs (a run starts at a user message, and
-    at most `max_messages` messages stay) with a `consolidation` record, mode "trimmed".
-
-    Synchronous on purpose: called right after a turn, it lands before any consolidation
-    the turn scheduled can look, so that one finds nothing left to do.
-    """
-    live = session.unconsolidated()
-    if not live:
-        return None
-    cut = len(live) - max_messages
-    starts = [i for i, message in enumerate(live) if message.get("role") == "user"]
-    if len(starts) > keep_runs:
-        cut = max(cut, starts[-keep_runs])
-    if cut <= 0:
-        return None
-    while cut < len(live) and live[cut].get("role") == "tool":
-        cut += 1  # never keep a tool result without the call it answers
-    return sessions.append_record(
-        session,
-        "consolidation",
-        from_seq=int(live[0]["seq"]),
-        to_seq=int(live[cut - 1]["seq"]),
-        mode="trimmed",
-    )
-
-
-class ScheduledTurns:
-    """What a cron job and the heartbeat share: run a turn in their own session, deliver the
-    reply to a chat and append it there."""
-
-    def __init__(self, runtime: AgentRuntime, bus: MessageBus, dispatcher: Dispatcher) -> None:
-        self.runtime = runtime
-        self.bus = bus
-        self.dispatcher = dispatcher
-
-    async def target_trust(self, key: str) -> Trust:
-        """The trust the target chat last had: terminal sessions are the owner's; a chat
-        that never recorded one counts as `allowed`, never as owner."""
-        if key.startswith("cli:"):
-            return Trust.OWNER
-        session = await self.runtime.sessions.get(key)
-        try:
-            return Trust(session.state.get("trust", Trust.ALLOWED.value))
-        except ValueError:
-            return Trust.ALLOWED
-
-    async def turn(
-        self, channel: str, chat_id: str, text: str, trust: Trust, *, keep_runs: int
-    ) -> OutboundMessage | None:
-        message = InboundMessage(
-            channel=channel,
-            chat_id=chat_id,
-            sender_id="scheduler",
-            sender_name="scheduler",
-            text=text,
-            trust=trust,
-        )
-        sessions = self.runtime.sessions
-        session = await sessions.get(message.session_key)
-        with session.pinned():
-            try:
-                reply = await self.runtime.loop.handle(message)
-            finally:
-                keep = max(self.runtime.config.agent.memory_window // 2, 2)
-                trim_history(sessions, session, keep_runs=keep_runs, max_messages=keep)
-        await sessions.sync(session)
-        return reply
-
-    async def deliver(self, deliver_to: str, text: str, *, label: str) -> None:
-        """Append `label + text` to the target session and send `text` to its chat."""
-        channel, chat_id = deliver_to.split(":", 1)
-        await self._until_idle(deliver_to)
-        sessions = self.runtime.sessions
-        target = await sessions.get(deliver_to)
-        stored = sessions.append_message(target, {"role": "assistant", "content": label + text})
-        await sessions.sync(target)
-        await self.bus.publish_outbound(
-            OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])
-        )
-
-    async def _until_idle(self, key: str) -> None:
-        # The dispatcher has no per-session event to wait on; a short bounded poll it is.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + IDLE_WAIT_SECONDS
-        while self.dispatcher.busy(key) and loop.time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(IDLE_POLL_SECONDS)
-
-
-# -- heartbeat ---------------------------------------------------------------------------------
-
-_COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
-_LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s*(?:\[[ xX]?\]\s*)?")
-
-
-def heartbeat_tasks(text: str) -> str | None:
-    """HEARTBEAT.md without comments if it holds anything to act on, else None (only
-    headings, comments, blank lines or empty list items)."""
-    cleaned = _COMMENT.sub("", text)
-    for line in cleaned.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if _LIST_MARKER.sub("", stripped).strip():
-            return cleaned.strip()[:MAX_HEARTBEAT_CHARS]
-    return None
-
-
-def within_hours(active_hours: str, moment: datetime) -> bool:
-    """`"08:00-22:00"` (end exclusive; `24:00` allowed); a start after the end wraps past
-    midnight; equal ends mean all day."""
-    start_text, end_text = active_hours.split("-")
-    start_h, start_m = map(int, start_text.split(":"))
-    end_h, end_m = map(int, end_text.split(":"))
-    start, end = start_h * 60 + start_m, end_h * 60 + end_m
-    now = moment.hour * 60 + moment.minute
-    if start == end:
-        return True
-    if start < end:
-        return start <= now < end
-    return now >= start or now < end
-
-
-def is_heartbeat_ok(text: str) -> bool:
-    rest = text.replace(HEARTBEAT_OK, "")
-    return not re.sub(r"[\s*_.,!`'\"()\[\]-]", "", rest)
-
-
-HEARTBEAT_PROMPT = (
-    "[heartbeat] This is your periodic check, not a message from the owner. The tasks in "
-    "HEARTBEAT.md are:\n\n{tasks}\n\nDo what is due now. If nothing needs the owner's "
-    "attention, reply with exactly HEARTBEAT_OK. Otherwise reply with the message for the "
-    "owner; it is sent to their chat."
-)
-
-
-class Heartbeat:
-    """Every interval inside the active hours: if HEARTBEAT.md has tasks, one turn in
-    `heartbeat:main`; anything but HEARTBEAT_OK goes to `deliver_to`."""
-
-    def __init__(
-        self,
-        config: HeartbeatConfig,
-        *,
-        timezone: str,
-        workspace: Path,
-        turns: ScheduledTurns,
-        clock: Clock = utc_now,
-    ) -> None:
-        self.config = config
-        self.timezone = zone(timezone)
-        self.path = workspace / "HEARTBEAT.md"
-        self.turns = turns
-        self.clock = clock
-        self._lock = asyncio.Lock()
-
-    async def tick(self) -> str:
-        """One heartbeat; returns what happened (for logs and tests)."""
-        if self._lock.locked():
-            return "running"
-        async with self._lock:
-            outcome = await self._tick()
-        log.debug("heartbeat: %s", outcome)
-        return outcome
-
-    async def _tick(self) -> str:
-        target = self.config.deliver_to
-        if not target:
-            return "no-target"
-        if not within_hours(self.config.active_hours, self.clock().astimezone(self.timezone)):
-            return "outside-hours"
-        if self.turns.dispatcher.busy(target):
-            return "busy"
-        try:
-            text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return "no-tasks"
-        except (OSError, UnicodeDecodeError) as exc:
-            log.warning("heartbeat: cannot read %s: %s", self.path, exc)
-            return "no-tasks"
-        tasks = heartbeat_tasks(text)
-        if tasks is None:
-            return "no-tasks"
-        trust = await self.turns.target_trust(target)
-        prompt = HEARTBEAT_PROMPT.format(tasks=tasks)
-        try:
-            reply = await self.turns.turn(
-                "heartbeat", "main", prompt, trust, keep_runs=HEARTBEAT_KEEP_RUNS
-            )
-        except Exception:
-            log.exception("heartbeat: the turn failed")
-            return "error"
-        if reply is None or (reply.is_error and reply.text == EMPTY_REPLY):
-            return "ok"
-        if reply.is_error:
-            log.warning("heartbeat: %s", reply.text)
-            return "error"
-        if is_heartbeat_ok(reply.text):
-            return "ok"
-        await self.turns.deliver(target, reply.text, label="[heartbeat] ")
-        return "delivered"
-
-
-# -- cron --------------------------------------------------------------------------------------
 
 
 def job_prompt(job: CronJob) -> str:
@@ -304,7 +68,7 @@ class CronScheduler:
         *,
         clock: Clock = utc_now,
         poll_interval: float = 2.0,
-        retry_backoff: tuple[float, ...] = RETRY_BACKOFF,
+        retry_backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
         config = runtime.config
         self.runtime = runtime
@@ -609,7 +373,7 @@ class CronScheduler:
                 f"`clawgate cron enable {job.id}` once the cause is fixed.",
             )
             return
-        delay = self.retry_backoff[min(count - 1, len(self.retry_backoff) - 1)]
+        delay = self.retry_backoff.delay(count)
         state.retry_at = self.clock() + timedelta(seconds=delay)
         self._schedule_retry(job.id, state.retry_at)
 
@@ -631,63 +395,13 @@ class CronScheduler:
     # -- `clawgate cron run` through the running gateway -----------------------------------
 
     async def _take_requests(self) -> None:
-        directory = self.store.requests_dir
-        if not directory.is_dir():
-            return
-        for path in sorted(directory.glob("*.request.json")):
-            try:
-                job_id = str(json.loads(path.read_text(encoding="utf-8"))["job_id"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("cron: ignoring unreadable run request %s: %s", path.name, exc)
-                path.unlink(missing_ok=True)
-                continue
-            path.unlink(missing_ok=True)
-            result_path = directory / path.name.replace(".request.json", ".result.json")
+        for job_id, result_path in take_requests(self.store):
             self._spawn(self._answer_request(job_id, result_path))
 
     async def _answer_request(self, job_id: str, result_path: Path) -> None:
         log.info("cron: running %s on request", job_id)
         result = await self.run_job(job_id, manual=True)
-        payload = {"ok": result.ok, "text": result.text, "error": result.error}
         try:
-            await asyncio.to_thread(
-                self.store.writer.replace, result_path, json.dumps(payload), mode=0o600
-            )
+            await asyncio.to_thread(answer_request, self.store, result_path, result)
         except OSError as exc:
             log.error("cron: could not answer run request for %s: %s", job_id, exc)
-
-
-def request_run(store: CronStore, job_id: str) -> Path:
-    """Ask the running gateway to run a job now; returns the path its result will have."""
-    store.writer.mkdir(store.requests_dir)
-    name = uuid.uuid4().hex
-    store.writer.replace(
-        store.requests_dir / f"{name}.request.json", json.dumps({"job_id": job_id}), mode=0o600
-    )
-    return store.requests_dir / f"{name}.result.json"
-
-
-def install_cron_tool(runtime: AgentRuntime) -> None:
-    """Give the model the `cron` tool (once per runtime), unless cron is switched off."""
-    from clawgate.agent.tools.cron_tool import CronTool
-
-    config = runtime.config
-    if not config.cron.enabled or "cron" in runtime.tools.names(Trust.OWNER, config.tools):
-        return
-    runtime.tools.register(
-        CronTool(timezone=config.agent.timezone, allow_from_groups=config.cron.allow_from_groups)
-    )
-
-
-__all__ = [
-    "CronScheduler",
-    "Heartbeat",
-    "RunResult",
-    "ScheduledTurns",
-    "heartbeat_tasks",
-    "install_cron_tool",
-    "is_heartbeat_ok",
-    "request_run",
-    "trim_history",
-    "within_hours",
-]

@@ -1,6 +1,7 @@
 """The `cron` tool: the model schedules, lists and switches jobs in `<workspace>/cron/jobs.json`.
 
-The running gateway picks changes up within seconds (see gateway/scheduler.py). Only owner
+The gateway that runs the scheduler hands it to the agent at construction (`cron_tools`);
+the running gateway picks changes up within seconds (see scheduler.py). Only owner
 sessions get the tool unless `cron.allow_from_groups` is set, and then a shared chat sees
 and changes only the jobs that report to itself. A scheduled run (`cron:*`,
 `heartbeat:*`) may list jobs but never create or change one: no self-scheduling loops.
@@ -14,18 +15,11 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError
-from clawgate.gateway.cron_jobs import (
-    CronJob,
-    CronStore,
-    add_job,
-    new_job,
-    next_fire_time,
-    remove_job,
-    set_enabled,
-    utc_now,
-)
+from clawgate.gateway.cron.models import CronJob, new_job, utc_now
+from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
+from clawgate.gateway.cron.triggers import next_fire_time
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.config import Config, ToolsConfig
 from clawgate.kernel.errors import CronError
 
 ACTIONS = ("add", "list", "remove", "enable", "disable")
@@ -161,3 +155,12 @@ class CronTool(Tool):
 
 def _local(moment: datetime, job: CronJob, default_tz: str) -> str:
     return moment.astimezone(job.tz(default_tz)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def cron_tools(config: Config) -> list[Tool]:
+    """The tools a gateway that runs the scheduler gives the agent: none if cron is off."""
+    if not config.cron.enabled:
+        return []
+    return [
+        CronTool(timezone=config.agent.timezone, allow_from_groups=config.cron.allow_from_groups)
+    ]

@@ -1,0 +1,46 @@
+"""What the agent offers turns nobody typed: the gateway's cron jobs and heartbeat run in
+sessions of their own (`cron:<id>`, `heartbeat:main`) that must stay short and never reach
+MEMORY.md (see the owner rule in memory/consolidate.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clawgate.agent.loop import EMPTY_REPLY
+from clawgate.agent.session import Session, SessionStore
+from clawgate.kernel.bus import OutboundMessage
+
+
+def trim_history(
+    sessions: SessionStore, session: Session, *, keep_runs: int, max_messages: int
+) -> dict[str, Any] | None:
+    """Cover everything but the last `keep_runs` runs (a run starts at a user message, and
+    at most `max_messages` messages stay) with a `consolidation` record, mode "trimmed".
+
+    Synchronous on purpose: called right after a turn, it lands before any consolidation
+    the turn scheduled can look, so that one finds nothing left to do.
+    """
+    live = session.unconsolidated()
+    if not live:
+        return None
+    cut = len(live) - max_messages
+    starts = [i for i, message in enumerate(live) if message.get("role") == "user"]
+    if len(starts) > keep_runs:
+        cut = max(cut, starts[-keep_runs])
+    if cut <= 0:
+        return None
+    while cut < len(live) and live[cut].get("role") == "tool":
+        cut += 1  # never keep a tool result without the call it answers
+    return sessions.append_record(
+        session,
+        "consolidation",
+        from_seq=int(live[0]["seq"]),
+        to_seq=int(live[cut - 1]["seq"]),
+        mode="trimmed",
+    )
+
+
+def is_empty_reply(reply: OutboundMessage) -> bool:
+    """The model answered nothing and the loop said so: for a check that only speaks when
+    something is due (the heartbeat), that means nothing to report."""
+    return reply.is_error and reply.text == EMPTY_REPLY

@@ -1,0 +1,84 @@
+"""What a cron job and the heartbeat share: a turn in their own session with the trust of
+the chat they report to, then the reply appended to that chat's session and sent there.
+
+After each run the job's session is trimmed to its last few runs (a `consolidation` record
+with mode "trimmed", see agent/scheduled.py), so it never replays a growing history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from clawgate.agent.scheduled import trim_history
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+
+if TYPE_CHECKING:
+    from clawgate.agent.runtime import AgentRuntime
+    from clawgate.gateway.dispatcher import Dispatcher
+
+# A reply is appended to the target session only between that session's turns: inside a
+# turn it would separate the model's tool calls from their results.
+IDLE_WAIT_SECONDS = 60.0
+IDLE_POLL_SECONDS = 0.2
+
+
+class ScheduledTurns:
+    """Run a turn in a scheduled session; deliver its reply to a chat and append it there."""
+
+    def __init__(self, runtime: AgentRuntime, bus: MessageBus, dispatcher: Dispatcher) -> None:
+        self.runtime = runtime
+        self.bus = bus
+        self.dispatcher = dispatcher
+
+    async def target_trust(self, key: str) -> Trust:
+        """The trust the target chat last had: terminal sessions are the owner's; a chat
+        that never recorded one counts as `allowed`, never as owner."""
+        if key.startswith("cli:"):
+            return Trust.OWNER
+        session = await self.runtime.sessions.get(key)
+        try:
+            return Trust(session.state.get("trust", Trust.ALLOWED.value))
+        except ValueError:
+            return Trust.ALLOWED
+
+    async def turn(
+        self, channel: str, chat_id: str, text: str, trust: Trust, *, keep_runs: int
+    ) -> OutboundMessage | None:
+        message = InboundMessage(
+            channel=channel,
+            chat_id=chat_id,
+            sender_id="scheduler",
+            sender_name="scheduler",
+            text=text,
+            trust=trust,
+        )
+        sessions = self.runtime.sessions
+        session = await sessions.get(message.session_key)
+        with session.pinned():
+            try:
+                reply = await self.runtime.loop.handle(message)
+            finally:
+                keep = max(self.runtime.config.agent.memory_window // 2, 2)
+                trim_history(sessions, session, keep_runs=keep_runs, max_messages=keep)
+        await sessions.sync(session)
+        return reply
+
+    async def deliver(self, deliver_to: str, text: str, *, label: str) -> None:
+        """Append `label + text` to the target session and send `text` to its chat."""
+        channel, chat_id = deliver_to.split(":", 1)
+        await self._until_idle(deliver_to)
+        sessions = self.runtime.sessions
+        target = await sessions.get(deliver_to)
+        stored = sessions.append_message(target, {"role": "assistant", "content": label + text})
+        await sessions.sync(target)
+        await self.bus.publish_outbound(
+            OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])
+        )
+
+    async def _until_idle(self, key: str) -> None:
+        # The dispatcher has no per-session event to wait on; a short bounded poll it is.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDLE_WAIT_SECONDS
+        while self.dispatcher.busy(key) and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(IDLE_POLL_SECONDS)
