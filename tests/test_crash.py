@@ -26,7 +26,7 @@ import pytest
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, read_key
-from clawgate.channels.telegram import InboundJournal
+from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.cli_memory import split_entries
 from tests.fakes.llm import FakeLLM, Reply, hang, text, tool_call
 from tests.fakes.telegram import FakeTelegram

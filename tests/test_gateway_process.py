@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clawgate.agent.session import SessionStore, load_session
-from clawgate.channels.telegram import InboundJournal
+from clawgate.channels.telegram.journal import InboundJournal
 from tests.fakes.llm import FakeLLM, gate, hang, text
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
