@@ -14,7 +14,8 @@ import pytest
 from pydantic import SecretStr
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.discord import DiscordChannel, create_channel, intents, point_at
+from clawgate.channels.discord import DiscordChannel, create_channel
+from clawgate.channels.discord.client import intents, point_at
 from clawgate.gateway.daemon import Gateway
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, DiscordConfig
