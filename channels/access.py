@@ -54,9 +54,7 @@ class _Entries:
     def match(self, user_id: str, username: str | None) -> bool:
         if user_id in self.ids:
             return True
-        if not username:
-            return False
-        return _username_key(username) in self.names
+        return bool(username and _username_key(username) in self.names)
 
 
 class AccessPolicy:

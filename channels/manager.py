@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
+from clawgate.kernel.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,7 @@ MAX_PARALLEL_SENDS = 16
 DeliveryHook = Callable[[OutboundMessage, str | None], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[object]]
 
-INITIAL_BACKOFF = 1.0
-MAX_BACKOFF = 300.0
+RESTART_BACKOFF = Backoff(first=1.0, factor=2.0, cap=300.0)
 # A start that neither succeeds nor fails would leave the channel dead with no retry.
 START_TIMEOUT = 120.0
 # A channel that stayed up this long was healthy: its next failure starts backoff afresh.
@@ -130,11 +130,12 @@ class ChannelManager:
 
     async def _supervise(self, sup: _Supervised, first_try: asyncio.Event) -> None:
         name = sup.channel.name
-        delay = INITIAL_BACKOFF
+        failures = 0  # in a row: a run of STABLE_AFTER starts the count afresh
         try:
             while True:
                 failure = await self._start_once(sup)
                 first_try.set()
+                died: str | None = None
                 if failure is None:
                     log.info("channel %s ready", name)
                     started = self._clock()
@@ -142,7 +143,10 @@ class ChannelManager:
                     if died is None:
                         return  # no way to watch it: assume it stays up
                     if self._clock() - started >= STABLE_AFTER:
-                        delay = INITIAL_BACKOFF
+                        failures = 0
+                failures += 1
+                delay = RESTART_BACKOFF.delay(failures)
+                if died is not None:
                     sup.last_error = died
                     self._set_state(sup, RESTARTING)
                     log.warning(
@@ -164,7 +168,6 @@ class ChannelManager:
                         exc_info=None if expected else failure,
                     )
                 await self._sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF)
                 sup.restarts += 1
         finally:
             first_try.set()

@@ -8,20 +8,18 @@ which is how the daemon sees an approval without a restart.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clawgate.kernel.errors import PairingError
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.storage import DiskWriter, locked
 
 log = logging.getLogger(__name__)
 
@@ -230,13 +228,12 @@ class PairingStore:
     @contextmanager
     def _locked(self) -> Iterator[_State]:
         """Exclusive access for a read-modify-write; yields the state freshly read from disk."""
-        try:
-            self._writer.mkdir(self.path.parent)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise PairingError(f"cannot open {self.lock_path}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with ExitStack() as held:
+            try:
+                self._writer.mkdir(self.path.parent)
+                held.enter_context(locked(self.lock_path))
+            except OSError as exc:
+                raise PairingError(f"cannot open {self.lock_path}: {exc.strerror or exc}") from None
             try:
                 state = self._read()
             except _CorruptFile as exc:
@@ -248,9 +245,6 @@ class PairingStore:
             now = self._clock()
             state.pending = [p for p in state.pending if not self._expired(p, now)]
             yield state
-        finally:
-            # Closing the descriptor releases the flock.
-            os.close(fd)
 
     def _save(self, state: _State) -> None:
         data = {

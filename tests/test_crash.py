@@ -23,7 +23,7 @@ from typing import Any
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, read_key
-from clawgate.channels.telegram import InboundJournal
+from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.cli.memory import split_entries
 from tests.fakes.llm import FakeLLM, Reply, hang, text, tool_call
 from tests.fakes.telegram import FakeTelegram

@@ -13,7 +13,8 @@ import discord
 import pytest
 from pydantic import SecretStr
 
-from clawgate.channels.discord import create_channel, intents, point_at
+from clawgate.channels.discord import create_channel
+from clawgate.channels.discord.client import intents, point_at
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ChannelError

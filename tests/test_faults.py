@@ -22,7 +22,7 @@ import pytest
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, session_filename
-from clawgate.channels.telegram import InboundJournal
+from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.cli.memory import split_entries
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.session import SessionStore, load_session
-from clawgate.channels.telegram import InboundJournal
+from clawgate.channels.telegram.journal import InboundJournal
 from tests.fakes.llm import FakeLLM, gate, hang, text
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until

@@ -16,7 +16,8 @@ from telegram import Bot, ReplyParameters
 from telegram.error import BadRequest, Conflict, RetryAfter
 
 from clawgate.channels.pairing import PairingStore
-from clawgate.channels.telegram import InboundJournal, create_channel
+from clawgate.channels.telegram import create_channel
+from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
 from clawgate.kernel.errors import ChannelError
@@ -400,7 +401,6 @@ async def test_journal_compaction_keeps_unanswered_and_the_high_mark(tmp_path: P
     await journal.record((i, message) for i in range(1, 31))
     await journal.record([(31, None)])
     await journal.answered(range(1, 28))
-    journal.close()
     assert len(journal.path.read_text().splitlines()) <= 5
     reloaded = InboundJournal(journal.path)
     assert [u for u, _ in await reloaded.load()] == [28, 29, 30]

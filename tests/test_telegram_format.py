@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clawgate.channels.telegram_format import markdown_to_html, render_parts, utf16_len
+from clawgate.channels.telegram.format import markdown_to_html, render_parts, utf16_len
 from tests.fakes.telegram import parse_html
 
 

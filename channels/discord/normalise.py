@@ -1,0 +1,147 @@
+"""A Discord message -> an InboundMessage, or None when it is not for the model.
+
+Session key `discord:<channel id>`: a DM, a guild channel or a thread. A group message that
+was examined but not addressed to us (or carried nothing to pass on) still moves the
+channel's watermark, so catch-up does not read it again; one refused by the access rules
+does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import discord
+
+from clawgate.channels.access import AccessPolicy
+from clawgate.channels.discord.media import MediaSaver
+from clawgate.channels.discord.state import Watermarks
+from clawgate.kernel.bus import InboundMessage, Trust
+from clawgate.kernel.errors import ChannelError
+
+if TYPE_CHECKING:
+    from clawgate.kernel.config import DiscordConfig
+
+log = logging.getLogger(__name__)
+
+QUOTE_MAX_CHARS = 500
+
+_SPEAKING_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+Reply = Callable[[str, str], Awaitable[None]]
+
+
+class Normaliser:
+    def __init__(
+        self,
+        config: DiscordConfig,
+        policy: AccessPolicy,
+        watermarks: Watermarks,
+        media: MediaSaver,
+        reply: Reply,
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self._watermarks = watermarks
+        self._media = media
+        self._reply = reply
+        # Channels seen as guild channels: replies there quote the message they answer.
+        self.group_chats: set[str] = set()
+        self._parents: dict[int, int | None] = {}
+
+    async def normalise(
+        self, message: discord.Message, client: discord.Client
+    ) -> InboundMessage | None:
+        me = client.user
+        if me is None:
+            return None
+        if message.author.id == me.id or message.author.bot or message.webhook_id:
+            return None
+        if message.type not in _SPEAKING_TYPES:
+            return None
+        chat_id = str(message.channel.id)
+        if message.id <= self._watermarks.last_seen(chat_id):
+            return None  # handled already: catch-up and the live stream overlap
+        if message.guild is None:
+            decision = self.policy.private(str(message.author.id), message.author.name)
+            if decision.reply is not None:
+                try:
+                    await self._reply(chat_id, decision.reply)
+                except ChannelError as exc:
+                    log.warning("discord: pairing reply to %s not sent: %s", chat_id, exc)
+            if decision.trust is None:
+                return None
+            trust, mentioned = decision.trust, True
+        else:
+            if not self.policy.group(*await self._group_ids(message, client)):
+                return None
+            trust, mentioned = Trust.GROUP, _addresses_me(message, me)
+            self.group_chats.add(chat_id)
+            if self.config.require_mention and not mentioned:
+                self._watermarks.note_seen(chat_id, message.id)
+                return None
+        text = _text(message, me)
+        media, notes = await self._media.download(message, trust)
+        text = "\n".join(part for part in (text, *notes) if part)
+        if not text:
+            self._watermarks.note_seen(chat_id, message.id)
+            return None
+        reply_to = message.reference.message_id if message.reference else None
+        return InboundMessage(
+            channel="discord",
+            chat_id=chat_id,
+            message_id=str(message.id),
+            sender_id=str(message.author.id),
+            sender_name=message.author.display_name,
+            text=text,
+            media=tuple(media),
+            trust=trust,
+            mentioned=mentioned,
+            reply_to=str(reply_to) if reply_to else None,
+            timestamp=message.created_at,
+        )
+
+    async def _group_ids(self, message: discord.Message, client: discord.Client) -> tuple[str, ...]:
+        """(channel, guild, parent channel for threads): any of them may be in group_allow."""
+        channel = message.channel
+        guild_id = str(message.guild.id) if message.guild else ""
+        parent: int | None
+        if isinstance(channel, discord.Thread):
+            parent = channel.parent_id
+        elif isinstance(channel, discord.PartialMessageable):
+            # Not in the cache (a thread we have not seen created): ask once what it is.
+            if channel.id not in self._parents:
+                fetched = await client.fetch_channel(channel.id)
+                self._parents[channel.id] = getattr(fetched, "parent_id", None)
+            parent = self._parents.get(channel.id)
+        else:
+            parent = None
+        return (str(channel.id), guild_id, str(parent) if parent else "")
+
+
+def _addresses_me(message: discord.Message, me: discord.ClientUser) -> bool:
+    if any(user.id == me.id for user in message.mentions):
+        return True
+    role = message.guild.self_role if message.guild else None
+    if role is not None and role.id in message.raw_role_mentions:
+        return True
+    resolved = message.reference.resolved if message.reference else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+
+
+def _text(message: discord.Message, me: discord.ClientUser) -> str:
+    text = re.sub(rf"<@!?{me.id}>", "", message.content)
+    for user in message.mentions:
+        if user.id != me.id:
+            text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
+    text = text.strip()
+    resolved = message.reference.resolved if message.reference else None
+    if isinstance(resolved, discord.Message) and resolved.content:
+        quoted = resolved.content
+        if len(quoted) > QUOTE_MAX_CHARS:
+            quoted = quoted[:QUOTE_MAX_CHARS] + "…"
+        quote = "\n".join(f"> {line}" for line in quoted.splitlines())
+        text = f"{quote}\n{text}"
+    return text

@@ -1,0 +1,223 @@
+"""Replies out: split to Discord's length, files attached, every message sent at most once,
+and the typing indicator while a turn runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import aiohttp
+import discord
+
+from clawgate.channels.discord.client import bot_token, intents, point_at, short
+from clawgate.channels.split import split_message
+from clawgate.kernel.bus import OutboundMessage
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot
+from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
+from clawgate.kernel.storage import confine
+
+if TYPE_CHECKING:
+    from clawgate.kernel.config import DiscordConfig
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 2000
+FILES_PER_MESSAGE = 10
+# Discord's upload limit for a bot in an unboosted server.
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+# A send that has not answered by then has an unknown outcome; see Sender._send_part.
+SEND_TIMEOUT = 30.0
+RETRY_DELAYS = (1.0, 2.0, 4.0)
+# The typing indicator is a courtesy: never let it outlive a turn that lost its reply.
+TYPING_MAX_SECONDS = 120.0
+
+Sleep = Callable[[float], Awaitable[None]]
+Files = list[tuple[str, bytes]]
+
+
+class Sender:
+    def __init__(
+        self,
+        config: DiscordConfig,
+        workspace: Path,
+        *,
+        client: Callable[[], discord.Client | None],
+        send_timeout: float,
+        retry_delays: Sequence[float],
+        sleep: Sleep,
+    ) -> None:
+        self.config = config
+        self.workspace = workspace
+        self._client = client
+        self._send_timeout = send_timeout
+        self._retry_delays = tuple(retry_delays)
+        self._sleep = sleep
+
+    async def send(self, message: OutboundMessage, *, quote: bool) -> None:
+        """Send one reply; with `quote`, its first message references the one it answers."""
+        files, problems = await self._load_files(message.media)
+        text = "\n".join(part for part in (message.text, *problems) if part)
+        parts = split_message(text, MAX_MESSAGE_CHARS)
+        batches = [
+            files[i : i + FILES_PER_MESSAGE] for i in range(0, len(files), FILES_PER_MESSAGE)
+        ]
+        # Files ride on the last text part; more than fit on one message go alone after.
+        plan: list[tuple[str, Files]] = [(p, []) for p in parts]
+        if batches and plan:
+            plan[-1] = (plan[-1][0], batches.pop(0))
+        plan.extend(("", batch) for batch in batches)
+        if not plan:
+            log.warning("%s: empty reply not sent", message.session_key)
+            return
+        reference = None
+        if message.reply_to and quote:
+            reference = discord.MessageReference(
+                message_id=int(message.reply_to),
+                channel_id=int(message.chat_id),
+                fail_if_not_exists=False,
+            )
+        for index, (content, batch) in enumerate(plan):
+            await self._send_part(
+                message.chat_id, content, batch, reference if index == 0 else None
+            )
+
+    async def send_text(self, chat_id: str, text: str) -> None:
+        for part in split_message(text, MAX_MESSAGE_CHARS):
+            await self._send_part(chat_id, part, [], None)
+
+    async def _send_part(
+        self,
+        chat_id: str,
+        content: str,
+        files: Files,
+        reference: discord.MessageReference | None,
+    ) -> None:
+        """Send one message; retry what Discord may not have received, never doubling it.
+
+        Every attempt carries the same nonce with enforce_nonce, so when an attempt timed out
+        after the request went out, Discord answers the retry with the message the first
+        attempt created instead of posting it again. 429s are discord.py's to wait out.
+        """
+        nonce = str(secrets.randbits(63))
+
+        async def attempt() -> None:
+            try:
+                async with asyncio.timeout(self._send_timeout):
+                    async with self._rest_client() as client:
+                        target = client.get_channel(int(chat_id)) or (
+                            client.get_partial_messageable(int(chat_id))
+                        )
+                        assert isinstance(target, discord.abc.Messageable)
+                        await target.send(
+                            content or None,
+                            # None (no attachments) is accepted at run time, not by the stubs.
+                            files=[discord.File(io.BytesIO(d), filename=n) for n, d in files]
+                            or None,  # type: ignore[arg-type]
+                            nonce=nonce,
+                            reference=reference,  # type: ignore[arg-type]
+                            mention_author=False,
+                            allowed_mentions=discord.AllowedMentions(
+                                everyone=False, roles=False, users=True
+                            ),
+                        )
+            except discord.LoginFailure as exc:
+                raise ChannelError("Discord rejected the bot token") from exc
+            except (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise Retry(short(exc)) from exc
+            except discord.HTTPException as exc:
+                raise ChannelError(f"Discord refused the message: {short(exc)}") from exc
+
+        def on_retry(_: int, failure: Retry, delay: float) -> None:
+            log.warning(
+                "discord: send to %s failed (%s); retrying in %g s", chat_id, failure.reason, delay
+            )
+
+        try:
+            await retrying(
+                attempt,
+                attempts=len(self._retry_delays) + 1,
+                backoff=Backoff(schedule=self._retry_delays),
+                sleep=self._sleep,
+                on_retry=on_retry,
+            )
+        except RetriesExhausted as exhausted:
+            raise ChannelError(
+                f"Discord did not take the message after {exhausted.attempts} attempts: "
+                f"{exhausted.last.reason}"
+            ) from exhausted.last.__cause__
+
+    @contextlib.asynccontextmanager
+    async def _rest_client(self) -> AsyncIterator[discord.Client]:
+        """The running client; while stopped (shutdown flush, restart backoff) a short-lived
+        REST-only login, so replies of turns that finish after stop() still go out."""
+        client = self._client()
+        if client is not None and client.user is not None and not client.is_closed():
+            yield client
+            return
+        point_at(self.config.api_base, self.config.gateway_url)
+        temporary = discord.Client(intents=intents(), proxy=self.config.proxy)
+        try:
+            await temporary.login(bot_token(self.config))
+            yield temporary
+        finally:
+            await temporary.close()
+
+    async def _load_files(self, media: Sequence[str]) -> tuple[Files, list[str]]:
+        files: Files = []
+        problems: list[str] = []
+        for item in media:
+            try:
+                path = confine(self.workspace, item)
+            except PathOutsideRoot:
+                log.warning("discord: refusing to send %s: outside the workspace", item)
+                problems.append(f"(could not attach {item}: outside the workspace)")
+                continue
+            try:
+                size = path.stat().st_size
+                if size > MAX_UPLOAD_BYTES:
+                    problems.append(f"(could not attach {item}: {size} bytes is too large)")
+                    continue
+                files.append((path.name, await asyncio.to_thread(path.read_bytes)))
+            except OSError as exc:
+                log.warning("discord: cannot attach %s: %s", item, exc)
+                problems.append(f"(could not attach {item}: {exc.strerror or exc})")
+        return files, problems
+
+
+class Typing:
+    """ "typing..." in a channel from a message's arrival until its reply, bounded."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, chat_id: str, target: discord.abc.Messageable) -> None:
+        if chat_id in self._tasks:
+            return
+        task = asyncio.create_task(_keep_typing(target), name=f"discord typing {chat_id}")
+        self._tasks[chat_id] = task
+        task.add_done_callback(
+            lambda done: self._tasks.pop(chat_id) if self._tasks.get(chat_id) is done else None
+        )
+
+    def stop(self, chat_id: str) -> None:
+        task = self._tasks.get(chat_id)
+        if task is not None:
+            task.cancel()
+
+    def stop_all(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+
+
+async def _keep_typing(target: discord.abc.Messageable) -> None:
+    try:
+        async with target.typing():
+            await asyncio.sleep(TYPING_MAX_SECONDS)
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        log.debug("discord: typing indicator failed: %s", exc)

@@ -1,0 +1,79 @@
+"""The per-channel watermark: the id of the newest message examined in each channel.
+
+`<data_dir>/channels/discord/state.json`:
+`{"version": 1, "last_seen": {"<channel id>": "<message id>", ...}}`, replaced atomically.
+It is on disk before a message is handed on (a crash in between loses that message rather
+than answering it twice), and after a fresh gateway session catch-up reads each channel's
+history after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from clawgate.kernel.storage import DiskWriter
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+class Watermarks:
+    def __init__(self, path: Path, writer: DiskWriter) -> None:
+        self.path = path
+        self._writer = writer
+        self._last_seen: dict[str, int] = {}
+        self._dirty = False
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        self._last_seen = await asyncio.to_thread(self._read)
+
+    def last_seen(self, chat_id: str) -> int:
+        return self._last_seen.get(chat_id, 0)
+
+    def items(self) -> list[tuple[str, int]]:
+        return list(self._last_seen.items())
+
+    def note_seen(self, chat_id: str, message_id: int) -> None:
+        if message_id > self._last_seen.get(chat_id, 0):
+            self._last_seen[chat_id] = message_id
+            self._dirty = True
+
+    def forget(self, chat_id: str) -> None:
+        self._last_seen.pop(chat_id, None)
+        self._dirty = True
+
+    async def flush(self) -> None:
+        """Save if anything changed; a failed save is retried by the next flush."""
+        async with self._lock:
+            if not self._dirty:
+                return
+            self._dirty = False
+            data = {
+                "version": STATE_VERSION,
+                "last_seen": {k: str(v) for k, v in sorted(self._last_seen.items())},
+            }
+            try:
+                await asyncio.to_thread(self._write, json.dumps(data, indent=2) + "\n")
+            except OSError as exc:
+                self._dirty = True
+                log.warning("%s: not saved: %s", self.path, exc)
+
+    def _read(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return {str(k): int(v) for k, v in data["last_seen"].items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Only catch-up depends on it: start without, rather than not at all.
+            log.warning("%s: unreadable (%s); no catch-up this time", self.path, exc)
+            return {}
+
+    def _write(self, text: str) -> None:
+        self._writer.mkdir(self.path.parent)
+        self._writer.replace(self.path, text, mode=0o600)

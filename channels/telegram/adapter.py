@@ -1,0 +1,302 @@
+"""`TelegramChannel`: python-telegram-bot's `Bot` only, our own long-polling loop.
+
+Why our own loop instead of PTB's Updater: the offset that confirms an update must not be
+sent before the update is on disk. Each fetched batch is normalised and appended to the
+journal (fsynced) before the next getUpdates call confirms it; each published update is
+marked answered once its reply is on its way. On start, whatever was journaled but never
+answered is published again - so a kill -9 between fetching and answering costs nothing and
+answers nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clawgate.channels.access import AccessPolicy
+from clawgate.channels.base import Channel
+from clawgate.channels.pairing import PairingStore
+from clawgate.channels.telegram.format import MAX_MESSAGE_UNITS
+from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
+from clawgate.channels.telegram.journal import InboundJournal
+from clawgate.channels.telegram.media import MediaFetcher
+from clawgate.channels.telegram.normalise import BotIdentity, Normaliser, is_stop
+from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.kernel.errors import ChannelError, one_line
+from clawgate.kernel.storage import DiskWriter
+
+if TYPE_CHECKING:
+    from telegram import Bot, Update
+    from telegram.request import HTTPXRequest
+
+    from clawgate.kernel.config import Config, TelegramConfig
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+BOT_COMMANDS = (
+    ("new", "Start a fresh session"),
+    ("stop", "Cancel the running reply"),
+    ("help", "List the commands"),
+    ("status", "Model, session and usage"),
+    ("model", "Show or switch the model"),
+)
+ALLOWED_UPDATES = ["message", "edited_message"]
+POLL_BACKOFF_MIN = 1.0
+POLL_BACKOFF_MAX = 60.0
+SEND_ATTEMPTS = 5
+TYPING_INTERVAL = 4.0
+TYPING_MAX = 120.0
+
+
+def create_channel(
+    channel_config: TelegramConfig, bus: MessageBus, config: Config, **options: Any
+) -> TelegramChannel:
+    # httpx logs every request URL at INFO, and a Bot API URL contains the token.
+    httpx_log = logging.getLogger("httpx")
+    if httpx_log.level == logging.NOTSET:
+        httpx_log.setLevel(logging.WARNING)
+    store = PairingStore(config.data_dir / "pairing.json")
+    policy = AccessPolicy("telegram", channel_config, store)
+    return TelegramChannel(
+        bus,
+        channel_config,
+        policy=policy,
+        workspace=config.workspace,
+        state_dir=config.data_dir / "channels" / "telegram",
+        **options,
+    )
+
+
+class TelegramChannel(Channel):
+    name = "telegram"
+    max_message_chars = MAX_MESSAGE_UNITS
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        settings: TelegramConfig,
+        *,
+        policy: AccessPolicy,
+        workspace: Path,
+        state_dir: Path,
+        writer: DiskWriter | None = None,
+        sleep: Sleep = asyncio.sleep,
+        send_attempts: int = SEND_ATTEMPTS,
+        typing_interval: float = TYPING_INTERVAL,
+        typing_max: float = TYPING_MAX,
+        read_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(bus)
+        self.settings = settings
+        self.policy = policy
+        self.workspace = workspace
+        writer = writer or DiskWriter()
+        self.journal = InboundJournal(state_dir / "journal.jsonl", writer=writer)
+        self._sleep = sleep
+        self._read_timeout = read_timeout
+        self._bot: Bot | None = None
+        self._identity = BotIdentity()
+        calls = ApiCalls(attempts=send_attempts, sleep=sleep)
+        self._sender = Sender(self._require_bot, calls, workspace)
+        self._typing = Typing(self._require_bot, interval=typing_interval, limit=typing_max)
+        self._normaliser = Normaliser(
+            settings,
+            policy,
+            self._identity,
+            MediaFetcher(workspace, calls, writer),
+            self._sender.reply_plain,
+        )
+        self._poller: asyncio.Task[None] | None = None
+        self._poll_request: HTTPXRequest | None = None
+        self._receiving = False
+        self.polls_failed = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from telegram.error import InvalidToken, TelegramError
+
+        self._bot = self._make_bot()
+        replay = await self.journal.load()
+        try:
+            await self._identify()
+        except InvalidToken:
+            raise ChannelError(
+                "telegram: the bot token was rejected; check [channels.telegram] token"
+            ) from None
+        except TelegramError as exc:
+            # Not fatal: the polling loop keeps trying, and the rest of the gateway runs.
+            log.warning("telegram: cannot reach the Bot API yet (%s); retrying", one_line(exc))
+        self._receiving = True
+        for update_id, message in replay:
+            log.info("telegram: answering update %d, fetched before the last stop", update_id)
+            await self._publish(message)
+        self._poller = asyncio.create_task(self._poll_forever(), name="telegram polling")
+
+    async def stop(self) -> None:
+        # Sends keep working after stop: the gateway flushes replies of running turns later.
+        self._receiving = False
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        self._typing.stop_all()
+        if self._poll_request is not None:
+            with contextlib.suppress(Exception):
+                await self._poll_request.shutdown()
+            self._poll_request = None
+
+    def _make_bot(self) -> Bot:
+        from telegram import Bot
+        from telegram.request import HTTPXRequest
+
+        if self.settings.token is None:
+            raise ChannelError("telegram: no token configured ([channels.telegram] token)")
+        proxy = self.settings.proxy
+        self._poll_request = HTTPXRequest(read_timeout=self._read_timeout, proxy=proxy)
+        return Bot(
+            self.settings.token.get_secret_value(),
+            base_url=self.settings.base_url,
+            base_file_url=self.settings.base_file_url,
+            # Typing actions and replies to several chats go out side by side.
+            request=HTTPXRequest(
+                connection_pool_size=16,
+                read_timeout=self._read_timeout,
+                write_timeout=self._read_timeout,
+                media_write_timeout=60.0,
+                proxy=proxy,
+            ),
+            get_updates_request=self._poll_request,
+        )
+
+    async def _identify(self) -> None:
+        bot = self._require_bot()
+        me = await bot.get_me()
+        self._identity.id, self._identity.username = me.id, me.username or ""
+
+    def _require_bot(self) -> Bot:
+        if self._bot is None:
+            raise ChannelError("telegram: channel is not started")
+        return self._bot
+
+    # -- receiving -------------------------------------------------------------------------
+
+    async def _poll_forever(self) -> None:
+        from telegram.error import Conflict, InvalidToken
+
+        bot = self._require_bot()
+        delay = POLL_BACKOFF_MIN
+        prepared = False
+        in_conflict = False
+        while True:
+            try:
+                if not prepared:
+                    await self._prepare()
+                    prepared = True
+                offset = self.journal.high + 1 if self.journal.high else None
+                updates = await bot.get_updates(
+                    offset=offset,
+                    timeout=self.settings.poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES,
+                )
+                if in_conflict:
+                    log.info("telegram: polling again, the other bot instance is gone")
+                delay, in_conflict = POLL_BACKOFF_MIN, False
+                await self._accept(updates)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Conflict:
+                if not in_conflict:
+                    log.error(
+                        "telegram: another bot instance is polling this token; "
+                        "retrying with backoff until it stops"
+                    )
+                in_conflict = True
+            except InvalidToken:
+                log.error("telegram: the bot token was rejected; check [channels.telegram] token")
+                delay = POLL_BACKOFF_MAX
+            except Exception as exc:
+                self.polls_failed += 1
+                log.warning(
+                    "telegram: polling failed (%s); retrying in %.0f s", one_line(exc), delay
+                )
+            await self._sleep(delay)
+            delay = min(delay * 2, POLL_BACKOFF_MAX)
+
+    async def _prepare(self) -> None:
+        from telegram import BotCommand
+
+        bot = self._require_bot()
+        if self._identity.id is None:
+            await self._identify()
+        # A webhook left behind by another tool makes every getUpdates fail; pending updates
+        # are kept (never drop_pending_updates: they are messages people sent us).
+        await bot.delete_webhook(drop_pending_updates=False)
+        try:
+            await bot.set_my_commands([BotCommand(n, d) for n, d in BOT_COMMANDS])
+        except Exception as exc:
+            log.warning("telegram: could not register commands (%s)", one_line(exc))
+
+    async def _accept(self, updates: Iterable[Update]) -> None:
+        """Normalise a batch, journal it durably, then publish it."""
+        entries: list[tuple[int, InboundMessage | None]] = []
+        for update in updates:
+            if update.update_id <= self.journal.high:
+                continue  # handed out again because its confirmation never arrived
+            try:
+                message = await self._normaliser.normalise(update)
+            except Exception:
+                log.exception("telegram: update %d could not be read; skipped", update.update_id)
+                message = None
+            entries.append((update.update_id, message))
+        # A /stop acts on the turn running now; replayed after a restart it would only
+        # answer "Nothing is running", so it is journaled as nothing to answer.
+        await self.journal.record(
+            (u, None if m is None or is_stop(m.text) else m) for u, m in entries
+        )
+        for _, message in entries:
+            if message is not None:
+                await self._publish(message)
+
+    async def _publish(self, message: InboundMessage) -> None:
+        await self.bus.publish_inbound(message)
+        if not is_stop(message.text):
+            self._typing.start(message.chat_id)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> None:
+        chat, thread = split_chat_id(message.chat_id)
+        update_id, quote_id = parse_message_id(message.reply_to)
+        # At most once: the journal hears of the answer before the first request goes out.
+        # Telegram cannot de-duplicate a send, so marking it afterwards would let a kill -9
+        # between Telegram taking the reply and the journal line replay the update and send
+        # the stored reply a second time. The cost: a kill during the send itself leaves that
+        # reply stored but unsent. A send that finally fails is answered too: the manager
+        # records the failure in the session.
+        await self._answered(message.chat_id, update_id)
+        await self._sender.send(chat, thread, message.text, message.media, quote_id)
+
+    async def _answered(self, chat_id: str, update_id: int | None) -> None:
+        if update_id is None:
+            # Not a reply to one message (a "Stopped." notice, a scheduled message).
+            self._typing.stop(chat_id)
+            return
+        # Messages of one chat are answered in order, one at a time, so a reply to this
+        # update means every earlier one of the chat is done too (a /stopped turn has no
+        # reply of its own).
+        done = [
+            u for u, m in self.journal.pending.items() if m.chat_id == chat_id and u <= update_id
+        ]
+        await self.journal.answered(done)
+        self._typing.stop(chat_id)
+        if self._receiving and any(m.chat_id == chat_id for m in self.journal.pending.values()):
+            self._typing.start(chat_id)

@@ -1,0 +1,139 @@
+"""A Telegram update -> an InboundMessage, or None when it is not for the model.
+
+Decides, in order: is it a person's message at all; may this sender or group talk to us (the
+access policy; a stranger may get the pairing reply); in a group, are we addressed; then
+fetches its media and builds the text the model sees (edit marker, quoted reply, notes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from clawgate.channels.access import AccessPolicy
+from clawgate.channels.telegram import ids
+from clawgate.channels.telegram.media import MediaFetcher
+from clawgate.kernel.bus import InboundMessage, Trust
+
+if TYPE_CHECKING:
+    from telegram import Message, Update
+
+    from clawgate.kernel.config import TelegramConfig
+
+QUOTE_MAX_CHARS = 1000
+
+Reply = Callable[[int, str], Awaitable[None]]
+
+
+@dataclass
+class BotIdentity:
+    """Who the bot is, from getMe once it answers; until then only replies and commands
+    address it in a group."""
+
+    id: int | None = None
+    username: str = ""
+
+
+class Normaliser:
+    def __init__(
+        self,
+        settings: TelegramConfig,
+        policy: AccessPolicy,
+        identity: BotIdentity,
+        media: MediaFetcher,
+        reply: Reply,
+    ) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.identity = identity
+        self._media = media
+        self._reply = reply
+
+    async def normalise(self, update: Update) -> InboundMessage | None:
+        msg = update.message or update.edited_message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return None  # channel posts, service messages, other bots
+        user = msg.from_user
+        chat = msg.chat
+        topic = msg.message_thread_id if msg.is_topic_message else None
+        chat_id = ids.chat_id(chat.id, topic)
+        text = msg.text or msg.caption or ""
+        if chat.type == "private":
+            decision = self.policy.private(str(user.id), user.username)
+            if decision.reply:
+                await self._reply(chat.id, decision.reply)
+            if decision.trust is None:
+                return None
+            trust, mentioned = decision.trust, True
+        elif chat.type in ("group", "supergroup"):
+            if not self.policy.group(str(chat.id), chat_id):
+                return None
+            mentioned = self._addressed(msg, text)
+            if self.settings.require_mention and not mentioned:
+                return None
+            trust = Trust.GROUP
+        else:
+            return None
+        media, notes = await self._media.fetch(msg, chat_id, trust)
+        if not text and not media:
+            return None  # stickers, polls, locations: nothing we pass on yet
+        body = text
+        if update.edited_message is not None:
+            body = f"[edited] {body}"
+        quote = quoted(msg)
+        if quote and not text.startswith("/"):
+            body = f"{quote}\n{body}"
+        if notes:
+            body = "\n".join([body, *notes]) if body else "\n".join(notes)
+        reply = msg.reply_to_message
+        return InboundMessage(
+            channel="telegram",
+            chat_id=chat_id,
+            message_id=ids.message_id(update.update_id, msg.message_id),
+            sender_id=str(user.id),
+            sender_name=user.full_name or user.username or str(user.id),
+            text=body,
+            media=tuple(media),
+            trust=trust,
+            mentioned=mentioned,
+            reply_to=str(reply.message_id) if reply is not None else None,
+            timestamp=msg.edit_date or msg.date,
+        )
+
+    def _addressed(self, msg: Message, text: str) -> bool:
+        """In a group: a mention, a reply to us, or a command not meant for another bot."""
+        name = self.identity.username.lower()
+        bot_id = self.identity.id
+        entities = msg.parse_entities() if msg.text else msg.parse_caption_entities()
+        for entity, value in entities.items():
+            if entity.type == "mention" and name and value[1:].lower() == name:
+                return True
+            if entity.type == "text_mention" and entity.user and entity.user.id == bot_id:
+                return True
+        if text.startswith("/"):
+            target = text.split(maxsplit=1)[0].partition("@")[2].lower()
+            return not target or target == name
+        if name and re.search(rf"(?<![\w@])@?{re.escape(name)}(?!\w)", text, re.IGNORECASE):
+            return True
+        replied = msg.reply_to_message
+        return bool(replied and replied.from_user and replied.from_user.id == bot_id)
+
+
+def is_stop(text: str) -> bool:
+    head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+    return head.split("@", 1)[0].lower() == "/stop"
+
+
+def quoted(msg: Message) -> str:
+    """The replied-to text as a Markdown quote, so the model sees what is being answered."""
+    replied = msg.reply_to_message
+    source = msg.quote.text if msg.quote is not None else None
+    if source is None and replied is not None:
+        source = replied.text or replied.caption
+    if not source:
+        return ""
+    if len(source) > QUOTE_MAX_CHARS:
+        source = source[:QUOTE_MAX_CHARS] + "…"
+    return "\n".join(f"> {line}" for line in source.splitlines())

@@ -1,0 +1,240 @@
+"""Replies out: Bot API calls with Telegram's retry rules, formatted parts, files, typing.
+
+Retry rules (`ApiCalls`): a 429 waits the `retry_after` Telegram names; a refused connection
+or a 5xx backs off and retries; a timeout after the request went out is not retried, since
+Telegram may have acted on it and cannot de-duplicate a send (at most once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from clawgate.channels.telegram.format import render_parts
+from clawgate.channels.telegram.ids import split_chat_id
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
+from clawgate.kernel.storage import confine
+
+if TYPE_CHECKING:
+    from telegram import Bot, ReplyParameters
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+BotRef = Callable[[], "Bot"]
+
+MAX_RETRY_AFTER = 300.0
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".webp"}
+
+
+class ApiCalls:
+    """Runs one Bot API request under the retry rules above."""
+
+    def __init__(self, *, attempts: int, sleep: Sleep) -> None:
+        self._attempts = attempts
+        self._sleep = sleep
+
+    async def run(self, request: Callable[[], Awaitable[T]], what: str) -> T:
+        from telegram.error import BadRequest, NetworkError, RetryAfter
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await request()
+            except BadRequest:
+                raise  # a NetworkError subclass in PTB, but the request itself is wrong
+            except RetryAfter as exc:
+                delay = min(_retry_after_seconds(exc), MAX_RETRY_AFTER)
+                error: Exception = exc
+            except NetworkError as exc:
+                if not _not_delivered(exc):
+                    raise ChannelError(
+                        f"telegram: {what} outcome unknown ({one_line(exc)}); not retried "
+                        "so it cannot arrive twice"
+                    ) from exc
+                delay = min(2.0 ** (attempt - 1), 30.0)
+                error = exc
+            if attempt >= self._attempts:
+                raise ChannelError(
+                    f"telegram: {what} failed after {attempt} attempts ({one_line(error)})"
+                ) from error
+            log.warning(
+                "telegram: %s failed (%s); retry %d in %.0f s",
+                what,
+                one_line(error),
+                attempt,
+                delay,
+            )
+            await self._sleep(delay)
+
+
+class Sender:
+    """One reply: its text as HTML parts (plain text where Telegram rejects the HTML), then
+    its files from the workspace."""
+
+    def __init__(self, bot: BotRef, calls: ApiCalls, workspace: Path) -> None:
+        self._bot = bot
+        self._calls = calls
+        self.workspace = workspace
+
+    async def send(
+        self, chat: int, thread: int | None, text: str, media: Sequence[str], quote_id: int | None
+    ) -> None:
+        reply_parameters = _reply_parameters(chat, quote_id)
+        for html_part, plain_part in render_parts(text):
+            await self._send_part(chat, thread, html_part, plain_part, reply_parameters)
+            reply_parameters = None
+        for path in media:
+            await self._send_file(chat, thread, path)
+
+    async def reply_plain(self, chat: int, text: str) -> None:
+        """A best-effort plain message (the pairing reply); a failure is only logged."""
+        bot = self._bot()
+        try:
+            await self._calls.run(lambda: bot.send_message(chat, text), "sendMessage")
+        except Exception as exc:
+            log.warning("telegram: reply to %s not sent (%s)", chat, one_line(exc))
+
+    async def _send_part(
+        self,
+        chat: int,
+        thread: int | None,
+        html_part: str,
+        plain_part: str,
+        reply_parameters: ReplyParameters | None,
+    ) -> None:
+        from telegram.error import BadRequest
+
+        bot = self._bot()
+        try:
+            await self._calls.run(
+                lambda: bot.send_message(
+                    chat,
+                    html_part,
+                    parse_mode="HTML",
+                    message_thread_id=thread,
+                    reply_parameters=reply_parameters,
+                ),
+                "sendMessage",
+            )
+        except BadRequest as exc:
+            if "can't parse entities" not in str(exc).lower():
+                raise
+            log.info("telegram: HTML rejected (%s); sending that part as plain text", exc)
+            await self._calls.run(
+                lambda: bot.send_message(
+                    chat,
+                    plain_part,
+                    message_thread_id=thread,
+                    reply_parameters=reply_parameters,
+                ),
+                "sendMessage",
+            )
+
+    async def _send_file(self, chat: int, thread: int | None, relative: str) -> None:
+        bot = self._bot()
+        path, data = await asyncio.to_thread(_read_workspace_file, self.workspace, relative)
+        if path.suffix.lower() in IMAGE_SUFFIXES and len(data) <= MAX_PHOTO_BYTES:
+            await self._calls.run(
+                lambda: bot.send_photo(
+                    chat, photo=data, filename=path.name, message_thread_id=thread
+                ),
+                "sendPhoto",
+            )
+        else:
+            await self._calls.run(
+                lambda: bot.send_document(
+                    chat, document=data, filename=path.name, message_thread_id=thread
+                ),
+                "sendDocument",
+            )
+
+
+class Typing:
+    """ "typing..." in a chat while its turn runs, renewed every few seconds, bounded."""
+
+    def __init__(self, bot: BotRef, *, interval: float, limit: float) -> None:
+        self._bot = bot
+        self._interval = interval
+        self._limit = limit
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, chat_id: str) -> None:
+        task = self._tasks.get(chat_id)
+        if task is None or task.done():
+            self._tasks[chat_id] = asyncio.create_task(
+                self._keep_typing(chat_id), name=f"telegram typing {chat_id}"
+            )
+
+    def stop(self, chat_id: str) -> None:
+        task = self._tasks.pop(chat_id, None)
+        if task is not None:
+            task.cancel()
+
+    def stop_all(self) -> None:
+        for chat_id in list(self._tasks):
+            self.stop(chat_id)
+
+    async def _keep_typing(self, chat_id: str) -> None:
+        chat, thread = split_chat_id(chat_id)
+        bot = self._bot()
+        loop = asyncio.get_running_loop()
+        # Bounded: a turn that never replies must not leave "typing..." up forever.
+        deadline = loop.time() + self._limit
+        while loop.time() < deadline:
+            try:
+                await bot.send_chat_action(chat, "typing", message_thread_id=thread)
+            except Exception as exc:
+                log.debug("telegram: typing action failed (%s)", one_line(exc))
+            await asyncio.sleep(self._interval)
+
+
+def _reply_parameters(chat: int, quote_id: int | None) -> ReplyParameters | None:
+    from telegram import ReplyParameters
+
+    # In a busy group the quote shows whom we answer; in a private chat it is noise.
+    if quote_id is None or chat > 0:
+        return None
+    return ReplyParameters(message_id=quote_id, allow_sending_without_reply=True)
+
+
+def _read_workspace_file(workspace: Path, relative: str) -> tuple[Path, bytes]:
+    try:
+        path = confine(workspace, relative)
+    except PathOutsideRoot:
+        path = None
+    if path is None or not path.is_file():
+        raise ChannelError(f"telegram: cannot send {relative}: not a file in the workspace")
+    return path, path.read_bytes()
+
+
+def _not_delivered(exc: Exception) -> bool:
+    """True when Telegram certainly did not act on the request, so a retry cannot double it."""
+    import httpx
+    from telegram.error import TelegramError, TimedOut
+
+    cause = exc.__cause__
+    if isinstance(exc, TimedOut):
+        return isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout)
+    if cause is None or isinstance(cause, TelegramError):
+        return True  # Telegram answered with an error status (5xx)
+    return isinstance(cause, httpx.ConnectError)
+
+
+def _retry_after_seconds(exc: Exception) -> float:
+    value = getattr(exc, "_retry_after", None)  # a timedelta; the public property warns
+    if not isinstance(value, timedelta):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = exc.retry_after  # type: ignore[attr-defined]
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
