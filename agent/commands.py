@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clawgate.agent.context import ContextBuilder
-from clawgate.agent.guard import ContextGuard, ContextTooLarge, estimate_tokens
+from clawgate.agent.guard import ContextGuard, ContextTooLarge
+from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import InboundMessage
@@ -28,7 +29,7 @@ COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
 
 
 def _tokens(text: str) -> int:
-    return estimate_tokens([{"role": "system", "content": text}])
+    return estimate_messages([{"role": "system", "content": text}])
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -126,8 +127,8 @@ class CommandHandler:
         history = self.guard.history(session)
         schemas = self.tools.schemas(message.trust, self.tools_config)
         rows = [(f"system: {part.name}", _tokens(part.text)) for part in parts]
-        rows.append((f"history: {len(history)} messages", estimate_tokens(history)))
-        rows.append((f"tools: {len(schemas)}", estimate_tokens([], schemas) if schemas else 0))
+        rows.append((f"history: {len(history)} messages", estimate_messages(history)))
+        rows.append((f"tools: {len(schemas)}", estimate_messages([], schemas) if schemas else 0))
         used = sum(tokens for _, tokens in rows)
         lines = [
             f"Context: ~{used:,} of {self.guard.limit:,} tokens ({100 * used // self.guard.limit}%)"

@@ -1,7 +1,7 @@
 """The context guard: keep every request inside the model's context window.
 
-Before each model call the request is estimated (characters / 4, plus a little per
-message). In owner sessions, crossing the soft threshold runs one silent memory-flush turn
+Before each model call the request is estimated (`estimate_messages` in
+agent/memory/tokens.py: about four characters a token, one per CJK character). In owner sessions, crossing the soft threshold runs one silent memory-flush turn
 per compaction cycle. On overflow - estimated, or reported by the provider - first
 oversized tool results are cut in what is sent (head and tail kept), then the oldest part
 of the unconsolidated history is replaced by an LLM summary (recorded as a `compaction`
@@ -11,13 +11,13 @@ then the turn fails with a clear message.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from clawgate.agent.history import to_model_messages
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.consolidate import format_messages
+from clawgate.agent.memory.tokens import message_tokens, tail_within
 from clawgate.agent.session import Session, SessionStore
 
 log = logging.getLogger(__name__)
@@ -34,16 +34,6 @@ SUMMARY_PROMPT = (
 
 class ContextTooLarge(Exception):
     """Even after cutting and compacting, the request does not fit."""
-
-
-def estimate_tokens(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
-) -> int:
-    """A fast, slightly pessimistic count: about four characters per token."""
-    chars = sum(len(json.dumps(m, ensure_ascii=False)) + 16 for m in messages)
-    if tools:
-        chars += len(json.dumps(tools))
-    return chars // 4 + 1
 
 
 def truncate_tool_results(
@@ -113,15 +103,15 @@ class ContextGuard:
         budget = int(self.limit * KEEP_FRACTION)
         kept_tokens, index = 0, len(messages)
         while index > 1:
-            cost = estimate_tokens([messages[index - 1]])
+            cost = message_tokens(messages[index - 1])
             if kept_tokens + cost > budget and index < len(messages):
                 break
             kept_tokens += cost
             index -= 1
-        while index > 0 and messages[index].get("role") == "tool":
+        while 0 < index < len(messages) and messages[index].get("role") == "tool":
             index -= 1  # keep the assistant's call together with its results
-        if index <= 0:
-            return None
+        if not 0 < index < len(messages):
+            return None  # nothing older than the newest message, which always stays
         return int(messages[index - 1]["seq"])
 
     async def compact(self, session: Session, *, model: str | None = None) -> int:
@@ -135,8 +125,8 @@ class ContextGuard:
         body = format_messages(truncate_tool_results(chunk))
         if previous:
             body = f"Earlier summary:\n{previous['summary']}\n\nThen:\n{body}"
-        # Keep the summary request itself inside the window.
-        body = body[-self.limit * 3 :]
+        # Keep the summary request itself inside the window, with room for the summary.
+        body = tail_within(body, self.limit * 3 // 4)
         response = await self.llm.chat(
             [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}],
             model=model,

@@ -23,12 +23,12 @@ from typing import Any, NoReturn, TypeVar
 
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE = 1.0
-BACKOFF_CAP = 30.0
-RETRY_AFTER_CAP = 30.0
+# 1, 2, 4 ... s between attempts; a server's Retry-After is honoured up to the same cap.
+BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 _CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window")
 
 T = TypeVar("T")
@@ -52,15 +52,6 @@ class LLMResponse:
 
 class ContextOverflow(ModelUnavailable):
     """The provider says the request exceeds the model's context window; retrying cannot help."""
-
-
-class _Retryable(Exception):
-    """An attempt failed in a way another attempt may not (rate limit, 5xx, timeout)."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 class _NextModel(Exception):
@@ -192,19 +183,21 @@ class LLMClient:
 
     async def _with_retries(self, model: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run `attempt` up to 1 + max_retries times; raise _NextModel when they all fail."""
-        for number in range(1, self._attempts + 1):
+        started = time.monotonic()
+
+        async def once() -> T:
+            nonlocal started
             started = time.monotonic()
             try:
                 # litellm's timeout bounds each read; this bounds the whole attempt.
                 async with asyncio.timeout(self._config.request_timeout):
                     return await attempt()
             except TimeoutError:
-                failure = _Retryable("timed out")
+                raise Retry("timed out") from None
             except Exception as exc:
-                failure = self._classify(model, exc)
-            if number == self._attempts:
-                break
-            delay = self._backoff(number, failure.retry_after)
+                raise self._classify(model, exc) from None
+
+        def log_retry(number: int, failure: Retry, delay: float) -> None:
             log.warning(
                 "model %s attempt %d/%d failed after %.1f s: %s; retrying in %.1f s",
                 model,
@@ -214,17 +207,21 @@ class LLMClient:
                 failure.reason,
                 delay,
             )
-            await self._sleep(delay)
-        log.warning("model %s failed %d times: %s", model, self._attempts, failure.reason)
-        raise _NextModel(model, failure.reason, self._attempts)
 
-    @staticmethod
-    def _backoff(attempt_number: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), RETRY_AFTER_CAP)
-        return min(BACKOFF_BASE * 2 ** (attempt_number - 1), BACKOFF_CAP)
+        try:
+            return await retrying(
+                once,
+                attempts=self._attempts,
+                backoff=BACKOFF,
+                sleep=self._sleep,
+                on_retry=log_retry,
+            )
+        except RetriesExhausted as exhausted:
+            reason = exhausted.last.reason
+            log.warning("model %s failed %d times: %s", model, self._attempts, reason)
+            raise _NextModel(model, reason, self._attempts) from None
 
-    def _classify(self, model: str, exc: Exception) -> _Retryable:
+    def _classify(self, model: str, exc: Exception) -> Retry:
         """Return a retryable failure, or raise what ends this call (or this model)."""
         litellm = self._lib()
         status = getattr(exc, "status_code", None)
@@ -245,17 +242,17 @@ class LLMClient:
         if isinstance(exc, litellm.PermissionDeniedError):
             self._fail(ModelUnavailable, f"The model provider refused access to {model}", exc)
         if isinstance(exc, litellm.RateLimitError):
-            return _Retryable("rate limited (HTTP 429)", _retry_after(exc))
+            return Retry("rate limited (HTTP 429)", _retry_after(exc))
         if isinstance(exc, litellm.Timeout):
-            return _Retryable("timed out")
+            return Retry("timed out")
         if isinstance(exc, litellm.APIConnectionError):
-            return _Retryable("could not connect")
+            return Retry("could not connect")
         if isinstance(exc, litellm.NotFoundError):
             raise _NextModel(model, f"not found ({detail})" if detail else "not found", None)
         if isinstance(status, int) and status >= 500:
             # litellm reports a refused connection as a 500 "Connection error."
             reason = "could not connect" if "connection error" in detail.lower() else None
-            return _Retryable(reason or f"server error (HTTP {status})", _retry_after(exc))
+            return Retry(reason or f"server error (HTTP {status})", _retry_after(exc))
         if isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError):
             suffix = f": {detail}" if detail else ""
             self._fail(

@@ -14,13 +14,13 @@ from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import (
     ContextGuard,
     ContextTooLarge,
-    estimate_tokens,
     truncate_tool_results,
 )
 from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse
 from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
@@ -283,20 +283,20 @@ class AgentLoop:
         """The request for this step, brought under the context limit (see agent/guard.py)."""
         history = self.guard.history(session)
         messages = self.context.build_messages(system, history)
-        estimate = estimate_tokens(messages, schemas)
+        estimate = estimate_messages(messages, schemas)
         if ctx.trust.is_owner and self.guard.flush_due(session, estimate):
             self.guard.mark_flushed(session)
             await self._flush(session, ctx, messages, schemas, model)
         if level == 0 and estimate <= self.guard.limit:
             return messages
         messages = self.context.build_messages(system, truncate_tool_results(history))
-        if level <= 1 and estimate_tokens(messages, schemas) <= self.guard.limit:
+        if level <= 1 and estimate_messages(messages, schemas) <= self.guard.limit:
             return messages
         await self.guard.compact(session, model=model)
         messages = self.context.build_messages(
             system, truncate_tool_results(self.guard.history(session))
         )
-        if estimate_tokens(messages, schemas) > self.guard.limit:
+        if estimate_messages(messages, schemas) > self.guard.limit:
             raise ContextTooLarge("the request is too large even after compaction")
         return messages
 

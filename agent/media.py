@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.llm import LLMClient
-from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.errors import ModelUnavailable, PathOutsideRoot
+from clawgate.kernel.storage import confine
 
 log = logging.getLogger(__name__)
 
@@ -20,15 +21,19 @@ AUDIO_SUFFIXES = {".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".webm"}
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 
 
-def _inside(workspace: Path, relative: str) -> Path | None:
-    path = (workspace / relative).resolve()
-    return path if path.is_relative_to(workspace.resolve()) and path.is_file() else None
+def _media_file(workspace: Path, relative: str) -> Path | None:
+    """The file a media path names, if it is one and inside the workspace."""
+    try:
+        path = confine(workspace, relative)
+    except PathOutsideRoot:
+        return None
+    return path if path.is_file() else None
 
 
 def _load_images(workspace: Path, media: tuple[str, ...]) -> list[dict[str, Any]]:
     parts = []
     for relative in media:
-        path = _inside(workspace, relative)
+        path = _media_file(workspace, relative)
         if path is None or path.suffix.lower() not in IMAGE_SUFFIXES:
             continue
         if path.stat().st_size > MAX_IMAGE_BYTES:
@@ -69,7 +74,7 @@ async def transcripts(
     """A note per voice/audio file: its transcript, or why there is none."""
     notes = []
     for relative in media:
-        path = _inside(workspace, relative)
+        path = _media_file(workspace, relative)
         if path is None or path.suffix.lower() not in AUDIO_SUFFIXES:
             continue
         try:

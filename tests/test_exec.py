@@ -95,7 +95,7 @@ async def test_environment_holds_no_credentials(
 async def test_output_is_scrubbed_of_secrets(workspace: Path) -> None:
     (workspace / "leak.txt").write_text(f"key={API_KEY}\n")
     result = await run(make_ctx(workspace), "cat leak.txt")
-    assert result == "key=[redacted]\nexit code 0"
+    assert result == "key=[REDACTED]\nexit code 0"
 
 
 async def test_exit_code_stdout_and_stderr(workspace: Path) -> None:

@@ -31,8 +31,8 @@ from clawgate.gateway.cron.store import CronStore
 from clawgate.gateway.onboard import toml_string
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig, Config, LimitsConfig, ToolsConfig, load_config
-from clawgate.kernel.errors import ConfigError, CronError
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.errors import ConfigError, CronError, PathOutsideRoot
+from clawgate.kernel.storage import DiskWriter, confine, inside
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import Harness, make_config
 
@@ -619,6 +619,41 @@ def test_tool_arguments_never_raise_and_never_write_outside_reach() -> None:
     assert count.n >= FUZZ_EXAMPLES
     assert errors["error"] and errors["ok"]
     print(f"\n{count.n} examples: {errors}")
+
+
+def test_kernel_confine_keeps_every_path_inside_or_refuses() -> None:
+    """The primitive under every file tool, fuzzed on its own with the same paths."""
+    count = Counter()
+    outcomes = {"inside": 0, "refused": 0}
+    with scratch() as base:
+        root = base / "workspace"
+        (root / "public").mkdir(parents=True)
+        outside = base / "outside"
+        outside.mkdir()
+        (root / "public" / "escape").symlink_to(outside)
+        (root / "public" / "back").symlink_to(root / "public")
+        (root / "loop").symlink_to(root / "loop")
+        root = root.resolve()
+
+        @FUZZ
+        @given(path=_paths(outside), public=st.booleans())
+        def check(path: str, public: bool) -> None:
+            count()
+            folder = root / "public" if public else root
+            try:
+                resolved = confine(folder, path)
+            except PathOutsideRoot as exc:
+                outcomes["refused"] += 1
+                assert "\n" not in str(exc)  # one line, whatever the path holds
+                return
+            outcomes["inside"] += 1
+            assert inside(resolved, folder)
+            assert Path(os.path.realpath(resolved)) == resolved  # nothing left to follow out
+
+        check()
+    assert count.n >= FUZZ_EXAMPLES
+    assert outcomes["inside"] and outcomes["refused"]
+    print(f"\n{count.n} examples: {outcomes}")
 
 
 async def test_lone_surrogate_content_is_written_as_replacement_character(

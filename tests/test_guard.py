@@ -1,8 +1,10 @@
 import asyncio
+import json
 from datetime import UTC, datetime
 
-from clawgate.agent.guard import SUMMARY_PREFIX, estimate_tokens, truncate_tool_results
+from clawgate.agent.guard import SUMMARY_PREFIX, truncate_tool_results
 from clawgate.agent.loop import TOO_LONG
+from clawgate.agent.memory.tokens import estimate_messages, estimate_tokens, tail_within
 from clawgate.agent.session import load_session
 from clawgate.kernel.bus import Trust
 from tests.fakes.llm import context_overflow, text, tool_call
@@ -39,7 +41,7 @@ async def _fill(harness, count, size=400, key="test:1"):
 
 def test_estimate_and_truncate():
     big = {"role": "tool", "tool_call_id": "a", "content": "x" * 50_000}
-    assert estimate_tokens([big]) > 12_000
+    assert estimate_messages([big]) > 12_000
     cut = truncate_tool_results([big, {"role": "user", "content": "y" * 50_000}])
     assert len(cut[0]["content"]) < 2_200 and "characters cut" in cut[0]["content"]
     assert len(cut[1]["content"]) == 50_000  # only tool results are cut
@@ -147,3 +149,96 @@ async def test_compact_and_context_commands(tmp_path, fake_llm, agent_config):
             before.split("~")[1].split()[0].replace(",", "")
         )
         await asyncio.sleep(0)
+
+
+# -- Chinese, Japanese and Korean text ------------------------------------------------------
+
+# Two sentences of ordinary Chinese, 30 characters: about one token per character.
+CHINESE = "我们明天早上九点在公司门口见面，然后一起去机场接客户。"
+
+
+def _is_cjk(char: str) -> bool:
+    return "\u4e00" <= char <= "\u9fff" or "\u3000" <= char <= "\u30ff" or char == "\uff0c"
+
+
+def provider_tokens(request: dict) -> int:
+    """How the fake provider counts a request: one token per CJK character and about four
+    characters a token for everything else in the JSON it received - as BPE tokenizers do."""
+    body = json.dumps([request["messages"], request.get("tools") or []], ensure_ascii=False)
+    cjk = sum(1 for char in body if _is_cjk(char))
+    return cjk + (len(body) - cjk) // 4
+
+
+def characters_over_four(messages: list) -> int:
+    """The estimate the guard used before it knew about CJK text."""
+    return sum(len(json.dumps(m, ensure_ascii=False)) + 16 for m in messages) // 4 + 1
+
+
+class WindowedModel:
+    """A fake model with a real context window: a request whose prompt plus max_tokens does
+    not fit is refused with the provider's context-length error, as OpenAI does."""
+
+    def __init__(self, window: int, answer: str) -> None:
+        self.window = window
+        self.answer = answer
+        self.largest = 0
+        self.overflows = 0
+
+    def __call__(self, request: dict):
+        needed = provider_tokens(request) + request.get("max_tokens", 0)
+        self.largest = max(self.largest, needed)
+        if needed > self.window:
+            self.overflows += 1
+            return context_overflow(self.window, needed)
+        if is_flush(request):
+            return text("NO_REPLY")
+        if is_summary(request):
+            return text("摘要：客户接机的安排。")
+        return text(self.answer)
+
+
+def test_cjk_text_counts_about_a_token_a_character():
+    assert estimate_tokens(CHINESE * 10) >= 270
+    assert estimate_tokens("日本語のテキスト" * 10) >= 80 and estimate_tokens("한국어 텍스트") >= 6
+    assert estimate_tokens("plain English text, forty characters...") == 10
+    tail = tail_within("x" * 100 + CHINESE * 10, 50)
+    assert (CHINESE * 10).endswith(tail) and 45 <= estimate_tokens(tail) <= 50
+    assert tail_within("abcdefgh" * 10, 5) == ("abcdefgh" * 10)[-20:]
+
+
+async def test_chinese_conversation_is_compacted_before_the_window_overflows(
+    tmp_path, fake_llm, agent_config
+):
+    window = 6000
+    config = make_config(tmp_path, _small_window(agent_config, window=window))
+    model = WindowedModel(window, answer=CHINESE * 12)
+    fake_llm.handler = model
+    async with Harness(config) as harness:
+        for turn in range(14):
+            reply = await harness.ask(f"第{turn}个问题：" + CHINESE * 12)
+            assert reply.text == CHINESE * 12, reply.text
+        session = await harness.runtime.sessions.get("test:1")
+        raw = [{"role": m["role"], "content": m["content"]} for m in session.messages]
+    assert model.overflows == 0, f"the fake model saw {model.largest} of {window} tokens"
+    assert model.largest > 0.9 * window  # the conversation did come close to the window
+    assert any(is_flush(r) for r in fake_llm.requests)
+    assert len(list(session.records_of("compaction"))) >= 1
+    # What the guard prevented: by characters/4 the raw history looks far from the limit,
+    # while the provider counts it well past its window.
+    assert characters_over_four(raw) < 0.6 * (window - config.agent.max_tokens)
+    assert provider_tokens({"messages": raw}) > window
+
+
+async def test_one_chinese_message_too_large_is_refused_without_a_call(
+    tmp_path, fake_llm, agent_config
+):
+    window = 6000
+    config = make_config(tmp_path, _small_window(agent_config, window=window))
+    model = WindowedModel(window, answer="好")
+    fake_llm.handler = model
+    message = CHINESE * 200  # 6,000 characters: 1,500 "tokens" by characters/4
+    async with Harness(config) as harness:
+        reply = await harness.ask(message, trust=Trust.GROUP)
+    assert reply.is_error and reply.text == TOO_LONG
+    assert model.overflows == 0 and not [r for r in fake_llm.requests if not is_summary(r)]
+    assert characters_over_four([{"role": "user", "content": message}]) < window // 2

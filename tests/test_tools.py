@@ -8,7 +8,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -19,13 +19,15 @@ from clawgate.agent.tools import (
     Tool,
     ToolContext,
     ToolError,
+    ToolParams,
     ToolRegistry,
     default_tools,
     resolve_path,
 )
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.storage import DiskWriter, confine
 
 OUTSIDERS = [Trust.ALLOWED, Trust.GROUP]
 
@@ -335,23 +337,22 @@ async def test_disk_full_is_reported_and_the_file_is_unchanged(workspace: Path) 
 # --- the registry ------------------------------------------------------------------------
 
 
-class Echo(Tool):
+class Echo(Tool["Echo.Params"]):
     name: ClassVar[str] = "echo"
     description: ClassVar[str] = "Return text, or fail on purpose."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
-        "required": ["text"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        if args["text"] == "crash":
+    class Params(ToolParams):
+        text: str
+        times: int = 1
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        if params.text == "crash":
             raise RuntimeError("something broke")
-        if args["text"] == "oserror":
+        if params.text == "oserror":
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/x")
-        if args["text"] == "toolerror":
+        if params.text == "toolerror":
             raise ToolError(f"bad input {ctx.secrets[0]}")
-        return args["text"] * args.get("times", 1)
+        return params.text * params.times
 
 
 @pytest.fixture
@@ -395,6 +396,73 @@ async def test_bad_arguments(
 async def test_bool_is_not_an_integer(workspace: Path, registry: ToolRegistry) -> None:
     result = await registry.execute("echo", {"text": "a", "times": True}, make_ctx(workspace))
     assert result == "Error: argument 'times' of echo must be integer, got boolean"
+
+
+async def test_extra_arguments_are_ignored(workspace: Path, registry: ToolRegistry) -> None:
+    result = await registry.execute(
+        "echo", {"text": "a", "times": 2, "mood": "x"}, make_ctx(workspace)
+    )
+    assert result == "aa"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            {"text": "a", "times": "3"},
+            "Error: argument 'times' of echo must be integer, got string",
+        ),
+        (
+            {"text": "a", "times": 1.5},
+            "Error: argument 'times' of echo must be integer, got number",
+        ),
+        ({"text": "a", "times": None}, "Error: argument 'times' of echo must be integer, got null"),
+        ({"text": ["a"]}, "Error: argument 'text' of echo must be string, got array"),
+        ({"times": {}}, "Error: echo is missing required argument(s): 'text'"),
+    ],
+)
+async def test_json_types_are_strict(
+    workspace: Path, registry: ToolRegistry, args: dict[str, Any], expected: str
+) -> None:
+    assert await registry.execute("echo", args, make_ctx(workspace)) == expected
+
+
+async def test_other_validation_failures_are_one_line(
+    workspace: Path, registry: ToolRegistry
+) -> None:
+    class Pick(Tool["Pick.Params"]):
+        name: ClassVar[str] = "pick"
+        description: ClassVar[str] = "Pick a colour."
+
+        class Params(ToolParams):
+            colour: Literal["red", "green"]
+
+        async def run(self, params: Params, ctx: ToolContext) -> str:
+            return params.colour
+
+    registry.register(Pick())
+    result = await registry.execute("pick", '{"colour": "blue\\nsky"}', make_ctx(workspace))
+    assert result.startswith("Error: pick: invalid value for 'colour': Input should be 'red'")
+    assert "\n" not in result
+    assert await registry.execute("pick", '{"colour": "red"}', make_ctx(workspace)) == "red"
+
+
+def test_schema_comes_from_the_params_model(registry: ToolRegistry) -> None:
+    schemas = {
+        s["function"]["name"]: s["function"] for s in registry.schemas(Trust.OWNER, ToolsConfig())
+    }
+    assert schemas["echo"]["parameters"] == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer", "default": 1}},
+        "required": ["text"],
+    }
+    write = schemas["write_file"]["parameters"]
+    assert write["required"] == ["path", "content"]
+    assert write["properties"]["content"] == {
+        "type": "string",
+        "description": "The complete new file content",
+    }
+    assert "title" not in json.dumps(schemas)
 
 
 async def test_unknown_and_hidden_tools_read_the_same(
@@ -443,7 +511,7 @@ async def test_exceptions_become_text(workspace: Path, registry: ToolRegistry) -
         "Error: echo failed: Permission denied"
     )
     assert await registry.execute("echo", {"text": "toolerror"}, ctx) == (
-        "Error: bad input [redacted]"
+        "Error: bad input [REDACTED]"
     )
 
 
@@ -465,7 +533,7 @@ async def test_secrets_are_redacted(workspace: Path, registry: ToolRegistry) -> 
     (workspace / "leak.txt").write_text("token=sk-live-abc and tg:xyz-123 and sk-live-abcdef")
     ctx = make_ctx(workspace, secrets=("sk-live-abc", "tg:xyz-123", "sk-live-abcdef", ""))
     result = await registry.execute("read_file", {"path": "leak.txt"}, ctx)
-    assert result == "token=[redacted] and [redacted] and [redacted]"
+    assert result == "token=[REDACTED] and [REDACTED] and [REDACTED]"
 
 
 def test_duplicate_registration_is_refused(registry: ToolRegistry) -> None:
@@ -514,3 +582,37 @@ def test_resolve_path_never_escapes(
     assert resolved.is_absolute()
     if restrict or not trust.is_owner:
         assert resolved == root or root in resolved.parents
+
+
+@settings(deadline=None, max_examples=300)
+@given(path=_PATHS, public=st.booleans())
+def test_kernel_confine_never_escapes(fuzz_workspace: Path, path: str, public: bool) -> None:
+    """The primitive under resolve_path: inside the root, fully resolved, or PathOutsideRoot."""
+    root = fuzz_workspace / "public" if public else fuzz_workspace
+    try:
+        resolved = confine(root, path)
+    except PathOutsideRoot:
+        assert "\x00" in path or not _lexically_inside(root, path)
+        return
+    assert resolved == root or root in resolved.parents
+    assert Path(os.path.realpath(resolved)) == resolved  # no symlink left to follow out
+
+
+def _lexically_inside(root: Path, path: str) -> bool:
+    """Whether `path` stays in `root` when `..` is collapsed and no symlink is involved."""
+    joined = os.path.normpath(root / path)
+    pieces = Path(joined).relative_to(root).parts if Path(joined).is_relative_to(root) else None
+    return pieces is not None and not {"out", "up", "dangling", "loop"} & set(pieces)
+
+
+@pytest.mark.parametrize("path", ["out", "out/x", "public/up/memory", "../x", "/etc", "dangling"])
+def test_kernel_confine_refuses_symlinks_out_and_escapes(fuzz_workspace: Path, path: str) -> None:
+    root = fuzz_workspace / "public" if path.startswith("public/") else fuzz_workspace
+    relative = path.removeprefix("public/") if root != fuzz_workspace else path
+    with pytest.raises(PathOutsideRoot):
+        confine(root, relative)
+
+
+def test_kernel_confine_resolves_inside(fuzz_workspace: Path) -> None:
+    assert confine(fuzz_workspace, "memory/../public/./x.md") == fuzz_workspace / "public/x.md"
+    assert confine(fuzz_workspace, str(fuzz_workspace / "memory")) == fuzz_workspace / "memory"

@@ -1,15 +1,22 @@
-"""Words, CJK runs and token counts: the one tokenizer the chunker, embedder and search share.
+"""Words, CJK runs and token counts: the one tokenizer the chunker, embedder and search share,
+and the one token estimator the context guard, the chunker and `/context` share.
 
 Latin-script text splits into words at anything that is not a letter or digit (as SQLite's
 unicode61 tokenizer does). Chinese, Japanese and Korean text has no spaces, so a run of CJK
 characters is kept whole and cut into character n-grams by whoever needs them.
+
+Token estimates follow what BPE tokenizers do: about four characters a token for most
+text, but about one token per CJK character - a characters/4 rule would undercount Chinese,
+Japanese and Korean about fourfold and let a request overflow the context window.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 # Han (incl. extensions A and compatibility), kana, Hangul syllables and jamo.
 _CJK_CLASS = (
@@ -17,7 +24,9 @@ _CJK_CLASS = (
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002fa1f"
 )
 CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
+# What a tokenizer spends about a token on each: CJK characters, CJK punctuation ("，。「」")
+# and full-width forms.
+_WIDE_CHAR = re.compile(f"[{_CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
 # A word: letters and digits that are not CJK (underscore separates, like unicode61).
 WORD = re.compile(f"(?:(?![{_CJK_CLASS}])[^\\W_])+")
 
@@ -81,7 +90,65 @@ def token_set(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# What a chat format adds around each message (role, separators).
+MESSAGE_OVERHEAD = 4
+
+
 def estimate_tokens(text: str) -> int:
     """Roughly what a BPE tokenizer counts: ~4 characters a token, one per CJK character."""
-    cjk = len(_CJK_CHAR.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
+    if text.isascii():  # O(1) for str: the common case costs nothing
+        return (len(text) + 3) // 4
+    return _non_ascii_tokens(text)
+
+
+@lru_cache(maxsize=4096)
+def _non_ascii_tokens(text: str) -> int:
+    # Cached by the text itself: a stored message's strings are the same objects turn after
+    # turn, and a str keeps its hash, so re-estimating a long history is a lookup per string.
+    return _count(text)
+
+
+def _count(text: str) -> int:
+    wide = len(_WIDE_CHAR.findall(text))
+    return wide + (len(text) - wide + 3) // 4
+
+
+def message_tokens(message: Mapping[str, Any]) -> int:
+    """One chat message (content, tool calls, names), as the request will carry it."""
+    return MESSAGE_OVERHEAD + _value_tokens(message)
+
+
+def estimate_messages(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """A whole request: every message, plus the tool schemas sent with it."""
+    total = sum(message_tokens(message) for message in messages)
+    return total + (_value_tokens(tools) if tools else 0) + 1
+
+
+def _value_tokens(value: Any) -> int:
+    if isinstance(value, str):
+        return estimate_tokens(value)
+    if isinstance(value, Mapping):
+        # A key, its value and the punctuation around them (`"key": "value", `).
+        return sum(estimate_tokens(str(k)) + _value_tokens(v) + 2 for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_value_tokens(item) + 1 for item in value)
+    return 1  # a number, true/false or null
+
+
+def tail_within(text: str, budget: int) -> str:
+    """The longest tail of `text` estimated at no more than `budget` tokens."""
+    if estimate_tokens(text) <= budget:
+        return text
+    if text.isascii():
+        return text[len(text) - max(budget, 0) * 4 :]
+    # The estimate only grows with a longer tail: find the earliest start that still fits.
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high) // 2
+        if _count(text[middle:]) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return text[low:]

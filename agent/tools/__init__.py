@@ -1,6 +1,8 @@
 """Tools the model can call: files in the workspace and, for the owner, a shell."""
 
-from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError
+from typing import Any
+
+from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from clawgate.agent.tools.paths import resolve_path
 from clawgate.agent.tools.registry import ToolRegistry
@@ -8,7 +10,7 @@ from clawgate.agent.tools.send_file import SendFile
 from clawgate.agent.tools.shell import ExecTool
 
 
-def default_tools() -> list[Tool]:
+def default_tools() -> list[Tool[Any]]:
     """One instance of every built-in tool, in the order the model sees them."""
     return [ReadFile(), WriteFile(), EditFile(), ListDir(), ExecTool(), SendFile()]
 
@@ -23,6 +25,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolParams",
     "ToolRegistry",
     "WriteFile",
     "default_tools",

@@ -1,18 +1,37 @@
-"""What every tool is made of: the `Tool` interface, the context a call runs in, its errors."""
+"""What every tool is made of: its parameter model, the context a call runs in, its errors.
+
+A tool declares its arguments once, as a pydantic model named `Params` (a `ToolParams`
+subclass). The schema the model sees is `Params.model_json_schema()` and the registry
+checks the model's arguments with the same class, so the two cannot disagree:
+
+    class ReadFile(Tool["ReadFile.Params"]):
+        name = "read_file"
+        description = "Read a text file."
+
+        class Params(ToolParams):
+            path: str = Field(description="The file to read")
+
+        async def run(self, params: Params, ctx: ToolContext) -> str:
+            ...
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
-REDACTED = "[redacted]"
 PUBLIC_DIR = "public"
 
 
@@ -32,8 +51,27 @@ class ToolError(Exception):
         return str(self)
 
 
-class PathOutsideWorkspace(ToolError):
+class PathOutsideWorkspace(ToolError, PathOutsideRoot):
     """A path that resolves outside the folder this session may reach."""
+
+
+def _without_titles(schema: dict[str, Any]) -> None:
+    # pydantic titles every model and field ("Path" for path): noise in every request.
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class ToolParams(BaseModel):
+    """Base of every tool's `Params`: JSON types taken strictly (`"3"` is not an integer, `true`
+    is not 1), unknown keys ignored (models add stray ones), a schema without titles."""
+
+    model_config = ConfigDict(
+        strict=True, extra="ignore", frozen=True, json_schema_extra=_without_titles
+    )
+
+
+P = TypeVar("P", bound=ToolParams)
 
 
 @dataclass(frozen=True)
@@ -62,31 +100,23 @@ class ToolContext:
             self.writer.mkdir(public, mode=0o755)
         return public
 
+    @cached_property
+    def redact(self) -> Redactor:
+        """Scrubs this turn's secrets from text; built once per context."""
+        return Redactor(self.secrets)
 
-class Tool(ABC):
-    """One function the model can call. Subclasses set the three class attributes."""
+
+class Tool(ABC, Generic[P]):
+    """One function the model can call: a name, a description, a `Params` model and `run`."""
 
     name: ClassVar[str]
     description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]  # JSON schema: type object, properties, required
+    Params: type[P]
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         """Whether the model sees this tool at all for a session of this trust."""
         return True
 
     @abstractmethod
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        """Do the work; raise ToolError for anything the model should read and fix."""
-
-
-def describe_os_error(exc: OSError) -> str:
-    """`No space left on device` rather than `[Errno 28] No space left on device: '/x/y'`."""
-    return exc.strerror or str(exc) or type(exc).__name__
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value in `text` with a marker."""
-    # Longest first, so a secret that contains a shorter one is removed whole.
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
+    async def run(self, params: P, ctx: ToolContext) -> str:
+        """Do the work with checked arguments; raise ToolError for what the model should fix."""

@@ -9,9 +9,12 @@ import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from clawgate.agent.text import without_surrogates
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, describe_os_error
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.paths import resolve_path
+from clawgate.kernel.errors import one_line
 
 MAX_READ_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500
@@ -20,67 +23,54 @@ NEW_FILE_MODE = 0o644
 MIN_MATCH_RATIO = 0.3
 
 
-def _path_property(what: str) -> dict[str, str]:
-    return {
-        "type": "string",
-        "description": f"{what}, relative to the workspace (or absolute inside it)",
-    }
+def _path(what: str) -> Any:
+    return Field(description=f"{what}, relative to the workspace (or absolute inside it)")
 
 
-class ReadFile(Tool):
+class ReadFile(Tool["ReadFile.Params"]):
     name: ClassVar[str] = "read_file"
     description: ClassVar[str] = "Read a text file and return its contents (up to 1 MB)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"path": _path_property("The file to read")},
-        "required": ["path"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        path = resolve_path(args["path"], ctx)
-        text = await asyncio.to_thread(_read_text, path, args["path"])
-        return text if text else f"({args['path']} is empty)"
+    class Params(ToolParams):
+        path: str = _path("The file to read")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        path = resolve_path(params.path, ctx)
+        text = await asyncio.to_thread(_read_text, path, params.path)
+        return text if text else f"({params.path} is empty)"
 
 
-class WriteFile(Tool):
+class WriteFile(Tool["WriteFile.Params"]):
     name: ClassVar[str] = "write_file"
     description: ClassVar[str] = (
         "Create or overwrite a text file with the given content; parent folders are created."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "path": _path_property("The file to write"),
-            "content": {"type": "string", "description": "The complete new file content"},
-        },
-        "required": ["path", "content"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        shown, content = args["path"], args["content"]
+    class Params(ToolParams):
+        path: str = _path("The file to write")
+        content: str = Field(description="The complete new file content")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        shown = params.path
         path = resolve_path(shown, ctx)
-        size = await asyncio.to_thread(_write_text, ctx, path, shown, content)
+        size = await asyncio.to_thread(_write_text, ctx, path, shown, params.content)
         return f"Wrote {size} bytes to {shown}"
 
 
-class EditFile(Tool):
+class EditFile(Tool["EditFile.Params"]):
     name: ClassVar[str] = "edit_file"
     description: ClassVar[str] = (
         "Replace one exact occurrence of old_text with new_text in a file. old_text must "
         "match exactly once, including whitespace; add surrounding lines to make it unique."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "path": _path_property("The file to edit"),
-            "old_text": {"type": "string", "description": "Exact text to find (once)"},
-            "new_text": {"type": "string", "description": "Text to put in its place"},
-        },
-        "required": ["path", "old_text", "new_text"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        shown, old, new = args["path"], args["old_text"], args["new_text"]
+    class Params(ToolParams):
+        path: str = _path("The file to edit")
+        old_text: str = Field(description="Exact text to find (once)")
+        new_text: str = Field(description="Text to put in its place")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        shown, old, new = params.path, params.old_text, params.new_text
         if not old:
             raise ToolError("old_text must not be empty")
         path = resolve_path(shown, ctx)
@@ -97,19 +87,17 @@ class EditFile(Tool):
         return f"Edited {shown}: replaced 1 occurrence"
 
 
-class ListDir(Tool):
+class ListDir(Tool["ListDir.Params"]):
     name: ClassVar[str] = "list_dir"
     description: ClassVar[str] = (
         "List a folder: entries sorted by name, folders end with '/', files show their size."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"path": _path_property("The folder to list ('.' for the workspace)")},
-        "required": ["path"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        shown = args["path"] or "."
+    class Params(ToolParams):
+        path: str = _path("The folder to list ('.' for the workspace)")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        shown = params.path or "."
         path = resolve_path(shown, ctx)
         return await asyncio.to_thread(_list, path, shown)
 
@@ -120,7 +108,7 @@ def _read_text(path: Path, shown: str) -> str:
     except FileNotFoundError:
         raise ToolError(f"file not found: {shown}") from None
     except OSError as exc:
-        raise ToolError(f"could not read {shown}: {describe_os_error(exc)}") from None
+        raise ToolError(f"could not read {shown}: {one_line(exc)}") from None
     if stat.S_ISDIR(info.st_mode):
         raise ToolError(f"{shown} is a directory; use list_dir to see what it contains")
     if not stat.S_ISREG(info.st_mode):
@@ -132,7 +120,7 @@ def _read_text(path: Path, shown: str) -> str:
         with path.open("rb") as handle:
             raw = handle.read(MAX_READ_BYTES + 1)
     except OSError as exc:
-        raise ToolError(f"could not read {shown}: {describe_os_error(exc)}") from None
+        raise ToolError(f"could not read {shown}: {one_line(exc)}") from None
     if len(raw) > MAX_READ_BYTES:
         raise ToolError(f"{shown} is too large to read (over 1 MB)")
     return raw.decode("utf-8", errors="replace")
@@ -149,7 +137,7 @@ def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
             ctx.writer.mkdir(path.parent, mode=0o755)
         ctx.writer.replace(path, data, mode=mode)
     except OSError as exc:
-        raise ToolError(f"could not write {shown}: {describe_os_error(exc)}") from None
+        raise ToolError(f"could not write {shown}: {one_line(exc)}") from None
     return len(data)
 
 
@@ -188,7 +176,7 @@ def _list(path: Path, shown: str) -> str:
     except NotADirectoryError:
         raise ToolError(f"{shown} is a file, not a folder; use read_file") from None
     except OSError as exc:
-        raise ToolError(f"could not list {shown}: {describe_os_error(exc)}") from None
+        raise ToolError(f"could not list {shown}: {one_line(exc)}") from None
     if not entries:
         return f"{shown} is empty"
     lines = [_describe_entry(entry) for entry in entries[:MAX_LIST_ENTRIES]]

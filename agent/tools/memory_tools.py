@@ -13,31 +13,31 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from clawgate.agent.memory.search import MemorySearch
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.files import _read_text
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.storage import confine
 
 MAX_GET_LINES = 400
 DEFAULT_GET_LINES = 60
 
 
-class MemorySearchTool(Tool):
+class MemorySearchTool(Tool["MemorySearchTool.Params"]):
     name: ClassVar[str] = "memory_search"
     description: ClassVar[str] = (
         "Search long-term memory (MEMORY.md, daily logs, HISTORY.md) by meaning and keywords, "
         "English or Chinese. Returns path, line range, score and a snippet per hit; read more "
         "of a hit with memory_get."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What to look for, in plain words"},
-            "max_results": {"type": "integer", "description": "How many hits (default 6)"},
-        },
-        "required": ["query"],
-    }
+
+    class Params(ToolParams):
+        query: str = Field(description="What to look for, in plain words")
+        max_results: int | None = Field(None, description="How many hits (default 6)")
 
     def __init__(self, search: MemorySearch) -> None:
         self._search = search
@@ -45,11 +45,11 @@ class MemorySearchTool(Tool):
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         return ctx_trust.is_owner
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        query = args["query"].strip()
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        query = params.query.strip()
         if not query:
             raise ToolError("query must not be empty")
-        limit = args.get("max_results") or self._search.config.max_results
+        limit = params.max_results or self._search.config.max_results
         limit = max(1, min(int(limit), 50))
         hits = await self._search.search(query, max_results=limit)
         if not hits:
@@ -63,33 +63,28 @@ class MemorySearchTool(Tool):
         return "\n".join(lines)
 
 
-class MemoryGetTool(Tool):
+class MemoryGetTool(Tool["MemoryGetTool.Params"]):
     name: ClassVar[str] = "memory_get"
     description: ClassVar[str] = (
         "Read exact lines of a memory file (memory/MEMORY.md, memory/HISTORY.md or a daily "
         "log such as memory/2026-11-02.md), e.g. around a memory_search hit."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "e.g. memory/2026-11-02.md"},
-            "from_line": {"type": "integer", "description": "First line, 1-based (default 1)"},
-            "lines": {
-                "type": "integer",
-                "description": f"How many lines (default {DEFAULT_GET_LINES}, at most {MAX_GET_LINES})",
-            },
-        },
-        "required": ["path"],
-    }
+
+    class Params(ToolParams):
+        path: str = Field(description="e.g. memory/2026-11-02.md")
+        from_line: int = Field(1, description="First line, 1-based")
+        lines: int = Field(
+            DEFAULT_GET_LINES, description=f"How many lines (at most {MAX_GET_LINES})"
+        )
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         return ctx_trust.is_owner
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        shown = args["path"]
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        shown = params.path
         path = memory_file(shown, ctx.workspace)
-        start = max(1, int(args.get("from_line") or 1))
-        count = max(1, min(int(args.get("lines") or DEFAULT_GET_LINES), MAX_GET_LINES))
+        start = max(1, params.from_line)
+        count = max(1, min(params.lines or DEFAULT_GET_LINES, MAX_GET_LINES))
         text = await asyncio.to_thread(_read_text, path, shown)
         root = await asyncio.to_thread(os.path.realpath, ctx.workspace)
         lines = text.splitlines()
@@ -110,14 +105,18 @@ def memory_file(shown: str, workspace: Path) -> Path:
     candidate = Path(shown)
     if not candidate.is_absolute() and len(candidate.parts) == 1:
         candidate = Path("memory") / candidate  # "MEMORY.md", "2026-11-02.md"
-    resolved = Path(os.path.realpath(root / candidate))
+    refusal = ToolError(
+        f"{shown!r} is not a memory file; memory_get reads memory/MEMORY.md, "
+        "memory/HISTORY.md and memory/*.md"
+    )
+    try:
+        resolved = confine(root, candidate)
+    except PathOutsideRoot:
+        raise refusal from None
     if resolved.parent != memory_dir or resolved.suffix != ".md" or resolved.name.startswith("."):
-        raise ToolError(
-            f"{shown!r} is not a memory file; memory_get reads memory/MEMORY.md, "
-            "memory/HISTORY.md and memory/*.md"
-        )
+        raise refusal
     return resolved
 
 
-def memory_tools(search: MemorySearch) -> list[Tool]:
+def memory_tools(search: MemorySearch) -> list[Tool[Any]]:
     return [MemorySearchTool(search), MemoryGetTool()]

@@ -1,9 +1,12 @@
 """The path guard: turn a path the model gave into a real path this session may touch.
 
-Containment is decided on the fully resolved path (symlinks followed, `..` collapsed), so a
-symlink inside the workspace that points out of it is refused like a plain `../` escape.
-Group and `allowed` sessions are always confined to `workspace/public`, whatever the config
-says: that is what keeps MEMORY.md, sessions/, cron/ and skills/ out of their reach.
+Resolution and containment are the kernel's `confine` (symlinks followed, `..` collapsed,
+decided on the resolved path), so a symlink inside the workspace that points out of it is
+refused like a plain `../` escape. On top of it, the rules of who reaches what: group and
+`allowed` sessions are always confined to `workspace/public`, whatever the config says
+(that keeps MEMORY.md, sessions/, cron/ and skills/ out of their reach); an owner is
+confined to the workspace while `tools.restrict_to_workspace` is on; nobody reads another
+process's environment.
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ import os
 from pathlib import Path
 
 from clawgate.agent.tools.base import PathOutsideWorkspace, ToolContext, ToolError
+from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.storage import confine, inside
+
+# An owner without the restriction may reach anything: confine to the filesystem root,
+# which still resolves the path the same way.
+_EVERYWHERE = Path("/")
 
 
 def resolve_path(path: str, ctx: ToolContext) -> Path:
@@ -24,29 +33,26 @@ def resolve_path(path: str, ctx: ToolContext) -> Path:
         raise ToolError(f"path must be a string, got {type(path).__name__}")
     if "\x00" in path:
         raise ToolError("path contains a NUL byte")
+    outside = PathOutsideWorkspace(f"path {path!r} is outside the workspace")
     try:
-        workspace = Path(os.path.realpath(ctx.workspace))
-        root = Path(os.path.realpath(ctx.root))
-        # realpath (not Path.resolve) because on 3.11 it handles symlink loops without raising
-        # and resolves a not-yet-existing tail against its deepest existing parent.
-        resolved = Path(os.path.realpath(root / os.path.expanduser(path)))
-    except (ValueError, OSError, RuntimeError) as exc:
+        workspace = confine(_EVERYWHERE, ctx.workspace)
+        root = confine(_EVERYWHERE, ctx.root)
+        requested = os.path.expanduser(path)
+    except (PathOutsideRoot, OSError) as exc:
         raise ToolError(f"path {path!r} is not usable: {exc}") from None
 
-    confined = ctx.config.restrict_to_workspace or not ctx.trust.is_owner
-    if not ctx.trust.is_owner and (root == workspace or not _inside(root, workspace)):
+    if not ctx.trust.is_owner and (root == workspace or not inside(root, workspace)):
         # public/ symlinked elsewhere would hand outsiders whatever it points at.
-        raise PathOutsideWorkspace(f"path {path!r} is outside the workspace")
-    if confined and not _inside(resolved, root):
-        raise PathOutsideWorkspace(f"path {path!r} is outside the workspace")
+        raise outside
+    confined = ctx.config.restrict_to_workspace or not ctx.trust.is_owner
+    try:
+        resolved = confine(root if confined else _EVERYWHERE, root / requested)
+    except PathOutsideRoot:
+        raise outside from None
     if _is_process_environ(resolved):
         # Another process's environment holds tokens; refused even with the guard off.
         raise PathOutsideWorkspace(f"path {path!r} is not readable by tools")
     return resolved
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def _is_process_environ(path: Path) -> bool:

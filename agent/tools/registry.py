@@ -7,36 +7,42 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, describe_os_error, redact
+from pydantic import ValidationError
+
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import describe_validation, one_line
 
 logger = logging.getLogger(__name__)
 
-# JSON schema type name -> the Python types json.loads produces for it.
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
+# pydantic's error type for a value of the wrong JSON type -> the type the schema asks for.
+_EXPECTED = {
+    "string_type": "string",
+    "int_type": "integer",
+    "float_type": "number",
+    "bool_type": "boolean",
+    "dict_type": "object",
+    "model_type": "object",
+    "list_type": "array",
 }
 
 
 class ToolRegistry:
     """Holds tools by name; `execute` turns every failure into text the model can read."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        # Built once per tool: generating a pydantic schema costs far more than a turn's routing.
+        self._parameters: dict[str, dict[str, Any]] = {}
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: Tool) -> None:
+    def register(self, tool: Tool[Any]) -> None:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._parameters[tool.name] = _parameters(tool)
 
     def names(self, trust: Trust, config: ToolsConfig) -> list[str]:
         return [name for name, tool in self._tools.items() if tool.available(trust, config)]
@@ -47,12 +53,12 @@ class ToolRegistry:
             {
                 "type": "function",
                 "function": {
-                    "name": tool.name,
+                    "name": name,
                     "description": tool.description,
-                    "parameters": tool.parameters,
+                    "parameters": self._parameters[name],
                 },
             }
-            for tool in self._tools.values()
+            for name, tool in self._tools.items()
             if tool.available(trust, config)
         ]
 
@@ -62,7 +68,7 @@ class ToolRegistry:
         CancelledError is the one exception let through, so /stop can end a turn.
         """
         text = await self._run(name, raw_arguments, ctx)
-        return _cap(redact(text, ctx.secrets), ctx.config.max_result_chars)
+        return _cap(ctx.redact(text), ctx.config.max_result_chars)
 
     async def _run(self, name: str, raw_arguments: str | dict | None, ctx: ToolContext) -> str:
         tool = self._tools.get(name)
@@ -72,19 +78,27 @@ class ToolRegistry:
             return f"Error: unknown tool {name!r}. Available tools: {available}"
         try:
             args = _parse_arguments(tool, raw_arguments)
-            _validate(tool, args)
-            result = await tool.run(args, ctx)
+            result = await tool.run(_validate(tool, args), ctx)
         except ToolError as exc:
             return str(exc)
         except OSError as exc:
-            return f"Error: {name} failed: {describe_os_error(exc)}"
+            return f"Error: {name} failed: {one_line(exc)}"
         except Exception as exc:
-            logger.error("tool %s crashed: %s", name, redact(repr(exc), ctx.secrets))
+            logger.error("tool %s crashed: %s", name, ctx.redact(repr(exc)))
             return f"Error: {name} failed: {type(exc).__name__}: {exc}"
         return result if isinstance(result, str) else str(result)
 
 
-def _parse_arguments(tool: Tool, raw: str | dict | None) -> dict[str, Any]:
+def _parameters(tool: Tool[Any]) -> dict[str, Any]:
+    params: type[ToolParams] | None = getattr(tool, "Params", None)
+    if params is not None:
+        return params.model_json_schema()
+    # Transitional: the cron tool still declares a JSON-schema dict (see _validate).
+    legacy: dict[str, Any] = getattr(tool, "parameters", {})
+    return legacy
+
+
+def _parse_arguments(tool: Tool[Any], raw: str | dict | None) -> dict[str, Any]:
     value: Any = raw
     if value is None or (isinstance(value, str) and not value.strip()):
         return {}
@@ -103,44 +117,60 @@ def _parse_arguments(tool: Tool, raw: str | dict | None) -> dict[str, Any]:
     return value
 
 
-def _loads(tool: Tool, text: str) -> Any:
+def _loads(tool: Tool[Any], text: str) -> Any:
+    # json.loads rather than model_validate_json: it keeps a lone surrogate escape ("\ud800")
+    # as text, and it lets a double-encoded object be unwrapped first.
     try:
         return json.loads(text)
     except ValueError as exc:
         raise ToolError(f"the arguments for {tool.name} are not valid JSON ({exc})") from None
 
 
-def _validate(tool: Tool, args: dict[str, Any]) -> None:
-    """A light check against the schema: required keys present, basic JSON types right."""
-    schema = tool.parameters
-    missing = [key for key in schema.get("required", ()) if key not in args]
+def _validate(tool: Tool[Any], args: dict[str, Any]) -> Any:
+    """The arguments as the tool's `Params`, or a ToolError naming the first problem."""
+    params: type[ToolParams] | None = getattr(tool, "Params", None)
+    if params is None:
+        # Transitional, until the cron tool declares Params: it checks its own arguments.
+        return args
+    try:
+        return params.model_validate(args)
+    except ValidationError as exc:
+        raise ToolError(_describe(tool, exc)) from None
+
+
+def _describe(tool: Tool[Any], error: ValidationError) -> str:
+    problems = error.errors()
+    missing = [p["loc"][0] for p in problems if p["type"] == "missing" and len(p["loc"]) == 1]
     if missing:
-        names = ", ".join(repr(k) for k in missing)
-        raise ToolError(f"{tool.name} is missing required argument(s): {names}")
-    for key, spec in schema.get("properties", {}).items():
-        if key not in args or "type" not in spec:
-            continue
-        wanted = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
-        if not any(_is_type(args[key], t) for t in wanted):
-            raise ToolError(
-                f"argument {key!r} of {tool.name} must be {' or '.join(wanted)}, "
-                f"got {_json_type(args[key])}"
-            )
-
-
-def _is_type(value: Any, json_type: str) -> bool:
-    types = _JSON_TYPES.get(json_type)
-    if types is None:
-        return True  # a schema type we do not check
-    if isinstance(value, bool) and json_type != "boolean":
-        return False  # bool is an int subclass in Python, never in JSON
-    return isinstance(value, types)
+        names = ", ".join(repr(key) for key in missing)
+        return f"{tool.name} is missing required argument(s): {names}"
+    first = problems[0]
+    expected = _EXPECTED.get(first["type"])
+    if expected and len(first["loc"]) == 1:
+        return (
+            f"argument {first['loc'][0]!r} of {tool.name} must be {expected}, "
+            f"got {_json_type(first['input'])}"
+        )
+    return f"{tool.name}: {describe_validation(error)}"
 
 
 def _json_type(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _is_type(value, name):
-            return name
+    """What JSON calls the type of a value json.loads produced."""
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "boolean"
+        case int():
+            return "integer"
+        case float():
+            return "number"
+        case str():
+            return "string"
+        case list():
+            return "array"
+        case dict():
+            return "object"
     return type(value).__name__
 
 

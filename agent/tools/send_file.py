@@ -3,44 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from pydantic import Field
+
+from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.paths import resolve_path
 from clawgate.kernel.bus import OutboundMessage
+from clawgate.kernel.storage import inside
 
 MAX_SEND_BYTES = 45 * 1024 * 1024  # under Telegram's 50 MB bot upload limit
 
 
-class SendFile(Tool):
+class SendFile(Tool["SendFile.Params"]):
     name: ClassVar[str] = "send_file"
     description: ClassVar[str] = (
         "Send a file from the workspace to the user in this chat (images arrive as photos). "
         "Use it when the user asks for a file, not to show text you can write in the reply."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "The file, relative to the workspace"},
-            "caption": {"type": "string", "description": "Optional text sent with the file"},
-        },
-        "required": ["path"],
-    }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+    class Params(ToolParams):
+        path: str = Field(description="The file, relative to the workspace")
+        caption: str = Field("", description="Optional text sent with the file")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
         if ctx.outbox is None or not ctx.channel:
             raise ToolError("this chat cannot receive files")
-        path = resolve_path(args["path"], ctx)
+        shown = params.path
+        path = resolve_path(shown, ctx)
         stat = await asyncio.to_thread(lambda: path.stat() if path.is_file() else None)
         if stat is None:
-            raise ToolError(f"file not found: {args['path']}")
+            raise ToolError(f"file not found: {shown}")
+        if not inside(path, ctx.workspace):
+            # The channel sends workspace-relative paths only, even for an unrestricted owner.
+            raise PathOutsideWorkspace(f"path {shown!r} is outside the workspace")
         if stat.st_size > MAX_SEND_BYTES:
-            raise ToolError(f"{args['path']} is {stat.st_size // 1_000_000} MB; the limit is 45 MB")
+            raise ToolError(f"{shown} is {stat.st_size // 1_000_000} MB; the limit is 45 MB")
         relative = path.relative_to(ctx.workspace).as_posix()
-        caption = str(args.get("caption") or "")
         await ctx.outbox(
             OutboundMessage(
-                channel=ctx.channel, chat_id=ctx.chat_id, text=caption, media=(relative,)
+                channel=ctx.channel, chat_id=ctx.chat_id, text=params.caption, media=(relative,)
             )
         )
-        return f"Sent {args['path']} ({stat.st_size} bytes) to the chat."
+        return f"Sent {shown} ({stat.st_size} bytes) to the chat."

@@ -13,9 +13,11 @@ import asyncio
 import os
 import re
 import signal
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, redact
+from pydantic import Field
+
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
 
@@ -77,33 +79,31 @@ DENY_LIST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-class ExecTool(Tool):
+class ExecTool(Tool["ExecTool.Params"]):
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
         "Run a shell command (/bin/sh -c) in the workspace folder and return its output and "
         "exit code. Long-running commands are killed after the configured timeout."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "The shell command to run"}},
-        "required": ["command"],
-    }
+
+    class Params(ToolParams):
+        command: str = Field(description="The shell command to run")
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         # In group and allowed chats anyone present could drive exec: off unless asked for.
         return config.exec_enabled and (ctx_trust.is_owner or config.exec_in_groups)
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+    async def run(self, params: Params, ctx: ToolContext) -> str:
         if not self.available(ctx.trust, ctx.config):
             raise ToolError("exec is not available in this chat")
-        command = args["command"]
+        command = params.command
         if not command.strip():
             raise ToolError("command is empty")
         refused = deny_reason(command)
         if refused:
             raise ToolError(f"command refused by the deny list ({refused})")
         result = await run_command(command, ctx)
-        return redact(result, ctx.secrets)
+        return ctx.redact(result)
 
 
 def deny_reason(command: str) -> str | None:
