@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.errors import describe_validation, one_line
@@ -90,12 +90,7 @@ class ToolRegistry:
 
 
 def _parameters(tool: Tool[Any]) -> dict[str, Any]:
-    params: type[ToolParams] | None = getattr(tool, "Params", None)
-    if params is not None:
-        return params.model_json_schema()
-    # Transitional: the cron tool still declares a JSON-schema dict (see _validate).
-    legacy: dict[str, Any] = getattr(tool, "parameters", {})
-    return legacy
+    return tool.Params.model_json_schema()
 
 
 def _parse_arguments(tool: Tool[Any], raw: str | dict | None) -> dict[str, Any]:
@@ -128,12 +123,8 @@ def _loads(tool: Tool[Any], text: str) -> Any:
 
 def _validate(tool: Tool[Any], args: dict[str, Any]) -> Any:
     """The arguments as the tool's `Params`, or a ToolError naming the first problem."""
-    params: type[ToolParams] | None = getattr(tool, "Params", None)
-    if params is None:
-        # Transitional, until the cron tool declares Params: it checks its own arguments.
-        return args
     try:
-        return params.model_validate(args)
+        return tool.Params.model_validate(args)
     except ValidationError as exc:
         raise ToolError(_describe(tool, exc)) from None
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from pydantic import Field
+
+from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.gateway.cron.models import CronJob, new_job, utc_now
 from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
 from clawgate.gateway.cron.triggers import next_fire_time
@@ -26,7 +28,7 @@ ACTIONS = ("add", "list", "remove", "enable", "disable")
 SCHEDULED_PREFIXES = ("cron:", "heartbeat:")
 
 
-class CronTool(Tool):
+class CronTool(Tool["CronTool.Params"]):
     name: ClassVar[str] = "cron"
     description: ClassVar[str] = (
         "Schedule a task for later or on repeat; when it is due you get `message` as an "
@@ -35,30 +37,25 @@ class CronTool(Tool):
         "`timezone`), every (seconds), cron (5 fields, e.g. '0 8 * * 1-5' = weekdays 08:00). "
         "action=list shows the jobs; remove/enable/disable take id."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "action": {"type": "string", "enum": list(ACTIONS)},
-            "id": {"type": "string", "description": "The job id (remove, enable, disable)"},
-            "name": {"type": "string", "description": "A short name for the job"},
-            "message": {
-                "type": "string",
-                "description": "What to do when it runs, written as an instruction to yourself",
-            },
-            "at": {"type": "string", "description": "One shot: ISO 8601 date-time"},
-            "every": {"type": "integer", "description": "Repeat every N seconds (>= 1)"},
-            "cron": {"type": "string", "description": "Five-field cron expression"},
-            "timezone": {
-                "type": "string",
-                "description": "IANA zone for at/cron; default the assistant's time zone",
-            },
-            "deliver_to": {
-                "type": "string",
-                "description": "Session key of the chat that gets the result; default this chat",
-            },
-        },
-        "required": ["action"],
-    }
+
+    class Params(ToolParams):
+        # `action: str` rather than a Literal: the tool's own "unknown action" line names the
+        # choices, which helps a model more than pydantic's enum error.
+        action: str = Field(description="One of: " + ", ".join(ACTIONS))
+        id: str | None = Field(None, description="The job id (remove, enable, disable)")
+        name: str | None = Field(None, description="A short name for the job")
+        message: str | None = Field(
+            None, description="What to do when it runs, written as an instruction to yourself"
+        )
+        at: str | None = Field(None, description="One shot: ISO 8601 date-time")
+        every: int | None = Field(None, description="Repeat every N seconds (>= 1)")
+        cron: str | None = Field(None, description="Five-field cron expression")
+        timezone: str | None = Field(
+            None, description="IANA zone for at/cron; default the assistant's time zone"
+        )
+        deliver_to: str | None = Field(
+            None, description="Session key of the chat that gets the result; default this chat"
+        )
 
     def __init__(
         self, *, timezone: str, allow_from_groups: bool, clock: Callable[[], datetime] = utc_now
@@ -70,8 +67,8 @@ class CronTool(Tool):
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         return ctx_trust.is_owner or self.allow_from_groups
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        action = args["action"]
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        action = params.action
         if action not in ACTIONS:
             raise ToolError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
         if not self.available(ctx.trust, ctx.config):
@@ -90,9 +87,9 @@ class CronTool(Tool):
             if action == "list":
                 return await asyncio.to_thread(self._list, store, mine)
             if action == "add":
-                return await self._add(store, args, ctx)
-            job_id = args.get("id")
-            if not isinstance(job_id, str) or not job_id:
+                return await self._add(store, params, ctx)
+            job_id = params.id
+            if not job_id:
                 raise ToolError(f"action {action} needs the job's id (see action=list)")
             if action == "remove":
                 job = await asyncio.to_thread(remove_job, store, job_id, allowed=mine)
@@ -104,26 +101,27 @@ class CronTool(Tool):
         except CronError as exc:
             raise ToolError(str(exc)) from None
 
-    async def _add(self, store: CronStore, args: dict[str, Any], ctx: ToolContext) -> str:
-        deliver_to = args.get("deliver_to") or ctx.session_key
+    async def _add(self, store: CronStore, params: Params, ctx: ToolContext) -> str:
+        deliver_to = params.deliver_to or ctx.session_key
         if not ctx.trust.is_owner and deliver_to != ctx.session_key:
             raise ToolError("from this chat, jobs can only report back to this chat")
-        if not isinstance(args.get("message"), str):
+        message = params.message
+        if message is None:
             raise ToolError("action add needs message: what to do when the job runs")
-        timezone = args.get("timezone") or self.timezone
+        timezone = params.timezone or self.timezone
         now = self.clock()
         job = await asyncio.to_thread(
             add_job,
             store,
             lambda jobs: new_job(
                 jobs,
-                name=args.get("name"),
-                message=args["message"],
+                name=params.name,
+                message=message,
                 deliver_to=deliver_to,
                 timezone=timezone,
-                at=args.get("at"),
-                every=args.get("every"),
-                cron=args.get("cron"),
+                at=params.at,
+                every=params.every,
+                cron=params.cron,
                 now=now,
             ),
         )
