@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.loop import EMPTY_REPLY
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Consolidation, Message, Session, SessionStore
 from clawgate.gateway.cron_jobs import (
     CronJob,
     CronStore,
@@ -79,7 +79,7 @@ class RunResult:
 
 def trim_history(
     sessions: SessionStore, session: Session, *, keep_runs: int, max_messages: int
-) -> dict[str, Any] | None:
+) -> Consolidation | None:
     """Cover everything but the last `keep_runs` runs (a run starts at a user message, and
     at most `max_messages` messages stay) with a `consolidation` record, mode "trimmed".
 
@@ -97,12 +97,11 @@ def trim_history(
         return None
     while cut < len(live) and live[cut].get("role") == "tool":
         cut += 1  # never keep a tool result without the call it answers
-    return sessions.append_record(
+    return sessions.append(
         session,
-        "consolidation",
-        from_seq=int(live[0]["seq"]),
-        to_seq=int(live[cut - 1]["seq"]),
-        mode="trimmed",
+        Consolidation(
+            from_seq=int(live[0]["seq"]), to_seq=int(live[cut - 1]["seq"]), mode="trimmed"
+        ),
     )
 
 
@@ -154,7 +153,7 @@ class ScheduledTurns:
         await self._until_idle(deliver_to)
         sessions = self.runtime.sessions
         target = await sessions.get(deliver_to)
-        stored = sessions.append_message(target, {"role": "assistant", "content": label + text})
+        stored = sessions.append(target, Message(role="assistant", content=label + text))
         await sessions.sync(target)
         await self.bus.publish_outbound(
             OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])

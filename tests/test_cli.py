@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent.session import SessionStore
+from clawgate.agent.session import Message, SessionStore
 from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
@@ -359,8 +359,8 @@ async def test_sessions_list_and_show_read_transcripts(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     store = SessionStore(tmp_path / "workspace" / "sessions")
     session = await store.get("cli:default")
-    store.append_message(session, {"role": "user", "content": "remember milk"})
-    last = store.append_message(session, {"role": "assistant", "content": "Noted: milk."})
+    store.append(session, Message(role="user", content="remember milk"))
+    last = store.append(session, Message(role="assistant", content="Noted: milk."))
     await store.sync(session)
 
     listed = await clawgate(tmp_path, "--config", str(config), "sessions", "list")
