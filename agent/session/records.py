@@ -6,8 +6,9 @@ A line is one of three things:
   a record     {"type": "state" | "delivery" | ..., ..., "timestamp": "...Z"}   (no "role")
 
 Writers build a `Message` or one of the `Record` models; the store stamps seq and time and
-writes the model. Loading validates each line back into these types, so a misspelled kind
-cannot be written and a line of an unknown kind is skipped, never half-understood.
+writes the model. Loading validates each line back: a message into a `StoredMessage` dict,
+anything else into the record models. A misspelled kind cannot be written, and a line of an
+unknown kind or with a wrong-typed field is skipped, never half-understood.
 
 Field order is the order of the keys on disk: files written before these models existed
 load unchanged, and new lines are byte for byte what the old writer produced.
@@ -64,7 +65,7 @@ class StoredMessage(TypedDict):
     """A message line as it is read back: the dict the session holds and the model is sent.
 
     Lines are validated straight into dicts: building a `Message` per line and dumping it
-    again would double the load time of a long session. The keys are `Message`'s, with seq
+    again would more than double the load time of a long session. The keys are `Message`'s, with seq
     required (tests hold the two equal).
     """
 
