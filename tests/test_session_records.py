@@ -212,18 +212,19 @@ def test_the_loaded_message_form_has_the_message_models_fields() -> None:
         MESSAGE_LINE.validate_python({"role": "user", "content": "no seq"})
 
 
-@settings(deadline=None, max_examples=300)
-@given(st.text(), st.text(max_size=20))
-def test_any_text_is_written_as_json_dumps_would(content: str, message_id: str) -> None:
-    message = Message(seq=1, role="user", content=content, message_id=message_id, timestamp="T")
-    try:
-        old = json.dumps(
-            message.model_dump(exclude_none=True), ensure_ascii=False, separators=(",", ":")
-        )
-        old.encode("utf-8")
-    except UnicodeEncodeError:
-        return  # lone surrogates: both writers replace them first (tests/test_fuzz.py)
-    assert message.model_dump_json(exclude_none=True) == old
+async def test_any_text_is_written_as_json_dumps_would_write_it(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    session = await store.get("k:1")
+
+    @settings(deadline=None, max_examples=300)
+    @given(st.text(), st.text(max_size=20))
+    def check(content: str, message_id: str) -> None:
+        message = Message(role="user", content=content, message_id=message_id or None)
+        stored = store.append(session, message)
+        line = session.path.read_bytes().splitlines()[-1]
+        assert line == json.dumps(stored, ensure_ascii=False, separators=(",", ":")).encode()
+
+    check()
 
 
 # -- at-most-once delivery ----------------------------------------------------------------
@@ -274,3 +275,12 @@ async def test_a_command_runs_once_per_platform_message(tmp_path: Path) -> None:
     assert not command_ran(session, "c1")
     store.append(session, Command(name="new", message_id="c1"))
     assert command_ran(load_session(session.path, session.key), "c1")
+
+
+async def test_a_lone_surrogate_in_a_record_is_stored_as_valid_utf8(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    session = await store.get("k:1")
+    record = store.append(session, TurnError(error="bad \ud800 text"))
+    assert record.error == "bad \ufffd text"
+    session.path.read_bytes().decode("utf-8")
+    assert load_session(session.path, "k:1").records == [record]

@@ -29,25 +29,36 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _Line(BaseModel):
+class Line(BaseModel):
+    """One line of a session file; frozen, so what the session holds is what was written."""
+
     model_config = ConfigDict(frozen=True)
+
+    def to_dict(self, *, exclude: set[str] | None = None) -> dict[str, Any]:
+        """The fields in order, unset (None) ones left out: the line as written."""
+        # The serializer itself: model_dump's keyword handling costs more than the dumping,
+        # and every append pays it.
+        fields: dict[str, Any] = self.__pydantic_serializer__.to_python(
+            self, exclude_none=True, exclude=exclude
+        )
+        return fields
 
 
 # -- messages ---------------------------------------------------------------------------------
 
 
-class FunctionCall(_Line):
+class FunctionCall(Line):
     name: str
     arguments: str
 
 
-class ToolCall(_Line):
+class ToolCall(Line):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
-class Message(_Line):
+class Message(Line):
     """A user, assistant or tool message. `seq` and `timestamp` are set by the store."""
 
     seq: StrictInt | None = None
@@ -85,7 +96,7 @@ MESSAGE_LINE: TypeAdapter[StoredMessage] = TypeAdapter(StoredMessage)
 # -- records ----------------------------------------------------------------------------------
 
 
-class SessionHeader(_Line):
+class SessionHeader(Line):
     """Line 1 of every file; written by the store, never appended by callers."""
 
     type: Literal["session"] = "session"
@@ -96,7 +107,7 @@ class SessionHeader(_Line):
     first_seq: int = 1
 
 
-class State(_Line):
+class State(Line):
     """A change to the session's settings; only the fields given change."""
 
     type: Literal["state"] = "state"
@@ -107,7 +118,7 @@ class State(_Line):
     timestamp: str | None = None
 
 
-class Delivery(_Line):
+class Delivery(Line):
     """A reply left (or finally failed to leave) through its channel."""
 
     type: Literal["delivery"] = "delivery"
@@ -117,7 +128,7 @@ class Delivery(_Line):
     timestamp: str | None = None
 
 
-class TurnError(_Line):
+class TurnError(Line):
     """A turn ended without a stored reply (model unreachable, too long, empty reply, ...)."""
 
     type: Literal["error"] = "error"
@@ -125,7 +136,7 @@ class TurnError(_Line):
     timestamp: str | None = None
 
 
-class Command(_Line):
+class Command(Line):
     """A slash command ran for this platform message: a re-delivered copy must not run it again."""
 
     type: Literal["command"] = "command"
@@ -134,7 +145,7 @@ class Command(_Line):
     timestamp: str | None = None
 
 
-class Compaction(_Line):
+class Compaction(Line):
     """Messages up to `up_to_seq` are sent to the model as `summary` from now on."""
 
     type: Literal["compaction"] = "compaction"
@@ -143,7 +154,7 @@ class Compaction(_Line):
     timestamp: str | None = None
 
 
-class Consolidation(_Line):
+class Consolidation(Line):
     """Messages `from_seq`..`to_seq` are in memory; one line moves `last_consolidated` too."""
 
     type: Literal["consolidation"] = "consolidation"
@@ -153,7 +164,7 @@ class Consolidation(_Line):
     timestamp: str | None = None
 
 
-class Archived(_Line):
+class Archived(Line):
     """An archived transcript's consolidation has landed: nothing is left to resume."""
 
     type: Literal["archived"] = "archived"

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from clawgate.agent.session.records import (
     MESSAGE_LINE,
@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[A-Za-z0-9-]")
 R = TypeVar("R", bound=RecordKind)
-L = TypeVar("L", bound=BaseModel)
+# Set by the store, not by whoever appends a message.
+_STAMPS = {"seq", "timestamp"}
 
 
 def session_filename(key: str) -> str:
@@ -176,37 +177,39 @@ class SessionStore:
         write() per line, no fsync: call `sync` once per turn.
         """
         if isinstance(item, Message):
-            stored = self._write(
-                session,
-                item.model_copy(
-                    update={"seq": session.next_seq, "timestamp": item.timestamp or utc_now_iso()}
-                ),
-            ).model_dump(exclude_none=True)
+            stored = {
+                "seq": session.next_seq,
+                **item.to_dict(exclude=_STAMPS),
+                "timestamp": item.timestamp or utc_now_iso(),
+            }
+            stored = self._write(session, stored)
             _index_message(session, stored)
             session.next_seq += 1
             return stored
-        record = self._write(
-            session, item.model_copy(update={"timestamp": item.timestamp or utc_now_iso()})
-        )
+        record = item.model_copy(update={"timestamp": item.timestamp or utc_now_iso()})
+        fields = record.to_dict()
+        written = self._write(session, fields)
+        if written is not fields:  # lone surrogates were replaced
+            record = record.model_validate(written)
         _apply_record(session, record)
         return record
 
-    def _write(self, session: Session, line: L) -> L:
-        """Write one line; returns what was written (which is what the session must hold)."""
+    def _write(self, session: Session, fields: dict[str, Any]) -> dict[str, Any]:
+        """Write one line; returns its fields as written (which the session must hold)."""
         self._ensure_header(session)
         try:
-            data = line.model_dump_json(exclude_none=True)
+            data = to_json(fields)
         except PydanticSerializationError:
             # A lone UTF-16 surrogate (e.g. "\ud800" from a platform's JSON) is no character and
             # cannot be UTF-8. It becomes U+FFFD in the line itself, so what is cached (and
             # later sent to the model, which would reject it too) matches what is on disk.
-            line = line.model_validate(without_surrogates(line.model_dump(exclude_none=True)))
-            data = line.model_dump_json(exclude_none=True)
+            fields = without_surrogates(fields)
+            data = to_json(fields)
         if session.needs_newline:
-            data = "\n" + data
-        self.writer.append(session.path, data + "\n")
+            data = b"\n" + data
+        self.writer.append(session.path, data + b"\n")
         session.needs_newline = False
-        return line
+        return fields
 
     def _ensure_header(self, session: Session) -> None:
         if session.path.exists():
