@@ -91,17 +91,17 @@ def _without_times(text: str) -> str:
 
 def test_a_misspelled_kind_or_value_cannot_be_constructed() -> None:
     with pytest.raises(ValidationError):
-        Delivery(seq=1, status="snet")  # type: ignore[arg-type]
+        Delivery(seq=1, status="snet")
     with pytest.raises(ValidationError):
-        State(type="stat")  # type: ignore[arg-type]
+        State(type="stat")
     with pytest.raises(ValidationError):
-        Consolidation(from_seq=1, to_seq=2, mode="lml")  # type: ignore[arg-type]
+        Consolidation(from_seq=1, to_seq=2, mode="lml")
     with pytest.raises(ValidationError):
-        Message(role="asistant", content="hi")  # type: ignore[arg-type]
+        Message(role="asistant", content="hi")
     with pytest.raises(ValidationError):
         TypeAdapter(Record).validate_python({"type": "delivry", "seq": 1, "status": "sent"})
     with pytest.raises(ValidationError):
-        Compaction(up_to_seq="soon", summary="x")  # type: ignore[arg-type]
+        Compaction(up_to_seq="soon", summary="x")
 
 
 def test_records_are_frozen() -> None:

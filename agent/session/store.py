@@ -274,7 +274,7 @@ def _apply_record(session: Session, record: SessionHeader | RecordKind) -> None:
         session.first_seq = record.first_seq
         session.next_seq = max(session.next_seq, record.first_seq)
     elif isinstance(record, State):
-        session.state.update(record.model_dump(exclude_none=True, exclude={"type", "timestamp"}))
+        session.state.update(record.to_dict(exclude={"type", "timestamp"}))
     else:
         session.records.append(record)
         if isinstance(record, Consolidation):
@@ -294,6 +294,7 @@ def read_key(path: Path) -> str | None:
 # What a record's validation error says about the line, for the warning.
 _WHY = {
     "json_invalid": "an unreadable line (torn write?)",
+    "dict_type": "a line that is no JSON object",
     "union_tag_not_found": "a line that is neither message nor record",
     "union_tag_invalid": "a record of an unknown type",
 }
