@@ -10,7 +10,7 @@ from typing import Any
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard, ContextTooLarge
 from clawgate.agent.memory.tokens import estimate_messages
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Session, SessionStore, State
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.config import ToolsConfig
@@ -79,7 +79,7 @@ class CommandHandler:
         if name == "model":
             if not arg:
                 return f"Model: {self.model_for(session)}"
-            self.sessions.append_record(session, "state", model=arg)
+            self.sessions.append(session, State(model=arg))
             await self.sessions.sync(session)
             return f"Model for this session set to {arg}."
         if name == "status":

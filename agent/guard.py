@@ -18,7 +18,7 @@ from clawgate.agent.history import to_model_messages
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.consolidate import format_messages
 from clawgate.agent.memory.tokens import message_tokens, tail_within
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Compaction, Session, SessionStore, State
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,11 @@ class ContextGuard:
 
     # What is sent -------------------------------------------------------------
 
-    def latest_compaction(self, session: Session) -> dict[str, Any] | None:
+    def latest_compaction(self, session: Session) -> Compaction | None:
         latest = None
-        for record in session.records_of("compaction"):
+        for record in session.records_of(Compaction):
             latest = record
-        if latest is None or int(latest["up_to_seq"]) <= session.last_consolidated:
+        if latest is None or latest.up_to_seq <= session.last_consolidated:
             return None  # consolidation has moved past it: the raw tail is short again
         return latest
 
@@ -77,20 +77,20 @@ class ContextGuard:
         compaction = self.latest_compaction(session)
         if compaction is None:
             return to_model_messages(messages)
-        up_to = int(compaction["up_to_seq"])
-        summary = {"role": "user", "content": SUMMARY_PREFIX + compaction["summary"]}
+        up_to = compaction.up_to_seq
+        summary = {"role": "user", "content": SUMMARY_PREFIX + compaction.summary}
         return [summary, *to_model_messages([m for m in messages if m["seq"] > up_to])]
 
     # Flush --------------------------------------------------------------------
 
     def flush_due(self, session: Session, estimate: int) -> bool:
         """Once per compaction cycle, when the soft threshold is crossed."""
-        cycle = sum(1 for _ in session.records_of("compaction"))
+        cycle = sum(1 for _ in session.records_of(Compaction))
         return estimate > self.soft_limit and session.state.get("flushed_cycle") != cycle
 
     def mark_flushed(self, session: Session) -> None:
-        cycle = sum(1 for _ in session.records_of("compaction"))
-        self.sessions.append_record(session, "state", flushed_cycle=cycle)
+        cycle = sum(1 for _ in session.records_of(Compaction))
+        self.sessions.append(session, State(flushed_cycle=cycle))
 
     # Compaction ---------------------------------------------------------------
 
@@ -98,7 +98,7 @@ class ContextGuard:
         """The seq up to which history is summarised: all but the newest ~30% of the budget,
         moved back so the kept part never starts with a tool result."""
         compaction = self.latest_compaction(session)
-        start_after = int(compaction["up_to_seq"]) if compaction else session.last_consolidated
+        start_after = compaction.up_to_seq if compaction else session.last_consolidated
         messages = [m for m in session.unconsolidated() if m["seq"] > start_after]
         budget = int(self.limit * KEEP_FRACTION)
         kept_tokens, index = 0, len(messages)
@@ -120,11 +120,11 @@ class ContextGuard:
         if cut is None:
             return 0
         previous = self.latest_compaction(session)
-        start_after = int(previous["up_to_seq"]) if previous else session.last_consolidated
+        start_after = previous.up_to_seq if previous else session.last_consolidated
         chunk = [m for m in session.unconsolidated() if start_after < m["seq"] <= cut]
         body = format_messages(truncate_tool_results(chunk))
         if previous:
-            body = f"Earlier summary:\n{previous['summary']}\n\nThen:\n{body}"
+            body = f"Earlier summary:\n{previous.summary}\n\nThen:\n{body}"
         # Keep the summary request itself inside the window, with room for the summary.
         body = tail_within(body, self.limit * 3 // 4)
         response = await self.llm.chat(
@@ -134,7 +134,7 @@ class ContextGuard:
         summary = (response.content or "").strip()
         if not summary:
             raise ContextTooLarge("the model returned an empty summary")
-        self.sessions.append_record(session, "compaction", up_to_seq=cut, summary=summary)
+        self.sessions.append(session, Compaction(up_to_seq=cut, summary=summary))
         await self.sessions.sync(session)
         log.info("%s: compacted %d messages up to seq %d", session.key, len(chunk), cut)
         return len(chunk)

@@ -21,7 +21,8 @@ from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.tokens import estimate_messages
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Command, Message, Session, SessionStore, State, TurnError
+from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
@@ -112,13 +113,13 @@ class AgentLoop:
         session = await self.sessions.get(message.session_key)
         command = parse_command(message.text)
         if command is not None:
-            if message.message_id and message.message_id in session.command_ids():
+            if message.message_id and command_ran(session, message.message_id):
                 return None  # re-delivered after a restart: /new must not run twice
             text = await self.commands.run(command[0], command[1], message, session)
             if message.message_id:
                 current = await self.sessions.get(message.session_key)  # /new replaced it
-                self.sessions.append_record(
-                    current, "command", name=command[0], message_id=message.message_id
+                self.sessions.append(
+                    current, Command(name=command[0], message_id=message.message_id)
                 )
             return self._outbound(message, TurnResult(text))
         if message.message_id and message.message_id in session.message_ids:
@@ -134,14 +135,14 @@ class AgentLoop:
         """A message seen before (a channel re-delivered it after a restart): answer it at most
         once. Delivered -> nothing; replied but not sent -> send that reply; never finished ->
         finish the turn without storing the message again."""
-        reply = session.reply_to(user_seq)
-        if reply is not None:
-            if reply["seq"] in session.handed_out or session.delivered(reply["seq"]):
-                log.info("%s: message %s was already answered", session.key, message.message_id)
-                return None
-            return self._outbound(message, TurnResult(reply["content"], seq=reply["seq"]), session)
-        if any(m["role"] == "user" for m in session.messages if m["seq"] > user_seq):
+        decision = replay(session, user_seq)
+        if decision.action is Replay.ANSWERED:
+            log.info("%s: message %s was already answered", session.key, message.message_id)
+            return None
+        if decision.action is Replay.SUPERSEDED:
             return None  # later messages were answered since; do not reopen an old turn
+        if reply := decision.reply:  # replied, but the reply never left: send it now
+            return self._outbound(message, TurnResult(reply["content"], seq=reply["seq"]), session)
         result = await self._continue_turn(message, session)
         return self._outbound(message, result, session)
 
@@ -151,7 +152,7 @@ class AgentLoop:
         if session is not None and result.seq is not None:
             # Until the delivery record lands, this is what stops a re-delivered copy of the
             # message from sending the same reply a second time.
-            session.handed_out.add(result.seq)
+            hand_out(session, result.seq)
         return OutboundMessage(
             channel=message.channel,
             chat_id=message.chat_id,
@@ -175,13 +176,13 @@ class AgentLoop:
                 self.llm, self.config.agent.transcription_model, self._workspace, message.media
             )
             content = "\n".join([content, *notes])
-        user = {"role": "user", "content": content, "message_id": message.message_id or None}
+        user = Message(role="user", content=content, message_id=message.message_id or None)
         try:
             if session.state.get("trust") != message.trust.value:
                 # Consolidation and archiving run later, without the message: they read it here.
-                self.sessions.append_record(session, "state", trust=message.trust.value)
+                self.sessions.append(session, State(trust=message.trust.value))
             # One write() is enough to survive kill -9; the fsync comes once, at the end.
-            self.sessions.append_message(session, user)
+            self.sessions.append(session, user)
         except OSError as exc:
             return _not_saved(session, exc)
         return await self._continue_turn(message, session)
@@ -247,7 +248,7 @@ class AgentLoop:
                     images = []
                     continue
                 log.warning("%s: %s", session.key, exc)
-                self.sessions.append_record(session, "error", error=str(exc))
+                self.sessions.append(session, TurnError(error=str(exc)))
                 return TurnResult(
                     f"Sorry, I couldn't reach the model: {exc} Your message is saved; "
                     "try again in a moment.",
@@ -264,11 +265,11 @@ class AgentLoop:
             f"I stopped after {self.config.agent.max_tool_iterations} tool steps without "
             "finishing. Tell me to continue if you want me to go on."
         )
-        self.sessions.append_record(session, "error", error="max_tool_iterations reached")
+        self.sessions.append(session, TurnError(error="max_tool_iterations reached"))
         return TurnResult(note, is_error=False, usage=total)
 
     def _too_long(self, session: Session) -> TurnResult:
-        self.sessions.append_record(session, "error", error="context window exceeded")
+        self.sessions.append(session, TurnError(error="context window exceeded"))
         return TurnResult(TOO_LONG, is_error=True)
 
     async def _fit(
@@ -342,9 +343,9 @@ class AgentLoop:
         text = (response.content or "").strip()
         if not text:
             # Never store an empty reply as the model's: it poisons every later request.
-            self.sessions.append_record(session, "error", error="empty reply")
+            self.sessions.append(session, TurnError(error="empty reply"))
             return TurnResult(EMPTY_REPLY, is_error=True, usage=usage)
-        stored = self.sessions.append_message(session, {"role": "assistant", "content": text})
+        stored = self.sessions.append(session, Message(role="assistant", content=text))
         return TurnResult(text, seq=stored["seq"], usage=usage)
 
     async def _run_tool_calls(
@@ -358,30 +359,30 @@ class AgentLoop:
             }
             for call in response.tool_calls
         ]
-        self.sessions.append_message(
-            session, {"role": "assistant", "content": response.content or "", "tool_calls": calls}
+        self.sessions.append(
+            session, Message(role="assistant", content=response.content or "", tool_calls=calls)
         )
         done: set[str] = set()
         try:
             for call in response.tool_calls:
                 result = await self.tools.execute(call.name, call.arguments, ctx)
-                self.sessions.append_message(
+                self.sessions.append(
                     session,
-                    {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result},
+                    Message(role="tool", tool_call_id=call.id, name=call.name, content=result),
                 )
                 done.add(call.id)
         except asyncio.CancelledError:
             # /stop: keep every call paired with a result so the history stays valid.
             for call in response.tool_calls:
                 if call.id not in done:
-                    self.sessions.append_message(
+                    self.sessions.append(
                         session,
-                        {
-                            "role": "tool",
-                            "tool_call_id": call.id,
-                            "name": call.name,
-                            "content": CANCELLED_RESULT,
-                        },
+                        Message(
+                            role="tool",
+                            tool_call_id=call.id,
+                            name=call.name,
+                            content=CANCELLED_RESULT,
+                        ),
                     )
             raise
 

@@ -19,7 +19,8 @@ from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import SessionStore, load_session, read_key
+from clawgate.agent.session import Archived, Delivery, SessionStore, load_session, read_key
+from clawgate.agent.session.delivery import unanswered
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
@@ -122,7 +123,7 @@ class AgentRuntime:
         """Pick up archives that a crash or a stop interrupted."""
         for path in await asyncio.to_thread(self.sessions.list_archived):
             session = await asyncio.to_thread(load_session, path, read_key(path) or path.stem)
-            if not any(True for _ in session.records_of("archived")):
+            if not any(True for _ in session.records_of(Archived)):
                 log.info("%s: finishing the archive of %s", session.key, path.name)
                 self.consolidator.schedule_archive(session)
 
@@ -136,10 +137,8 @@ class AgentRuntime:
             if channel not in channels or channel == "cli":
                 continue
             session = await self.sessions.get(key)
-            last_user = next((m for m in reversed(session.messages) if m["role"] == "user"), None)
-            if last_user is None or not last_user.get("message_id"):
-                continue
-            if session.reply_to(last_user["seq"]) is not None:
+            last_user = unanswered(session)
+            if last_user is None:
                 continue
             found.append(
                 InboundMessage(
@@ -166,9 +165,7 @@ class AgentRuntime:
             return
         session = await self.sessions.get(message.session_key)
         if error is None:
-            self.sessions.append_record(session, "delivery", seq=message.seq, status="sent")
+            self.sessions.append(session, Delivery(seq=message.seq, status="sent"))
         else:
-            self.sessions.append_record(
-                session, "delivery", seq=message.seq, status="failed", error=error
-            )
+            self.sessions.append(session, Delivery(seq=message.seq, status="failed", error=error))
         await self.sessions.sync(session)

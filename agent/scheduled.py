@@ -4,16 +4,14 @@ MEMORY.md (see the owner rule in memory/consolidate.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from clawgate.agent.loop import EMPTY_REPLY
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Consolidation, Session, SessionStore
 from clawgate.kernel.bus import OutboundMessage
 
 
 def trim_history(
     sessions: SessionStore, session: Session, *, keep_runs: int, max_messages: int
-) -> dict[str, Any] | None:
+) -> Consolidation | None:
     """Cover everything but the last `keep_runs` runs (a run starts at a user message, and
     at most `max_messages` messages stay) with a `consolidation` record, mode "trimmed".
 
@@ -31,12 +29,11 @@ def trim_history(
         return None
     while cut < len(live) and live[cut].get("role") == "tool":
         cut += 1  # never keep a tool result without the call it answers
-    return sessions.append_record(
+    return sessions.append(
         session,
-        "consolidation",
-        from_seq=int(live[0]["seq"]),
-        to_seq=int(live[cut - 1]["seq"]),
-        mode="trimmed",
+        Consolidation(
+            from_seq=int(live[0]["seq"]), to_seq=int(live[cut - 1]["seq"]), mode="trimmed"
+        ),
     )
 
 

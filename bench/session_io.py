@@ -12,13 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from clawgate.agent.session import SessionStore, load_session
+from clawgate.agent.session import Message, SessionStore, load_session
 
 TEXT = "Could you look at the notes from yesterday and tell me what we decided? " * 3
 
 
-def _message(i: int) -> dict[str, str]:
-    return {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} {TEXT}"}
+def _message(i: int) -> Message:
+    return Message(role="user" if i % 2 == 0 else "assistant", content=f"{i} {TEXT}")
 
 
 async def run(count: int) -> None:
@@ -28,19 +28,19 @@ async def run(count: int) -> None:
         session = await store.get("bench:write-only")
         start = time.perf_counter()
         for i in range(count):
-            store.append_message(session, _message(i))
+            store.append(session, _message(i))
         write_only = count / (time.perf_counter() - start)
 
         late = []
         for i in range(200):  # append cost at the far end of a 10k-message file
             t = time.perf_counter()
-            store.append_message(session, _message(i))
+            store.append(session, _message(i))
             late.append(time.perf_counter() - t)
 
         synced = await store.get("bench:fsync")
         start = time.perf_counter()
         for i in range(count):
-            store.append_message(synced, _message(i))
+            store.append(synced, _message(i))
             if i % 2 == 1:  # a turn = the user's message + the reply, then one fsync
                 await store.sync(synced)
         with_fsync = count / (time.perf_counter() - start)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.session import Message, State
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
@@ -62,8 +63,8 @@ async def measure(
     session = await runtime.sessions.get("bench:1")
     for i in range(size):
         role = "user" if i % 2 == 0 else "assistant"
-        runtime.sessions.append_message(session, {"role": role, "content": f"message {i} " * 20})
-    runtime.sessions.append_record(session, "state", last_consolidated=max(0, size - LIVE_TAIL))
+        runtime.sessions.append(session, Message(role=role, content=f"message {i} " * 20))
+    runtime.sessions.append(session, State(last_consolidated=max(0, size - LIVE_TAIL)))
     runtime.sessions.forget("bench:1")  # the first turn loads the file like after a restart
 
     totals: list[float] = []
@@ -77,9 +78,7 @@ async def measure(
         # Keep the live tail the size consolidation would keep it.
         live = runtime.sessions._cache["bench:1"]
         if len(live.unconsolidated()) > LIVE_TAIL:
-            runtime.sessions.append_record(
-                live, "state", last_consolidated=live.next_seq - LIVE_TAIL
-            )
+            runtime.sessions.append(live, State(last_consolidated=live.next_seq - LIVE_TAIL))
     inside = llm.inside[5:]
     outside = [t - m for t, m in zip(totals[5:], inside, strict=True)]
     return inside, outside

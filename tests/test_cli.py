@@ -24,7 +24,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from clawgate.agent.session import SessionStore
+from clawgate.agent.session import Message, SessionStore
 from clawgate.gateway.cli.root import ClawgateGroup
 from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
@@ -393,8 +393,8 @@ async def test_sessions_list_and_show_read_transcripts(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     store = SessionStore(tmp_path / "workspace" / "sessions")
     session = await store.get("cli:default")
-    store.append_message(session, {"role": "user", "content": "remember milk"})
-    last = store.append_message(session, {"role": "assistant", "content": "Noted: milk."})
+    store.append(session, Message(role="user", content="remember milk"))
+    last = store.append(session, Message(role="assistant", content="Noted: milk."))
     await store.sync(session)
 
     listed = await clawgate(tmp_path, "--config", str(config), "sessions", "list")

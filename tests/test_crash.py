@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.memory.audit import audit_sessions
-from clawgate.agent.session import load_session, read_key
+from clawgate.agent.session import Consolidation, load_session, read_key
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.cli.memory import split_entries
 from tests.fakes.llm import FakeLLM, Reply, hang, text, tool_call
@@ -229,7 +229,7 @@ class CrashWorld:
             replies_stored.update(
                 str(m["content"]) for m in session.messages if m["role"] == "assistant"
             )
-            tally.consolidations += sum(1 for _ in session.records_of("consolidation"))
+            tally.consolidations += sum(1 for _ in session.records_of(Consolidation))
         tally.resent = sum(1 for t in tally.doubled if replies_stored[f"re: {t}"] == 1)
         tally.lost_in_send = sum(1 for t in tally.unanswered_texts if replies_stored[f"re: {t}"])
         tally.unanswered = len(tally.unanswered_texts) - tally.lost_in_send

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from clawgate.agent.session import SessionStore, load_session
+from clawgate.agent.session import Delivery, Message, SessionStore, load_session
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cron.models import JobsFile
 from clawgate.gateway.cron.store import CronStore
@@ -148,10 +148,10 @@ def _valid_session(directory: Path) -> tuple[SessionStore, Path, list[dict[str, 
     path.unlink(missing_ok=True)
     session = load_session(path, "telegram:42")
     kept = [
-        store.append_message(session, {"role": "user", "content": "hello ‮ 😀", "message_id": "7"}),
-        store.append_message(session, {"role": "assistant", "content": "hi"}),
+        store.append(session, Message(role="user", content="hello ‮ 😀", message_id="7")),
+        store.append(session, Message(role="assistant", content="hi")),
     ]
-    store.append_record(session, "delivery", seq=2, status="sent")
+    store.append(session, Delivery(seq=2, status="sent"))
     return store, path, kept
 
 
@@ -172,7 +172,7 @@ def test_session_file_with_junk_appended_still_loads_and_takes_appends() -> None
             assert session.next_seq > max(m["seq"] for m in session.messages)
             session.unconsolidated()
 
-            stored = store.append_message(session, {"role": "user", "content": "after the junk"})
+            stored = store.append(session, Message(role="user", content="after the junk"))
             reloaded = load_session(path, "telegram:42")
             assert reloaded.messages[: len(kept)] == kept
             assert reloaded.messages[-1] == stored
@@ -205,8 +205,8 @@ def test_wrong_typed_record_field_skips_only_that_line(line: str, tmp_path: Path
 def test_a_lone_surrogate_is_stored_as_valid_utf8(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     session = load_session(store.path_for("k:1"), "k:1")
-    stored = store.append_message(session, {"role": "user", "content": "a\ud800b\udfff"})
-    store.append_message(session, {"role": "user", "content": "pair \ud83d\ude00"})
+    stored = store.append(session, Message(role="user", content="a\ud800b\udfff"))
+    store.append(session, Message(role="user", content="pair \ud83d\ude00"))
     raw = store.path_for("k:1").read_bytes()
     raw.decode("utf-8")
     assert stored["content"] == "a\ufffdb\ufffd"  # the cached copy matches the file

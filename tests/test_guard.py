@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from clawgate.agent.guard import SUMMARY_PREFIX, truncate_tool_results
 from clawgate.agent.loop import TOO_LONG
 from clawgate.agent.memory.tokens import estimate_messages, estimate_tokens, tail_within
-from clawgate.agent.session import load_session
+from clawgate.agent.session import Compaction, Message, State, load_session
 from clawgate.kernel.bus import Trust
 from tests.fakes.llm import context_overflow, text, tool_call
 from tests.harness import Harness, make_config
@@ -30,11 +30,11 @@ def _small_window(agent_config, window=4000):
 
 async def _fill(harness, count, size=400, key="test:1"):
     session = await harness.runtime.sessions.get(key)
-    harness.runtime.sessions.append_record(session, "state", trust="owner")
+    harness.runtime.sessions.append(session, State(trust="owner"))
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"
-        harness.runtime.sessions.append_message(
-            session, {"role": role, "content": f"old message {i} " + "lorem ipsum " * (size // 12)}
+        harness.runtime.sessions.append(
+            session, Message(role=role, content=f"old message {i} " + "lorem ipsum " * (size // 12))
         )
     return session
 
@@ -107,7 +107,7 @@ async def test_overflow_compacts_view_survives_restart_raw_lines_consolidated(
     assert final[1]["content"].startswith(SUMMARY_PREFIX)
     assert "old message 0 " not in str(final)
     session = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
-    assert len(list(session.records_of("compaction"))) == 1
+    assert len(list(session.records_of(Compaction))) == 1
     assert len(session.messages) == 42  # the raw lines stay
 
     async with Harness(config) as restarted:
@@ -222,7 +222,7 @@ async def test_chinese_conversation_is_compacted_before_the_window_overflows(
     assert model.overflows == 0, f"the fake model saw {model.largest} of {window} tokens"
     assert model.largest > 0.9 * window  # the conversation did come close to the window
     assert any(is_flush(r) for r in fake_llm.requests)
-    assert len(list(session.records_of("compaction"))) >= 1
+    assert len(list(session.records_of(Compaction))) >= 1
     # What the guard prevented: by characters/4 the raw history looks far from the limit,
     # while the provider counts it well past its window.
     assert characters_over_four(raw) < 0.6 * (window - config.agent.max_tokens)

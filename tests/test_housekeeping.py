@@ -1,7 +1,7 @@
 import os
 import time
 
-from clawgate.agent.session import SessionStore
+from clawgate.agent.session import Archived, Message, SessionStore
 from clawgate.gateway.ops.housekeeping import DAY, sweep
 from clawgate.kernel.config import AgentConfig, Config, HousekeepingConfig
 
@@ -14,10 +14,10 @@ def _age(path, days):
 async def _archived(workspace, key, landed):
     store = SessionStore(workspace / "sessions")
     session = await store.get(key)
-    store.append_message(session, {"role": "user", "content": "hello"})
+    store.append(session, Message(role="user", content="hello"))
     path = await store.archive(session)
     if landed:
-        store.append_record(session, "archived")
+        store.append(session, Archived())
     return path
 
 

@@ -8,7 +8,14 @@ from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import SessionStore, load_session
+from clawgate.agent.session import (
+    Archived,
+    Consolidation,
+    Message,
+    SessionStore,
+    State,
+    load_session,
+)
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import error, gate, raw_tool_call, text
@@ -29,10 +36,10 @@ class Clock:
 async def _owner_session(tmp_path, count=10, trust=Trust.OWNER):
     sessions = SessionStore(tmp_path / "workspace" / "sessions")
     session = await sessions.get("test:1")
-    sessions.append_record(session, "state", trust=trust.value)
+    sessions.append(session, State(trust=trust.value))
     for i in range(count):
         role = "user" if i % 2 == 0 else "assistant"
-        sessions.append_message(session, {"role": role, "content": f"message {i} about Lisbon"})
+        sessions.append(session, Message(role=role, content=f"message {i} about Lisbon"))
     return sessions, session
 
 
@@ -111,7 +118,7 @@ async def test_burst_during_slow_consolidation_skips_nothing(tmp_path, fake_llm,
         await harness.ask("one more")  # triggers a second consolidation
         assert await harness.runtime.consolidator.drain(10)
     session = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
-    ranges = [(r["from_seq"], r["to_seq"]) for r in session.records_of("consolidation")]
+    ranges = [(r.from_seq, r.to_seq) for r in session.records_of(Consolidation)]
     assert ranges[0] == (1, 3)  # the cut fixed before the model call, not moved by the burst
     assert len(ranges) == 2 and ranges[1][0] == 4
     report = audit_sessions(config.workspace / "sessions")
@@ -161,7 +168,7 @@ async def test_json_in_text_double_encoded_args_and_unforced_retry(
     ]
     for round_replies in replies:
         for i in range(6):
-            sessions.append_message(session, {"role": "user", "content": f"more {i}"})
+            sessions.append(session, Message(role="user", content=f"more {i}"))
         fake_llm.script(*round_replies)
         assert (await consolidator.consolidate(session)).ok
     assert "tool_choice" in fake_llm.requests[-2] and "tool_choice" not in fake_llm.requests[-1]
@@ -254,7 +261,7 @@ async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_ll
         assert await restarted.runtime.consolidator.drain(10)
     assert archived[0].exists()  # the raw record is kept after its archive lands
     transcript = load_session(archived[0], "test:1")
-    assert any(True for _ in transcript.records_of("archived"))
+    assert any(True for _ in transcript.records_of(Archived))
     history = (config.workspace / "memory" / "HISTORY.md").read_text()
     assert history.count("Archived talk.") == 1
     notes = [p for p in (config.workspace / "memory").glob("*-archived-talk.md")]

@@ -1,7 +1,7 @@
 from typer.testing import CliRunner
 
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import SessionStore
+from clawgate.agent.session import Consolidation, Message, SessionStore
 from clawgate.gateway.cli import app
 from clawgate.gateway.onboard import onboard
 
@@ -38,8 +38,8 @@ async def test_audit_exit_codes(tmp_path):
     sessions = SessionStore(workspace / "sessions")
     session = await sessions.get("cli:default")
     for i in range(4):
-        sessions.append_message(session, {"role": "user", "content": f"m{i}"})
-    sessions.append_record(session, "consolidation", from_seq=1, to_seq=2, mode="llm")
+        sessions.append(session, Message(role="user", content=f"m{i}"))
+    sessions.append(session, Consolidation(from_seq=1, to_seq=2, mode="llm"))
     ok = _run(config_path, "audit")
     assert ok.exit_code == 0, ok.output
     assert "4 messages: 2 live, 2 consolidated" in ok.output

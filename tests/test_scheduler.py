@@ -16,7 +16,7 @@ import pytest
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.agent.session import load_session
+from clawgate.agent.session import Consolidation, Delivery, load_session
 from clawgate.channels.telegram import create_channel
 from clawgate.gateway.cron.heartbeat import Heartbeat
 from clawgate.gateway.cron.models import Schedule, StateFile
@@ -223,7 +223,7 @@ async def test_job_runs_with_the_target_chats_trust_and_a_bounded_history(
     assert len(users) == CRON_KEEP_RUNS + 1
     session = await running.runtime.sessions.get("cron:daily")
     assert len([m for m in session.unconsolidated() if m["role"] == "user"]) == CRON_KEEP_RUNS
-    assert any(r.get("mode") == "trimmed" for r in session.records_of("consolidation"))
+    assert any(r.mode == "trimmed" for r in session.records_of(Consolidation))
     report = audit_sessions(running.workspace / "sessions")
     assert report.ok, report.problems
     memory = running.workspace / "memory" / "MEMORY.md"
@@ -423,4 +423,4 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
             await gateway.stop(grace=2)
     session = load_session(gateway.runtime.sessions.path_for(to), to)
     assert "[scheduled: job at] Reminder: call the bank" in [m["content"] for m in session.messages]
-    assert any(r.get("status") == "sent" for r in session.records_of("delivery"))
+    assert any(r.status == "sent" for r in session.records_of(Delivery))

@@ -7,7 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clawgate.agent.history import MISSING_RESULT, repair_tool_pairs, to_model_messages
-from clawgate.agent.session import SessionStore, load_session, read_key, session_filename
+from clawgate.agent.session import (
+    Message,
+    SessionStore,
+    State,
+    load_session,
+    read_key,
+    session_filename,
+)
 
 
 def test_filename_examples():
@@ -31,8 +38,8 @@ def test_filename_is_injective_and_safe(a, b):
 async def _session_with_turn(tmp_path: Path):
     store = SessionStore(tmp_path / "sessions")
     session = await store.get("telegram:123")
-    store.append_message(session, {"role": "user", "content": "hello"})
-    store.append_message(session, {"role": "assistant", "content": "hi there, 世界"})
+    store.append(session, Message(role="user", content="hello"))
+    store.append(session, Message(role="assistant", content="hi there, 世界"))
     await store.sync(session)
     return store, session
 
@@ -51,20 +58,18 @@ async def test_header_names_key_and_messages_have_fields(tmp_path):
 
 async def test_seq_continues_across_restart(tmp_path):
     store, session = await _session_with_turn(tmp_path)
-    store.append_record(session, "state", last_consolidated=1)
+    store.append(session, State(last_consolidated=1))
     reloaded = await SessionStore(tmp_path / "sessions").get("telegram:123")
     assert [m["seq"] for m in reloaded.messages] == [1, 2]
     assert reloaded.last_consolidated == 1
     assert [m["seq"] for m in reloaded.unconsolidated()] == [2]
-    stored = SessionStore(tmp_path / "sessions").append_message(
-        reloaded, {"role": "user", "content": "x"}
-    )
+    stored = SessionStore(tmp_path / "sessions").append(reloaded, Message(role="user", content="x"))
     assert stored["seq"] == 3
 
 
 async def test_truncation_at_every_byte_of_last_line_loads(tmp_path, caplog):
     store, session = await _session_with_turn(tmp_path)
-    store.append_message(session, {"role": "user", "content": "the last line ✓"})
+    store.append(session, Message(role="user", content="the last line ✓"))
     raw = session.path.read_bytes()
     last_start = raw.rstrip(b"\n").rfind(b"\n") + 1
     for cut in range(last_start, len(raw) + 1):
@@ -78,7 +83,7 @@ async def test_truncation_at_every_byte_of_last_line_loads(tmp_path, caplog):
         cut_store = SessionStore(tmp_path)
         cut_store._cache["telegram:123"] = loaded
         loaded.path = path
-        cut_store.append_message(loaded, {"role": "user", "content": "after crash"})
+        cut_store.append(loaded, Message(role="user", content="after crash"))
         again = load_session(path, "telegram:123")
         assert again.messages[-1]["content"] == "after crash"
         assert again.messages[-1]["seq"] == (4 if complete else 3)
@@ -88,7 +93,7 @@ async def test_corrupt_line_in_the_middle_is_skipped(tmp_path, caplog):
     store, session = await _session_with_turn(tmp_path)
     with session.path.open("ab") as handle:
         handle.write(b"{not json\n\xff\xfe\n[1,2]\n")
-    store.append_message(session, {"role": "user", "content": "still here"})
+    store.append(session, Message(role="user", content="still here"))
     with caplog.at_level(logging.WARNING):
         loaded = load_session(session.path, "telegram:123")
     assert [m["content"] for m in loaded.messages] == ["hello", "hi there, 世界", "still here"]
@@ -104,7 +109,7 @@ async def test_archive_moves_file_and_continues_seq(tmp_path):
     assert session.path == archived  # the old object now stands for the archived transcript
     fresh = await store.get("telegram:123")
     assert fresh.messages == []
-    assert store.append_message(fresh, {"role": "user", "content": "new"})["seq"] == 3
+    assert store.append(fresh, Message(role="user", content="new"))["seq"] == 3
     assert load_session(fresh.path, "telegram:123").next_seq == 4
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clawgate.agent.session import load_session, read_key
+from clawgate.agent.session import Archived, Consolidation, load_session, read_key
 
 
 @dataclass
@@ -43,10 +43,10 @@ def _audit_file(path: Path, archived: bool, root: Path, report: AuditReport) -> 
     report.files += 1
     name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     coverage: Counter[int] = Counter()
-    for record in session.records_of("consolidation"):
-        for seq in range(int(record["from_seq"]), int(record["to_seq"]) + 1):
+    for record in session.records_of(Consolidation):
+        for seq in range(record.from_seq, record.to_seq + 1):
             coverage[seq] += 1
-    landed = any(True for _ in session.records_of("archived"))
+    landed = any(True for _ in session.records_of(Archived))
     seqs = [int(m["seq"]) for m in session.messages]
     present = set(seqs)
     for seq in seqs:

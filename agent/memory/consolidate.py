@@ -19,7 +19,7 @@ from typing import Any
 
 from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import ModelUnavailable
 
@@ -324,12 +324,8 @@ class Consolidator:
                 if update is not None:
                     await asyncio.to_thread(self.store.replace_memory, update)
                 # One record: the covered range and the new last_consolidated land together.
-                self.sessions.append_record(
-                    session,
-                    "consolidation",
-                    from_seq=first,
-                    to_seq=cut,
-                    mode="raw" if raw else "llm",
+                self.sessions.append(
+                    session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
                 )
                 await self.sessions.sync(session)
             except OSError as exc:
@@ -385,7 +381,7 @@ class Consolidator:
                 f"transcript sessions/archive/{session.path.name}\n"
             )
             await asyncio.to_thread(self.store.write_note, f"{day}-{_slug(outcome.reason)}", note)
-        self.sessions.append_record(session, "archived")
+        self.sessions.append(session, Archived())
         await self.sessions.sync(session)
         return outcome
 

@@ -11,6 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from clawgate.agent.scheduled import trim_history
+from clawgate.agent.session import Message
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class ScheduledTurns:
         await self._until_idle(deliver_to)
         sessions = self.runtime.sessions
         target = await sessions.get(deliver_to)
-        stored = sessions.append_message(target, {"role": "assistant", "content": label + text})
+        stored = sessions.append(target, Message(role="assistant", content=label + text))
         await sessions.sync(target)
         await self.bus.publish_outbound(
             OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clawgate.agent.session import load_session, read_key
+from clawgate.agent.session import Archived, load_session, read_key
 from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def _old_files(folder: Path, cutoff: float) -> list[Path]:
 
 def _archive_landed(path: Path) -> bool:
     session = load_session(path, read_key(path) or path.stem)
-    return any(True for _ in session.records_of("archived"))
+    return any(True for _ in session.records_of(Archived))
 
 
 def sweep(config: Config, *, now: float | None = None, dry_run: bool = False) -> SweepReport:

@@ -1,9 +1,9 @@
 """JSONL sessions: one append-only file per session key, crash-safe at every byte.
 
-File layout (`<workspace>/sessions/<name>.jsonl`):
-  line 1   {"type": "session", "key": "telegram:123", "version": 1, "created_at": ..., "first_seq": 1}
-  message  {"seq": 7, "role": "user", "content": "...", "timestamp": "...Z", ...}
-  record   {"type": "state" | "compaction" | "delivery" | ..., ...}   (no "role")
+`<workspace>/sessions/<name>.jsonl` holds a header, then messages and records in the order
+they happened (the line types are in records.py). `SessionStore.append` is the only writer:
+one write() per line through the kernel's DiskWriter (complete or raise, and a line after a
+torn one starts afresh), one fsync per turn (`sync`).
 """
 
 from __future__ import annotations
@@ -19,17 +19,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_json
+
+from clawgate.agent.session.records import (
+    MESSAGE_LINE,
+    RECORD_LINE,
+    Consolidation,
+    Message,
+    RecordKind,
+    SessionHeader,
+    State,
+    utc_now_iso,
+)
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-# message_id: the platform's id of a user message, so a re-delivered message is recognised.
-MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "message_id")
 _SAFE = re.compile(r"[A-Za-z0-9-]")
+R = TypeVar("R", bound=RecordKind)
+# Set by the store, not by whoever appends a message.
+_STAMPS = {"seq", "timestamp"}
 
 
 def session_filename(key: str) -> str:
@@ -52,28 +65,28 @@ def _seq(message: dict[str, Any]) -> int:
     return int(message["seq"])
 
 
-def utc_now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass
 class Session:
-    """The in-memory view of one session file. Mutated only through SessionStore."""
+    """The in-memory view of one session file. Changed only by SessionStore and the delivery
+    rules (delivery.py), never by its users."""
 
     key: str
     path: Path
+    # Each a `Message` as stored, as a dict: the form the model is sent (see agent/history.py).
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # The `State` records folded: the latest value of each field that was ever set.
     state: dict[str, Any] = field(default_factory=dict)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[RecordKind] = field(default_factory=list)
     next_seq: int = 1
     first_seq: int = 1  # seqs continue across /new: the first seq this transcript holds
-    # The file ends without a newline (a torn write): the next append must start a new line.
+    # The file ended mid-line when it was loaded (a torn write, or another writer's junk the
+    # DiskWriter has not seen): the next line must start afresh.
     needs_newline: bool = False
     # How many turns / consolidations are using this object; pinned sessions are not evicted.
     pins: int = 0
     # Platform message id -> seq of the user message that carried it.
     message_ids: dict[str, int] = field(default_factory=dict)
-    # Seqs of replies handed to the outbound queue by this process (not persisted).
+    # Seqs of replies handed to the outbound queue by this process (see delivery.py).
     handed_out: set[int] = field(default_factory=set)
 
     @contextmanager
@@ -90,30 +103,14 @@ class Session:
         return int(self.state.get("last_consolidated", 0))
 
     def unconsolidated(self) -> list[dict[str, Any]]:
+        return self.messages_after(self.last_consolidated)
+
+    def messages_after(self, seq: int) -> list[dict[str, Any]]:
         # Seqs only grow, so a bisect keeps this flat however long the session gets.
-        start = bisect.bisect_right(self.messages, self.last_consolidated, key=_seq)
-        return self.messages[start:]
+        return self.messages[bisect.bisect_right(self.messages, seq, key=_seq) :]
 
-    def reply_to(self, user_seq: int) -> dict[str, Any] | None:
-        """The final assistant reply that answered the user message at `user_seq`, if any."""
-        start = bisect.bisect_right(self.messages, user_seq, key=_seq)
-        for message in self.messages[start:]:
-            if message["role"] == "user":
-                return None
-            if message["role"] == "assistant" and not message.get("tool_calls"):
-                return message
-        return None
-
-    def command_ids(self) -> set[str]:
-        return {str(r.get("message_id")) for r in self.records_of("command")}
-
-    def delivered(self, seq: int) -> bool:
-        return any(
-            r.get("seq") == seq and r.get("status") == "sent" for r in self.records_of("delivery")
-        )
-
-    def records_of(self, kind: str) -> Iterator[dict[str, Any]]:
-        return (r for r in self.records if r.get("type") == kind)
+    def records_of(self, kind: type[R]) -> Iterator[R]:
+        return (r for r in self.records if isinstance(r, kind))
 
 
 class SessionStore:
@@ -167,58 +164,63 @@ class SessionStore:
     def forget(self, key: str) -> None:
         self._cache.pop(key, None)
 
+    @overload
+    def append(self, session: Session, item: Message) -> dict[str, Any]: ...
+
+    @overload
+    def append(self, session: Session, item: R) -> R: ...
+
+    def append(self, session: Session, item: Message | RecordKind) -> dict[str, Any] | RecordKind:
+        """Persist one message (with the next seq) or record, stamped with the time.
+
+        Returns a message as the session now holds it (a dict), a record as written. One
+        write() per line, no fsync: call `sync` once per turn.
+        """
+        if isinstance(item, Message):
+            stored = {
+                "seq": session.next_seq,
+                **item.to_dict(exclude=_STAMPS),
+                "timestamp": item.timestamp or utc_now_iso(),
+            }
+            stored = self._write(session, stored)
+            _index_message(session, stored)
+            session.next_seq += 1
+            return stored
+        record = item.model_copy(update={"timestamp": item.timestamp or utc_now_iso()})
+        fields = record.to_dict()
+        written = self._write(session, fields)
+        if written is not fields:  # lone surrogates were replaced
+            record = record.model_validate(written)
+        _apply_record(session, record)
+        return record
+
+    def _write(self, session: Session, fields: dict[str, Any]) -> dict[str, Any]:
+        """Write one line; returns its fields as written (which the session must hold)."""
+        self._ensure_header(session)
+        try:
+            data = to_json(fields)
+        except PydanticSerializationError:
+            # A lone UTF-16 surrogate (e.g. "\ud800" from a platform's JSON) is no character and
+            # cannot be UTF-8. It becomes U+FFFD in the line itself, so what is cached (and
+            # later sent to the model, which would reject it too) matches what is on disk.
+            fields = without_surrogates(fields)
+            data = to_json(fields)
+        if session.needs_newline:
+            data = b"\n" + data
+        self.writer.append(session.path, data + b"\n")
+        session.needs_newline = False
+        return fields
+
     def _ensure_header(self, session: Session) -> None:
         if session.path.exists():
             return
         self.writer.mkdir(self.directory)
-        header = {
-            "type": "session",
-            "key": session.key,
-            "version": FORMAT_VERSION,
-            "created_at": utc_now_iso(),
-            "first_seq": session.next_seq,
-        }
-        self.writer.append(session.path, json.dumps(header, ensure_ascii=False) + "\n")
+        header = SessionHeader(
+            key=session.key, created_at=utc_now_iso(), first_seq=session.next_seq
+        )
+        # The header has always been written with json's default separators; it stays so.
+        self.writer.append(session.path, json.dumps(header.model_dump(), ensure_ascii=False) + "\n")
         session.needs_newline = False
-
-    def _write(self, session: Session, record: dict[str, Any]) -> None:
-        self._ensure_header(session)
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone UTF-16 surrogate (e.g. "\ud800" from a platform's JSON) is no character and
-            # cannot be UTF-8. It becomes U+FFFD in the record itself, so what is cached (and
-            # later sent to the model, which would reject it too) matches what is on disk.
-            record.update(without_surrogates(record))
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        if session.needs_newline:
-            line = "\n" + line
-        self.writer.append(session.path, line)
-        session.needs_newline = False
-
-    def append_message(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
-        """Persist one message with the next seq and a timestamp; returns the stored dict.
-
-        One write() per record, no fsync: call `sync` once per turn.
-        """
-        stored: dict[str, Any] = {"seq": session.next_seq}
-        for name in MESSAGE_FIELDS:
-            if message.get(name) is not None:
-                stored[name] = message[name]
-        stored.setdefault("content", "")
-        stored["timestamp"] = message.get("timestamp") or utc_now_iso()
-        self._write(session, stored)
-        _index_message(session, stored)
-        session.next_seq += 1
-        return stored
-
-    def append_record(self, session: Session, kind: str, **fields: Any) -> dict[str, Any]:
-        """Persist a non-message record (`type` = kind). `state` records update session.state."""
-        record = {"type": kind, **fields, "timestamp": utc_now_iso()}
-        self._write(session, record)
-        _apply_record(session, record)
-        return record
 
     async def sync(self, session: Session) -> None:
         """Make this session's appends durable (once per turn)."""
@@ -263,31 +265,21 @@ class SessionStore:
 
 def _index_message(session: Session, message: dict[str, Any]) -> None:
     session.messages.append(message)
-    if message.get("message_id") and message.get("role") == "user":
-        session.message_ids[str(message["message_id"])] = int(message["seq"])
+    if message.get("message_id") and message["role"] == "user":
+        session.message_ids[message["message_id"]] = message["seq"]
 
 
-def _apply_record(session: Session, record: dict[str, Any]) -> None:
-    """Fold one record into the session; raises on a malformed field before changing it."""
-    kind = record.get("type")
-    if kind == "session":
-        first_seq = int(record.get("first_seq", 1))
-        session.first_seq = first_seq
-        session.next_seq = max(session.next_seq, first_seq)
-        return
-    if kind == "state":
-        if "last_consolidated" in record:
-            int(record["last_consolidated"])
-        session.state.update({k: v for k, v in record.items() if k not in ("type", "timestamp")})
-        return
-    # Fields that later code does arithmetic on must be numbers, or the record is not kept.
-    numbers = {"consolidation": ("from_seq", "to_seq"), "compaction": ("up_to_seq",)}
-    for name in numbers.get(str(kind), ()):
-        record[name] = int(record[name])
-    session.records.append(record)
-    if kind == "consolidation":
-        # The covered range and the advance are one record, so one write() makes both land.
-        session.state["last_consolidated"] = max(session.last_consolidated, record["to_seq"])
+def _apply_record(session: Session, record: SessionHeader | RecordKind) -> None:
+    if isinstance(record, SessionHeader):
+        session.first_seq = record.first_seq
+        session.next_seq = max(session.next_seq, record.first_seq)
+    elif isinstance(record, State):
+        session.state.update(record.to_dict(exclude={"type", "timestamp"}))
+    else:
+        session.records.append(record)
+        if isinstance(record, Consolidation):
+            # The covered range and the advance are one line, so one write() makes both land.
+            session.state["last_consolidated"] = max(session.last_consolidated, record.to_seq)
 
 
 def read_key(path: Path) -> str | None:
@@ -299,8 +291,17 @@ def read_key(path: Path) -> str | None:
     return first.get("key") if isinstance(first, dict) else None
 
 
+# What a record's validation error says about the line, for the warning.
+_WHY = {
+    "json_invalid": "an unreadable line (torn write?)",
+    "dict_type": "a line that is no JSON object",
+    "union_tag_not_found": "a line that is neither message nor record",
+    "union_tag_invalid": "a record of an unknown type",
+}
+
+
 def load_session(path: Path, key: str) -> Session:
-    """Read a session file. Torn or corrupt lines are skipped with a warning, never fatal."""
+    """Read a session file. Torn, corrupt or unknown lines are skipped with a warning."""
     session = Session(key=key, path=path)
     try:
         raw = path.read_bytes()
@@ -309,27 +310,23 @@ def load_session(path: Path, key: str) -> Session:
     if raw and not raw.endswith(b"\n"):
         session.needs_newline = True
     max_seq = 0
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
+    for number, data in enumerate(raw.split(b"\n"), start=1):
+        if not data.strip():
             continue
         try:
-            record = json.loads(line.decode("utf-8"))
-            if not isinstance(record, dict):
-                raise ValueError("not an object")
-        except (ValueError, UnicodeDecodeError):
-            log.warning("%s:%d: skipped an unreadable line (torn write?)", path.name, number)
-            continue
-        if "role" in record and isinstance(record.get("seq"), int):
-            _index_message(session, record)
-            max_seq = max(max_seq, record["seq"])
-        elif "type" in record:
-            try:
-                _apply_record(session, record)
-            except (KeyError, TypeError, ValueError, OverflowError):
-                log.warning("%s:%d: skipped a record with a malformed field", path.name, number)
+            message = MESSAGE_LINE.validate_json(data)
+        except ValidationError:
+            pass
         else:
-            log.warning(
-                "%s:%d: skipped a line that is neither message nor record", path.name, number
-            )
+            _index_message(session, cast(dict[str, Any], message))
+            max_seq = max(max_seq, message["seq"])
+            continue
+        try:
+            record = RECORD_LINE.validate_json(data)
+        except ValidationError as exc:
+            why = _WHY.get(exc.errors()[0]["type"], "a line with a malformed field")
+            log.warning("%s:%d: skipped %s", path.name, number, why)
+            continue
+        _apply_record(session, record)
     session.next_seq = max(session.next_seq, max_seq + 1)
     return session

@@ -1,0 +1,88 @@
+"""At-most-once replies: what was answered, and what to do when a message comes back.
+
+Channels may hand the same platform message over twice (a restart before the channel
+acknowledged it, a webhook retried). Each user message is stored with its platform id, so a
+second copy is recognised, and its turn is neither run nor answered twice. The words:
+
+- handed out: this process put the reply on the outbound queue (`hand_out`). Kept in memory
+  only, it covers the moment between that and the delivery record.
+- delivered: a `Delivery` record with status "sent" names the reply's seq.
+- answered: handed out or delivered. An answered reply is never sent again.
+- unanswered: the last user message carries a platform id and no reply followed it: the
+  process died mid-turn. The gateway publishes it again at start (`unanswered`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from clawgate.agent.session.records import Command, Delivery
+from clawgate.agent.session.store import Session
+
+
+def hand_out(session: Session, seq: int) -> None:
+    """The reply at `seq` is on the outbound queue: until its delivery record lands, this is
+    what stops a re-delivered copy of the message from sending it a second time."""
+    session.handed_out.add(seq)
+
+
+def delivered(session: Session, seq: int) -> bool:
+    return any(r.seq == seq and r.status == "sent" for r in session.records_of(Delivery))
+
+
+def answered(session: Session, seq: int) -> bool:
+    return seq in session.handed_out or delivered(session, seq)
+
+
+def reply_to(session: Session, user_seq: int) -> dict[str, Any] | None:
+    """The final assistant reply that answered the user message at `user_seq`, if any."""
+    for message in session.messages_after(user_seq):
+        if message["role"] == "user":
+            return None
+        if message["role"] == "assistant" and not message.get("tool_calls"):
+            return message
+    return None
+
+
+def command_ran(session: Session, message_id: str) -> bool:
+    """A slash command with this platform id already ran (a `Command` record names it)."""
+    return any(r.message_id == message_id for r in session.records_of(Command))
+
+
+class Replay(Enum):
+    """What to do with a message whose platform id this session has already stored."""
+
+    ANSWERED = "answered"  # its reply was handed out or delivered: send nothing
+    SUPERSEDED = "superseded"  # never answered, but later messages were: do not reopen it
+    UNSENT = "unsent"  # replied, but the reply never left: send that reply
+    UNFINISHED = "unfinished"  # the turn never finished: finish it, storing nothing twice
+
+
+@dataclass(frozen=True)
+class ReplayDecision:
+    action: Replay
+    reply: dict[str, Any] | None = None  # the stored reply, for UNSENT
+
+
+def replay(session: Session, user_seq: int) -> ReplayDecision:
+    """The decision for a re-delivered copy of the user message stored at `user_seq`."""
+    reply = reply_to(session, user_seq)
+    if reply is not None:
+        if answered(session, reply["seq"]):
+            return ReplayDecision(Replay.ANSWERED)
+        return ReplayDecision(Replay.UNSENT, reply)
+    if any(m["role"] == "user" for m in session.messages if m["seq"] > user_seq):
+        return ReplayDecision(Replay.SUPERSEDED)
+    return ReplayDecision(Replay.UNFINISHED)
+
+
+def unanswered(session: Session) -> dict[str, Any] | None:
+    """The last user message if it came with a platform id and no reply followed it."""
+    last_user = next((m for m in reversed(session.messages) if m["role"] == "user"), None)
+    if last_user is None or not last_user.get("message_id"):
+        return None
+    if reply_to(session, last_user["seq"]) is not None:
+        return None
+    return last_user
