@@ -6,11 +6,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from clawgate.agent.commands import CommandHandler
+from clawgate.agent.commands import ChannelStatus, CommandHandler
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard
 from clawgate.agent.llm import LLMClient
-from clawgate.agent.loop import AgentLoop
+from clawgate.agent.loop import AgentLoop, Outbox
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.embeddings import make_embedder
 from clawgate.agent.memory.index import MemoryIndex
@@ -22,6 +22,7 @@ from clawgate.agent.session import SessionStore, load_session, read_key
 from clawgate.agent.tools import default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
 from clawgate.kernel.storage import DiskWriter
@@ -49,7 +50,16 @@ class AgentRuntime:
     search: MemorySearch
 
     @classmethod
-    def build(cls, config: Config, *, writer: DiskWriter | None = None) -> AgentRuntime:
+    def build(
+        cls,
+        config: Config,
+        *,
+        writer: DiskWriter | None = None,
+        outbox: Outbox | None = None,
+        channel_status: ChannelStatus | None = None,
+    ) -> AgentRuntime:
+        """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
+        outbound queue, for send_file) and, in the daemon, `channel_status` for /status."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
@@ -75,6 +85,7 @@ class AgentRuntime:
             context_window=config.agent.context_window_tokens,
             reserve=config.agent.max_tokens,
         )
+        usage = TurnUsage()
         commands = CommandHandler(
             sessions=sessions,
             default_model=config.agent.model,
@@ -82,8 +93,10 @@ class AgentRuntime:
             context=context,
             tools=tools,
             tools_config=config.tools,
+            usage=usage,
+            channel_status=channel_status,
+            on_archived=(lambda old, _path: consolidator.schedule_archive(old),),
         )
-        commands.on_archived.append(lambda old, _path: consolidator.schedule_archive(old))
         loop = AgentLoop(
             config=config,
             sessions=sessions,
@@ -95,6 +108,8 @@ class AgentRuntime:
             consolidator=consolidator,
             guard=guard,
             memory=memory,
+            usage=usage,
+            outbox=outbox,
         )
         return cls(
             config,

@@ -56,7 +56,7 @@ class Dispatcher:
             log.warning("%s: shutting down, message left for the next start", message.session_key)
             return
         command = parse_command(message.text)
-        if command is not None and command[0] == "stop" and message.session_key in self._turns:
+        if command is not None and command.interrupts and message.session_key in self._turns:
             self._turns[message.session_key].cancel()
             await self.bus.publish_outbound(_reply(message, "Stopped."))
             return

@@ -80,7 +80,7 @@ class Harness:
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
-        self.runtime = AgentRuntime.build(config, writer=writer)
+        self.runtime = AgentRuntime.build(config, writer=writer, outbox=self.bus.publish_outbound)
         self.gateway = Gateway(self.runtime, [self.channel], self.bus)
 
     @property
