@@ -216,6 +216,11 @@ class AgentLoop:
             chat_id=message.chat_id,
             outbox=self.outbox,
         )
+        try:
+            ctx.make_root()
+        except OSError as exc:
+            # Not the turn's failure: each file tool reports its own error to the model.
+            log.warning("%s: cannot create %s: %s", session.key, ctx.root, exc)
         images = (
             await image_parts(self._workspace, message.media) if self.config.agent.vision else []
         )
