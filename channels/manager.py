@@ -111,20 +111,20 @@ class ChannelManager:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start_all(self) -> None:
+    async def start_all(self, tasks: asyncio.TaskGroup | None = None) -> None:
         """Start every channel at once; return when each has started or failed its first try.
 
-        A channel that failed keeps being retried in the background.
+        A channel that failed keeps being retried in the background, by a supervisor task
+        created in `tasks` (the gateway's TaskGroup) when given; `stop_all` ends them.
         """
+        spawn = tasks.create_task if tasks is not None else asyncio.create_task
         first_tries: list[asyncio.Event] = []
         for sup in self._supervised.values():
             if sup.task is not None and not sup.task.done():
                 continue
             tried = asyncio.Event()
             first_tries.append(tried)
-            sup.task = asyncio.create_task(
-                self._supervise(sup, tried), name=f"channel:{sup.channel.name}"
-            )
+            sup.task = spawn(self._supervise(sup, tried), name=f"channel:{sup.channel.name}")
         await asyncio.gather(*(tried.wait() for tried in first_tries))
 
     async def stop_all(self) -> None:

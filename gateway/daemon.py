@@ -30,9 +30,9 @@ class Gateway:
     """A running set of channels around one agent runtime.
 
     Built in dependency order; nothing is set on a part once built. `start` opens one
-    TaskGroup that owns every long-lived task (outbound, dispatcher and, in the daemon, the
-    status writer and housekeeping); the channel manager and the scheduler own their tasks
-    and are started and stopped in order around them. `stop` is the shutdown order.
+    TaskGroup that owns every long-lived task: outbound, dispatcher, one supervisor per
+    channel and, in the daemon, the status writer and housekeeping (the cron scheduler still
+    keeps its own tasks, which its `stop` ends). `stop` is the shutdown order.
     """
 
     def __init__(
@@ -82,7 +82,7 @@ class Gateway:
             self._outbound = tasks.create_task(self.manager.run_outbound(), name="outbound")
             self._dispatching = tasks.create_task(self.dispatcher.run(), name="dispatcher")
             await self.runtime.start()
-            await self.manager.start_all()
+            await self.manager.start_all(tasks)
             if self.scheduler is not None:
                 await self.scheduler.start()
             for message in await self.runtime.unanswered(set(self.manager.channels)):
@@ -96,6 +96,8 @@ class Gateway:
                     tasks.create_task(_housekeeping(self.runtime.config), name="housekeeping"),
                 ]
         except BaseException:
+            # Channel supervisors are in the group too: the group cannot close until they end.
+            await self.manager.stop_all()
             # The caller sees this error itself, not wrapped in the TaskGroup's.
             await self._end_tasks()
             raise
