@@ -50,6 +50,9 @@ class Gateway:
         `scheduler`: run cron jobs and the heartbeat, and give the model the `cron` tool
         (only the daemon does: one process fires the jobs). `daemon`: also keep
         `<data_dir>/status.json` current and run the daily housekeeping."""
+        if runtime.loop.outbox != bus.publish_outbound:
+            # Caught here, not when a send_file call finds no way out.
+            raise ValueError("build the runtime with outbox=bus.publish_outbound")
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = Dispatcher(
