@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard, ContextTooLarge
 from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.session import Session, SessionStore, State
 from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.errors import ModelUnavailable
@@ -32,8 +33,22 @@ def _tokens(text: str) -> int:
     return estimate_messages([{"role": "system", "content": text}])
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """('model', 'gpt-4o') for '/model gpt-4o' or '/model@MyBot gpt-4o'; None if not ours."""
+class Command(NamedTuple):
+    """A slash command as the user typed it: `/model@MyBot gpt-4o` is ('model', 'gpt-4o')."""
+
+    name: str
+    arg: str
+
+    @property
+    def interrupts(self) -> bool:
+        """Answered by whoever owns the session's running turn, which it cancels (`/stop`);
+        the handler below only answers it when nothing runs."""
+        return self.name == "stop"
+
+
+def parse_command(text: str) -> Command | None:
+    """The command in `text`, or None if it is not one of ours (then it goes to the model).
+    The one place that knows the command syntax: the dispatcher and the loop both ask it."""
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
@@ -41,13 +56,15 @@ def parse_command(text: str) -> tuple[str, str] | None:
     name = head.split("@", 1)[0].lower()
     if name not in COMMANDS and name != "start":
         return None
-    return name, arg.strip()
+    return Command(name, arg.strip())
 
 
 ArchiveHook = Callable[[Session, Any], object]
+# {channel: {state, last_error, ...}}, for /status's channel lines.
+ChannelStatus = Callable[[], dict[str, dict[str, Any]]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommandHandler:
     """Runs one slash command against a session. `/stop` is handled by the dispatcher, which
     owns the running turn; here it only answers when nothing runs."""
@@ -58,11 +75,11 @@ class CommandHandler:
     context: ContextBuilder
     tools: ToolRegistry
     tools_config: ToolsConfig
-    last_usage: dict[str, dict[str, int]] = field(default_factory=dict)
-    # Set by the gateway: {channel: {state, last_error, ...}} for /status.
-    channel_status: Callable[[], dict[str, dict[str, Any]]] | None = None
+    usage: TurnUsage
+    # The daemon's channel states; None where there is nothing to report (`clawgate agent`).
+    channel_status: ChannelStatus | None = None
     # Called after /new moved a transcript aside (the memory system archives it from there).
-    on_archived: list[ArchiveHook] = field(default_factory=list)
+    on_archived: tuple[ArchiveHook, ...] = ()
 
     def model_for(self, session: Session) -> str:
         return str(session.state.get("model") or self.default_model)
@@ -83,7 +100,7 @@ class CommandHandler:
             await self.sessions.sync(session)
             return f"Model for this session set to {arg}."
         if name == "status":
-            usage = self.last_usage.get(session.key, {})
+            usage = self.usage.last(session.key)
             return "\n".join(
                 [
                     f"Model: {self.model_for(session)}",

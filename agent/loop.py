@@ -25,12 +25,16 @@ from clawgate.agent.session import Command, Message, Session, SessionStore, Stat
 from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ModelUnavailable
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
+
+# Puts a message on the outbound queue ahead of the reply (the send_file tool).
+Outbox = Callable[[OutboundMessage], Awaitable[None]]
 
 CANCELLED_RESULT = "[cancelled by /stop before this tool finished]"
 EMPTY_REPLY = "The model returned an empty reply. Your message is saved; please try again."
@@ -92,6 +96,8 @@ class AgentLoop:
         consolidator: Consolidator,
         guard: ContextGuard,
         memory: MemoryStore,
+        usage: TurnUsage,
+        outbox: Outbox | None = None,
     ) -> None:
         self.config = config
         self.sessions = sessions
@@ -103,10 +109,11 @@ class AgentLoop:
         self.consolidator = consolidator
         self.guard = guard
         self.memory = memory
+        self.usage = usage
+        # None outside a gateway (benchmarks): send_file then says it cannot send.
+        self.outbox = outbox
         self._secrets = tuple(config.secrets())
         self._workspace = config.workspace.resolve()
-        # Set by the gateway: lets tools (send_file) put a message on the outbound queue.
-        self.outbox: Callable[[OutboundMessage], Awaitable[None]] | None = None
 
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
         """Answer one inbound message (a command or a model turn)."""
@@ -115,7 +122,7 @@ class AgentLoop:
         if command is not None:
             if message.message_id and command_ran(session, message.message_id):
                 return None  # re-delivered after a restart: /new must not run twice
-            text = await self.commands.run(command[0], command[1], message, session)
+            text = await self.commands.run(command.name, command.arg, message, session)
             if message.message_id:
                 current = await self.sessions.get(message.session_key)  # /new replaced it
                 self.sessions.append(
@@ -210,6 +217,11 @@ class AgentLoop:
             chat_id=message.chat_id,
             outbox=self.outbox,
         )
+        try:
+            ctx.make_root()
+        except OSError as exc:
+            # Not the turn's failure: each file tool reports its own error to the model.
+            log.warning("%s: cannot create %s: %s", session.key, ctx.root, exc)
         images = (
             await image_parts(self._workspace, message.media) if self.config.agent.vision else []
         )
@@ -257,7 +269,7 @@ class AgentLoop:
             steps += 1
             level = 0  # a compaction that made room holds for the next step
             _add_usage(total, response)
-            self.commands.last_usage[session.key] = total
+            self.usage.record(session.key, total)
             if not response.tool_calls:
                 return self._finish(session, response, total)
             await self._run_tool_calls(session, response, ctx)

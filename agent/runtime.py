@@ -7,11 +7,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clawgate.agent.commands import CommandHandler
+from clawgate.agent.commands import ChannelStatus, CommandHandler
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard
 from clawgate.agent.llm import LLMClient
-from clawgate.agent.loop import AgentLoop
+from clawgate.agent.loop import AgentLoop, Outbox
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.embeddings import make_embedder
 from clawgate.agent.memory.index import MemoryIndex
@@ -24,6 +24,7 @@ from clawgate.agent.session.delivery import unanswered
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
 from clawgate.kernel.storage import DiskWriter
@@ -57,8 +58,12 @@ class AgentRuntime:
         *,
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
+        outbox: Outbox | None = None,
+        channel_status: ChannelStatus | None = None,
     ) -> AgentRuntime:
-        """`extra_tools`: tools beyond the built-in ones (the gateway's `cron`)."""
+        """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
+        outbound queue, for send_file), in the daemon `channel_status` for /status, and
+        `extra_tools` beyond the built-in ones (the gateway's `cron`)."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
@@ -84,6 +89,7 @@ class AgentRuntime:
             context_window=config.agent.context_window_tokens,
             reserve=config.agent.max_tokens,
         )
+        usage = TurnUsage()
         commands = CommandHandler(
             sessions=sessions,
             default_model=config.agent.model,
@@ -91,8 +97,10 @@ class AgentRuntime:
             context=context,
             tools=tools,
             tools_config=config.tools,
+            usage=usage,
+            channel_status=channel_status,
+            on_archived=(lambda old, _path: consolidator.schedule_archive(old),),
         )
-        commands.on_archived.append(lambda old, _path: consolidator.schedule_archive(old))
         loop = AgentLoop(
             config=config,
             sessions=sessions,
@@ -104,6 +112,8 @@ class AgentRuntime:
             consolidator=consolidator,
             guard=guard,
             memory=memory,
+            usage=usage,
+            outbox=outbox,
         )
         return cls(
             config,

@@ -200,7 +200,7 @@ async def run(mode: str, chats: int, messages: int, root: Path) -> bool:
         config = make_config(root / mode, agent, channels=ChannelsConfig(telegram=telegram))
         bus = MessageBus()
         channel = create_channel(config.channels.telegram, bus, config)
-        runtime = AgentRuntime.build(config)
+        runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
         # litellm's import and first-call setup happen here, not inside the measured run.
         await runtime.loop.llm.chat([{"role": "user", "content": "warm up"}])
         warmup_calls = len(llm.requests)

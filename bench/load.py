@@ -203,7 +203,8 @@ async def drive(
     )
     config = Config(workspace=root / "workspace", data_dir=root / "data", agent=agent)
     onboard(root / "data" / "config.toml", workspace=config.workspace)
-    runtime = AgentRuntime.build(config)
+    bus = MessageBus()
+    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
     llm = TimedLLM(agent)
     runtime.loop.llm = llm
     litellm_cpu: list[float] = []
@@ -223,7 +224,6 @@ async def drive(
             _model_time.reset(token)
 
     runtime.loop.handle = timed_handle  # type: ignore[method-assign]
-    bus = MessageBus()
     total = sessions * messages
     channel = BenchChannel(bus, total + 1)
     gateway = Gateway(runtime, [channel], bus)

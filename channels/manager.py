@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import MessageBus, OutboundMessage
@@ -51,6 +52,33 @@ class _Supervised:
     task: asyncio.Task[None] | None = None
 
 
+class ChannelStates:
+    """Each channel's supervision state, kept current by the ChannelManager it is given to.
+
+    Made before that manager, so whatever reports it can be built first: the agent runtime
+    answers `/status` with it, and the manager needs the runtime (to record deliveries).
+    """
+
+    def __init__(self) -> None:
+        self._channels: dict[str, _Supervised] = {}
+
+    def _track(self, channels: Iterable[Channel], now: float) -> dict[str, _Supervised]:
+        self._channels = {channel.name: _Supervised(channel, STOPPED, now) for channel in channels}
+        return self._channels
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """Per channel: state, last_error, restarts, since (a timestamp from the clock)."""
+        return {
+            name: {
+                "state": sup.state,
+                "last_error": sup.last_error,
+                "restarts": sup.restarts,
+                "since": sup.since,
+            }
+            for name, sup in self._channels.items()
+        }
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return f"did not become ready within {START_TIMEOUT:g} s"
@@ -68,6 +96,7 @@ class ChannelManager:
         channels: Iterable[Channel],
         *,
         on_delivery: DeliveryHook | None = None,
+        states: ChannelStates | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -77,27 +106,25 @@ class ChannelManager:
         self._on_delivery = on_delivery
         self._sleep = sleep
         self._clock = clock
-        now = clock()
-        self._supervised = {
-            name: _Supervised(channel, STOPPED, now) for name, channel in self.channels.items()
-        }
+        self.states = states if states is not None else ChannelStates()
+        self._supervised = self.states._track(self.channels.values(), clock())
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start_all(self) -> None:
+    async def start_all(self, tasks: asyncio.TaskGroup | None = None) -> None:
         """Start every channel at once; return when each has started or failed its first try.
 
-        A channel that failed keeps being retried in the background.
+        A channel that failed keeps being retried in the background, by a supervisor task
+        created in `tasks` (the gateway's TaskGroup) when given; `stop_all` ends them.
         """
+        spawn = tasks.create_task if tasks is not None else asyncio.create_task
         first_tries: list[asyncio.Event] = []
         for sup in self._supervised.values():
             if sup.task is not None and not sup.task.done():
                 continue
             tried = asyncio.Event()
             first_tries.append(tried)
-            sup.task = asyncio.create_task(
-                self._supervise(sup, tried), name=f"channel:{sup.channel.name}"
-            )
+            sup.task = spawn(self._supervise(sup, tried), name=f"channel:{sup.channel.name}")
         await asyncio.gather(*(tried.wait() for tried in first_tries))
 
     async def stop_all(self) -> None:
@@ -114,17 +141,8 @@ class ChannelManager:
                 log.exception("channel %s did not stop cleanly", sup.channel.name)
             self._set_state(sup, STOPPED)
 
-    def status(self) -> dict[str, dict]:
-        """Per channel: state, last_error, restarts, since (a timestamp from the clock)."""
-        return {
-            name: {
-                "state": sup.state,
-                "last_error": sup.last_error,
-                "restarts": sup.restarts,
-                "since": sup.since,
-            }
-            for name, sup in self._supervised.items()
-        }
+    def status(self) -> dict[str, dict[str, Any]]:
+        return self.states.snapshot()
 
     # -- supervision -----------------------------------------------------------------------
 

@@ -7,10 +7,11 @@ import contextlib
 import logging
 import signal
 from collections.abc import Sequence
+from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.base import Channel
-from clawgate.channels.manager import ChannelManager
+from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.dispatcher import Dispatcher
@@ -27,7 +28,13 @@ HOUSEKEEPING_EVERY_SECONDS = 24 * 3600.0
 
 
 class Gateway:
-    """A running set of channels around one agent runtime."""
+    """A running set of channels around one agent runtime.
+
+    Built in dependency order; nothing is set on a part once built. `start` opens one
+    TaskGroup that owns every long-lived task: outbound, dispatcher, one supervisor per
+    channel and, in the daemon, the status writer and housekeeping (the cron scheduler still
+    keeps its own tasks, which its `stop` ends). `stop` is the shutdown order.
+    """
 
     def __init__(
         self,
@@ -35,10 +42,18 @@ class Gateway:
         channels: Sequence[Channel],
         bus: MessageBus,
         *,
+        channel_states: ChannelStates | None = None,
         scheduler: bool = False,
+        daemon: bool = False,
     ) -> None:
-        """`scheduler`: run cron jobs and the heartbeat (only the daemon does: one process
-        fires the jobs; its runtime is built with `cron_tools`)."""
+        """`runtime` must be built with `outbox=bus.publish_outbound` (and, to show channel
+        states in /status, `channel_status=channel_states.snapshot`).
+        `scheduler`: run cron jobs and the heartbeat, (only the daemon
+        does: one process fires the jobs; its runtime is built with `cron_tools`). `daemon`: also keep
+        `<data_dir>/status.json` current and run the daily housekeeping."""
+        if runtime.loop.outbox != bus.publish_outbound:
+            # Caught here, not when a send_file call finds no way out.
+            raise ValueError("build the runtime with outbox=bus.publish_outbound")
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = Dispatcher(
@@ -47,46 +62,87 @@ class Gateway:
             max_concurrent=runtime.config.agent.max_concurrent_turns,
             messages_per_minute=runtime.config.limits.messages_per_minute,
         )
-        self.manager = ChannelManager(bus, channels, on_delivery=runtime.record_delivery)
-        runtime.loop.outbox = bus.publish_outbound
+        self.manager = ChannelManager(
+            bus, channels, on_delivery=runtime.record_delivery, states=channel_states
+        )
         self.scheduler: CronScheduler | None = None
         if scheduler:
             self.scheduler = CronScheduler(runtime, bus, self.dispatcher)
-        self._tasks: list[asyncio.Task[None]] = []
+        self.status: StatusWriter | None = None
+        if daemon:
+            self.status = StatusWriter(runtime.config.data_dir, self._report)
+        self._running: contextlib.AsyncExitStack | None = None
+        self._dispatching: asyncio.Task[None] | None = None
+        self._outbound: asyncio.Task[None] | None = None
+        self._chores: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        # Outbound and dispatch run before channels start, so nothing a channel publishes waits.
-        self._tasks = [
-            asyncio.create_task(self.manager.run_outbound(), name="outbound"),
-            asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
-        ]
-        await self.runtime.start()
-        await self.manager.start_all()
-        if self.scheduler is not None:
-            await self.scheduler.start()
-        for message in await self.runtime.unanswered(set(self.manager.channels)):
-            log.info("%s: answering a message left unanswered by the last run", message.session_key)
-            await self.bus.publish_inbound(message)
+        self._running = contextlib.AsyncExitStack()
+        tasks = await self._running.enter_async_context(asyncio.TaskGroup())
+        try:
+            # Outbound and dispatch run before channels start, so nothing a channel publishes
+            # waits.
+            self._outbound = tasks.create_task(self.manager.run_outbound(), name="outbound")
+            self._dispatching = tasks.create_task(self.dispatcher.run(), name="dispatcher")
+            await self.runtime.start()
+            await self.manager.start_all(tasks)
+            if self.scheduler is not None:
+                await self.scheduler.start()
+            for message in await self.runtime.unanswered(set(self.manager.channels)):
+                log.info(
+                    "%s: answering a message left unanswered by the last run", message.session_key
+                )
+                await self.bus.publish_inbound(message)
+            if self.status is not None:
+                self._chores = [
+                    tasks.create_task(self.status.run(), name="status"),
+                    tasks.create_task(_housekeeping(self.runtime.config), name="housekeeping"),
+                ]
+        except BaseException:
+            # Channel supervisors are in the group too: the group cannot close until they end.
+            await self.manager.stop_all()
+            # The caller sees this error itself, not wrapped in the TaskGroup's.
+            await self._end_tasks()
+            raise
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop receiving, finish (or persist and cancel) in-flight turns, flush replies."""
+        await _cancel(self._chores)
         if self.scheduler is not None:
             await self.scheduler.stop(grace / 2)
         await self.manager.stop_all()
-        dispatcher_task = self._tasks[1] if len(self._tasks) > 1 else None
-        if dispatcher_task is not None:
+        if self._dispatching is not None:
             # Hand over what the bus still holds before the dispatcher stops reading it.
             while not self.bus.inbound.empty():
                 await self.dispatcher.submit(self.bus.inbound.get_nowait())
-            dispatcher_task.cancel()
+            self._dispatching.cancel()
         await self.dispatcher.shutdown(grace)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.bus.outbound.join(), timeout=5)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-        await self.runtime.close()
+        try:
+            await self._end_tasks()
+        finally:
+            await self.runtime.close()
+            if self.status is not None:
+                self.status.remove()
+
+    async def _end_tasks(self) -> None:
+        """Cancel what still runs and close the TaskGroup, which raises if a task crashed."""
+        started = [t for t in (*self._chores, self._outbound, self._dispatching) if t is not None]
+        await _cancel(started)
+        self._chores, self._outbound, self._dispatching = [], None, None
+        if self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
+
+    def _report(self) -> dict[str, Any]:
+        return {"channels": self.manager.status(), "busy_sessions": self.dispatcher.running()}
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def check_ready(config: Config) -> None:
@@ -132,31 +188,30 @@ async def serve(config: Config) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     bus = MessageBus()
-    runtime = AgentRuntime.build(config, extra_tools=cron_tools(config))
-    gateway = Gateway(runtime, build_channels(config, bus), bus, scheduler=True)
-    await gateway.start()
-    runtime.commands.channel_status = gateway.manager.status
-    status = StatusWriter(
-        config.data_dir,
-        lambda: {
-            "channels": gateway.manager.status(),
-            "busy_sessions": gateway.dispatcher.running(),
-        },
+    # /status reports the channel states, which the manager (built after the runtime, since
+    # it records deliveries through it) keeps current.
+    channel_states = ChannelStates()
+    runtime = AgentRuntime.build(
+        config,
+        outbox=bus.publish_outbound,
+        channel_status=channel_states.snapshot,
+        extra_tools=cron_tools(config),
     )
-    chores = [
-        asyncio.create_task(status.run(), name="status"),
-        asyncio.create_task(_housekeeping(config), name="housekeeping"),
-    ]
+    gateway = Gateway(
+        runtime,
+        build_channels(config, bus),
+        bus,
+        channel_states=channel_states,
+        scheduler=True,
+        daemon=True,
+    )
+    await gateway.start()
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
     try:
         await stop.wait()
     finally:
         log.info("shutting down: finishing in-flight turns")
-        for task in chores:
-            task.cancel()
-        await asyncio.gather(*chores, return_exceptions=True)
         await gateway.stop()
-        status.remove()
         log.info("stopped")
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from clawgate.agent.commands import parse_command
 from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
@@ -14,7 +15,7 @@ from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[InboundMessage], Awaitable[OutboundMessage | None]]
+Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]]
 INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
 
 
@@ -56,7 +57,7 @@ class Dispatcher:
             log.warning("%s: shutting down, message left for the next start", message.session_key)
             return
         command = parse_command(message.text)
-        if command is not None and command[0] == "stop" and message.session_key in self._turns:
+        if command is not None and command.interrupts and message.session_key in self._turns:
             self._turns[message.session_key].cancel()
             await self.bus.publish_outbound(_reply(message, "Stopped."))
             return

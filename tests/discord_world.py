@@ -49,7 +49,7 @@ class Running:
 
     def __init__(self, world: World, **options: object) -> None:
         self.bus = MessageBus()
-        self.runtime = AgentRuntime.build(world.config)
+        self.runtime = AgentRuntime.build(world.config, outbox=self.bus.publish_outbound)
         options = {"guild_ready_timeout": 0.05, "retry_delays": (0.01, 0.02, 0.04), **options}
         self.channel: DiscordChannel = create_channel(
             world.discord, self.bus, world.config, **options

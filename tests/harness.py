@@ -83,7 +83,9 @@ class Harness:
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
-        self.runtime = AgentRuntime.build(config, writer=writer, extra_tools=extra_tools)
+        self.runtime = AgentRuntime.build(
+            config, writer=writer, extra_tools=extra_tools, outbox=self.bus.publish_outbound
+        )
         self.gateway = Gateway(self.runtime, [self.channel], self.bus)
 
     @property

@@ -62,7 +62,8 @@ class TelegramGateway:
         self.channel: TelegramChannel = create_channel(
             config.channels.telegram, self.bus, config, sleep=self.sleeps, **options
         )
-        self.gateway = Gateway(AgentRuntime.build(config), [self.channel], self.bus)
+        runtime = AgentRuntime.build(config, outbox=self.bus.publish_outbound)
+        self.gateway = Gateway(runtime, [self.channel], self.bus)
 
     async def __aenter__(self) -> TelegramGateway:
         await self.gateway.start()

@@ -2,10 +2,14 @@ import asyncio
 import json
 
 from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
+from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
-from clawgate.kernel.bus import Trust
+from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.ops.status import read_status
+from clawgate.kernel.bus import MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
-from tests.harness import Harness, make_config, wait_until
+from tests.harness import Harness, RecordingChannel, make_config, wait_until
 
 
 def _session_lines(harness, key="test:1"):
@@ -212,3 +216,25 @@ async def test_shutdown_finishes_in_flight_turn(tmp_path, fake_llm, agent_config
         for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
     ]
     assert roles == ["user", "assistant"]
+
+
+async def test_daemon_wiring_reports_channels_and_writes_status(tmp_path, fake_llm, agent_config):
+    """As serve() builds it: the channel states exist before the runtime that reports them."""
+    config = make_config(tmp_path, agent_config)
+    bus = MessageBus()
+    channel = RecordingChannel(bus)
+    states = ChannelStates()
+    runtime = AgentRuntime.build(
+        config, outbox=bus.publish_outbound, channel_status=states.snapshot
+    )
+    gateway = Gateway(runtime, [channel], bus, channel_states=states, daemon=True)
+    await gateway.start()
+    try:
+        await channel.say("/status")
+        assert "Channel test: running" in (await channel.next_reply()).text
+        await wait_until(lambda: read_status(config.data_dir) is not None)
+        report = read_status(config.data_dir)
+        assert report is not None and report["channels"]["test"]["state"] == "running"
+    finally:
+        await gateway.stop(grace=2)
+    assert read_status(config.data_dir) is None  # removed on a clean stop

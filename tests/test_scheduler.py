@@ -393,7 +393,8 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
         config = make(tmp_path, agent_config, channels=ChannelsConfig(telegram=telegram_config))
         bus = MessageBus()
         channel = create_channel(config.channels.telegram, bus, config)
-        gateway = Gateway(AgentRuntime.build(config), [channel], bus, scheduler=True)
+        runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+        gateway = Gateway(runtime, [channel], bus, scheduler=True)
         assert gateway.scheduler is not None
         gateway.scheduler.poll_interval = 0.05
         fake_llm.handler = lambda body: text(

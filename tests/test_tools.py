@@ -40,7 +40,7 @@ def make_ctx(
     secrets: tuple[str, ...] = (),
     **config: Any,
 ) -> ToolContext:
-    return ToolContext(
+    ctx = ToolContext(
         workspace=workspace.resolve(),
         trust=trust,
         session_key="telegram:1",
@@ -48,6 +48,8 @@ def make_ctx(
         secrets=secrets,
         writer=writer or DiskWriter(),
     )
+    ctx.make_root()  # as the loop does before a turn's tools run
+    return ctx
 
 
 async def call(ctx: ToolContext, name: str, **args: Any) -> str:

@@ -92,13 +92,14 @@ class ToolContext:
     @property
     def root(self) -> Path:
         """The folder file tools are confined to: the workspace for owners, public/ for others."""
-        if self.trust.is_owner:
-            return self.workspace
-        public = self.workspace / PUBLIC_DIR
-        if not public.is_dir():
-            # Only shared files live here, so they are readable by the owner's other tools.
-            self.writer.mkdir(public, mode=0o755)
-        return public
+        return self.workspace if self.trust.is_owner else self.workspace / PUBLIC_DIR
+
+    def make_root(self) -> None:
+        """Create a non-owner's `root` (public/) if missing: the loop does it once per turn,
+        before any tool runs. (The workspace, an owner's root, exists from the start.)"""
+        if not self.trust.is_owner and not self.root.is_dir():
+            # Only shared files live in public/, so they are readable by the owner's other tools.
+            self.writer.mkdir(self.root, mode=0o755)
 
     @cached_property
     def redact(self) -> Redactor:

@@ -229,7 +229,7 @@ async def _run_here(config: Config, job_id: str) -> int:
 
     bus = MessageBus()
     channels = build_channels(config, bus)
-    gateway = Gateway(AgentRuntime.build(config), channels, bus)
+    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), channels, bus)
     runner = CronScheduler(gateway.runtime, bus, gateway.dispatcher)
     await gateway.start()
     try:

@@ -131,7 +131,7 @@ async def _run_terminal(config: Config, message: str | None, session: str) -> in
 
     bus = MessageBus()
     terminal = TerminalChannel(bus, session)
-    gateway = Gateway(AgentRuntime.build(config), [terminal], bus)
+    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), [terminal], bus)
     await gateway.start()
     try:
         if message is not None:

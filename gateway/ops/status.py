@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.kernel.storage import DiskWriter
+
+log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
 WRITE_EVERY_SECONDS = 5.0
@@ -61,7 +64,12 @@ class StatusWriter:
 
     async def run(self) -> None:
         while True:
-            await asyncio.to_thread(self.write_once)
+            try:
+                await asyncio.to_thread(self.write_once)
+            except OSError as exc:
+                # The report is advisory: a full disk must not take the gateway's other tasks
+                # (one TaskGroup) down with it. The next tick tries again.
+                log.warning("cannot write %s: %s", self.path, exc)
             await asyncio.sleep(WRITE_EVERY_SECONDS)
 
     def remove(self) -> None:
