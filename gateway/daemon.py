@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
@@ -17,6 +17,7 @@ from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.dispatcher import Dispatcher
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
+from clawgate.gateway.ratelimit import RateLimiter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError, ConfigError
@@ -44,13 +45,16 @@ class Gateway:
         *,
         channel_states: ChannelStates | None = None,
         scheduler: bool = False,
+        scheduler_options: Mapping[str, Any] | None = None,
+        rate_limiter: RateLimiter | None = None,
         daemon: bool = False,
     ) -> None:
         """`runtime` must be built with `outbox=bus.publish_outbound` (and, to show channel
         states in /status, `channel_status=channel_states.snapshot`).
-        `scheduler`: run cron jobs and the heartbeat, (only the daemon
-        does: one process fires the jobs; its runtime is built with `cron_tools`). `daemon`: also keep
-        `<data_dir>/status.json` current and run the daily housekeeping."""
+        `scheduler`: run cron jobs and the heartbeat (only the daemon does: one process fires
+        the jobs; its runtime is built with `cron_tools`), with `scheduler_options` passed to
+        `CronScheduler`. `rate_limiter`: the dispatcher's, instead of one from the config.
+        `daemon`: also keep `<data_dir>/status.json` current and run the daily housekeeping."""
         if runtime.loop.outbox != bus.publish_outbound:
             # Caught here, not when a send_file call finds no way out.
             raise ValueError("build the runtime with outbox=bus.publish_outbound")
@@ -61,13 +65,16 @@ class Gateway:
             runtime.loop.handle,
             max_concurrent=runtime.config.agent.max_concurrent_turns,
             messages_per_minute=runtime.config.limits.messages_per_minute,
+            rate_limiter=rate_limiter,
         )
         self.manager = ChannelManager(
             bus, channels, on_delivery=runtime.record_delivery, states=channel_states
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:
-            self.scheduler = CronScheduler(runtime, bus, self.dispatcher)
+            self.scheduler = CronScheduler(
+                runtime, bus, self.dispatcher, **dict(scheduler_options or {})
+            )
         self.status: StatusWriter | None = None
         if daemon:
             self.status = StatusWriter(runtime.config.data_dir, self._report)
@@ -87,7 +94,7 @@ class Gateway:
             await self.runtime.start()
             await self.manager.start_all(tasks)
             if self.scheduler is not None:
-                await self.scheduler.start()
+                await self.scheduler.start(tasks)
             for message in await self.runtime.unanswered(set(self.manager.channels)):
                 log.info(
                     "%s: answering a message left unanswered by the last run", message.session_key

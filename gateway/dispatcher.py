@@ -33,11 +33,13 @@ class Dispatcher:
         *,
         max_concurrent: int = 8,
         messages_per_minute: int = 0,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
+        """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
+        one with a clock a test moves."""
         self.bus = bus
         self._handle = handle
-        # Public so a test can hand in one with its own clock; 0 per minute = off.
-        self.rate_limiter = RateLimiter(messages_per_minute)
+        self.rate_limiter = rate_limiter or RateLimiter(messages_per_minute)
         self._slots = asyncio.Semaphore(max_concurrent)
         self._queues: dict[str, deque[InboundMessage]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}

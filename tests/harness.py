@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
@@ -78,7 +79,11 @@ def make_config(tmp_path: Path, agent: AgentConfig, **overrides: object) -> Conf
 
 class Harness:
     def __init__(
-        self, config: Config, writer: DiskWriter | None = None, extra_tools: Sequence[Tool] = ()
+        self,
+        config: Config,
+        writer: DiskWriter | None = None,
+        extra_tools: Sequence[Tool] = (),
+        **gateway_options: Any,
     ) -> None:
         self.config = config
         self.bus = MessageBus()
@@ -86,7 +91,7 @@ class Harness:
         self.runtime = AgentRuntime.build(
             config, writer=writer, extra_tools=extra_tools, outbox=self.bus.publish_outbound
         )
-        self.gateway = Gateway(self.runtime, [self.channel], self.bus)
+        self.gateway = Gateway(self.runtime, [self.channel], self.bus, **gateway_options)
 
     @property
     def workspace(self) -> Path:

@@ -11,7 +11,6 @@ from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.store import CronStore
 from clawgate.gateway.cron.tool import cron_tools
-from clawgate.gateway.daemon import Gateway
 from clawgate.kernel.config import AgentConfig, Config, HeartbeatConfig
 from tests.harness import Harness, make_config
 
@@ -22,11 +21,9 @@ class SchedulerHarness(Harness):
     """The test harness with the daemon's scheduler switched on (fast file polling)."""
 
     def __init__(self, config: Config, **options: Any) -> None:
-        super().__init__(config, extra_tools=cron_tools(config))
-        self.gateway = Gateway(self.runtime, [self.channel], self.bus, scheduler=True)
         options.setdefault("poll_interval", 0.05)
-        self.gateway.scheduler = CronScheduler(
-            self.runtime, self.bus, self.gateway.dispatcher, **options
+        super().__init__(
+            config, extra_tools=cron_tools(config), scheduler=True, scheduler_options=options
         )
 
     @property

@@ -337,8 +337,7 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
     config = make_config(tmp_path, agent_config, limits=LimitsConfig(messages_per_minute=3))
     fake_llm.handler = lambda body: text("ok")
     clock = Clock()
-    async with Harness(config) as harness:
-        harness.gateway.dispatcher.rate_limiter = RateLimiter(3, clock=clock)
+    async with Harness(config, rate_limiter=RateLimiter(3, clock=clock)) as harness:
         flood = [inbound(f"spam {i}") for i in range(12)]
         for message in flood:
             await harness.bus.publish_inbound(message)

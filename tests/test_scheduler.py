@@ -394,9 +394,10 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
         bus = MessageBus()
         channel = create_channel(config.channels.telegram, bus, config)
         runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
-        gateway = Gateway(runtime, [channel], bus, scheduler=True)
+        gateway = Gateway(
+            runtime, [channel], bus, scheduler=True, scheduler_options={"poll_interval": 0.05}
+        )
         assert gateway.scheduler is not None
-        gateway.scheduler.poll_interval = 0.05
         fake_llm.handler = lambda body: text(
             "Reminder: " + json.dumps(body["messages"][-1]["content"]).split("] ")[-1].strip('"')
         )

@@ -107,7 +107,9 @@ class CronScheduler:
         self.jobs = {job.id: job for job in (await asyncio.to_thread(self.store.load)).jobs}
         self._loaded = True
 
-    async def start(self) -> None:
+    async def start(self, tasks: asyncio.TaskGroup | None = None) -> None:
+        """Schedule jobs and the heartbeat; the jobs.json watcher runs in `tasks` (the
+        gateway's TaskGroup) when given."""
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
         from apscheduler.triggers.interval import IntervalTrigger
 
@@ -124,7 +126,8 @@ class CronScheduler:
         self._aps.start()
         if self.cron_enabled:
             await self.check_files(at_start=True)
-            self._poller = asyncio.create_task(self._poll(), name="cron watcher")
+            spawn = tasks.create_task if tasks is not None else asyncio.create_task
+            self._poller = spawn(self._poll(), name="cron watcher")
         heartbeat = self.runtime.config.heartbeat
         if heartbeat.enabled and heartbeat.deliver_to:
             self._aps.add_job(
