@@ -22,7 +22,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,10 @@ import numpy as np
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
+from clawgate.agent.memory.index_rows import ChunkRow, FileState, IndexStatus, RefreshReport
+from clawgate.agent.memory.sqlite import SCHEMA, connect, delete_db_files, scalar
 from clawgate.agent.memory.tokens import cjk_runs
+from clawgate.agent.memory.vectors import VectorMatrix
 
 log = logging.getLogger(__name__)
 
@@ -43,75 +45,6 @@ MEMORY_DIR = "memory"
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files(
-    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    ino INTEGER NOT NULL, hash TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks(
-    id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL, date TEXT, hash TEXT NOT NULL, text TEXT NOT NULL,
-    cjk TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
-    cjk, content='chunks', content_rowid='id', tokenize='trigram');
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
-    INSERT INTO chunks_tri(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO chunks_tri(chunks_tri, rowid, cjk)
-        SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
-END;
-CREATE TABLE IF NOT EXISTS embeddings(
-    hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
-    PRIMARY KEY(hash, model)) WITHOUT ROWID;
-"""
-
-
-@dataclass(frozen=True)
-class FileState:
-    size: int
-    mtime_ns: int
-    ino: int
-    hash: str
-
-    def same_stat(self, other: tuple[int, int, int]) -> bool:
-        return (self.size, self.mtime_ns, self.ino) == other
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    date: str | None
-    text: str
-
-
-@dataclass(frozen=True)
-class RefreshReport:
-    files_changed: int = 0
-    files_removed: int = 0
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    embedded: int = 0
-
-
-@dataclass(frozen=True)
-class IndexStatus:
-    db_path: Path
-    files: int
-    chunks: int
-    embedding_model: str
-    vectors: int
-    dirty_files: list[str]
-    size_bytes: int
-
 
 def db_path_for(workspace: Path, data_dir: Path) -> Path:
     """One database per workspace, named by a hash of its resolved path."""
@@ -122,83 +55,6 @@ def db_path_for(workspace: Path, data_dir: Path) -> Path:
 def cjk_text(text: str) -> str:
     """The CJK runs of a chunk, one per line: what the trigram table and LIKE fallback see."""
     return "\n".join(cjk_runs(text))
-
-
-class VectorMatrix:
-    """Unit vectors by chunk id in one float32 matrix; freed rows are reused."""
-
-    def __init__(self) -> None:
-        self.dim = 0
-        self._vectors = np.zeros((0, 0), dtype=np.float32)
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._slot: dict[int, int] = {}
-        self._free: list[int] = []
-        self._used = 0
-
-    def __len__(self) -> int:
-        return len(self._slot)
-
-    def __contains__(self, chunk_id: int) -> bool:
-        return chunk_id in self._slot
-
-    def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
-
-    def add(self, ids: list[int], vectors: np.ndarray) -> None:
-        if not ids:
-            return
-        if self.dim == 0 or vectors.shape[1] != self.dim:
-            if self._slot and vectors.shape[1] != self.dim:
-                raise ValueError(f"vector size {vectors.shape[1]} != {self.dim}")
-            self.dim = vectors.shape[1]
-            self._vectors = np.zeros((0, self.dim), dtype=np.float32)
-        for chunk_id, vector in zip(ids, vectors, strict=True):
-            slot = self._slot.get(chunk_id)
-            if slot is None:
-                slot = self._free.pop() if self._free else self._grow()
-                self._slot[chunk_id] = slot
-                self._ids[slot] = chunk_id
-            self._vectors[slot] = vector
-
-    def _grow(self) -> int:
-        if self._used == len(self._ids):
-            capacity = max(1024, 2 * len(self._ids))
-            vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-            vectors[: self._used] = self._vectors[: self._used]
-            ids = np.full(capacity, -1, dtype=np.int64)
-            ids[: self._used] = self._ids[: self._used]
-            self._vectors, self._ids = vectors, ids
-        self._used += 1
-        return self._used - 1
-
-    def remove(self, ids: Iterable[int]) -> None:
-        for chunk_id in ids:
-            slot = self._slot.pop(chunk_id, None)
-            if slot is not None:
-                self._ids[slot] = -1
-                self._vectors[slot] = 0.0
-                self._free.append(slot)
-
-    def top(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """The k chunks of highest cosine to a unit query vector, best first."""
-        if not self._slot or k <= 0 or query.shape[0] != self.dim:
-            return []
-        scores = self._vectors[: self._used] @ query
-        ids = self._ids[: self._used]
-        scores = np.where(ids >= 0, scores, -np.inf)
-        k = min(k, len(self._slot))
-        best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in best if ids[i] >= 0]
-
-    def scores_for(self, query: np.ndarray, chunk_ids: Iterable[int]) -> dict[int, float]:
-        if query.shape[0] != self.dim:
-            return {}
-        found = [(c, self._slot[c]) for c in chunk_ids if c in self._slot]
-        if not found:
-            return {}
-        rows = self._vectors[[slot for _, slot in found]] @ query
-        return {c: float(s) for (c, _), s in zip(found, rows, strict=True)}
 
 
 class MemoryIndex:
@@ -237,7 +93,7 @@ class MemoryIndex:
             raise RuntimeError("the memory index is closed")
         if self._db is None:
             await asyncio.to_thread(self.db_path.parent.mkdir, parents=True, exist_ok=True)
-            db = await _connect(self.db_path)
+            db = await connect(self.db_path)
             try:
                 await db.execute("PRAGMA busy_timeout = 10000")
                 await db.execute("PRAGMA journal_mode = WAL")
@@ -247,16 +103,16 @@ class MemoryIndex:
                 )
                 version = None
                 if rows:
-                    version = await _scalar(db, "SELECT value FROM meta WHERE key = 'schema'")
+                    version = await scalar(db, "SELECT value FROM meta WHERE key = 'schema'")
                 if rows and version != SCHEMA_VERSION:
                     # Derived data from another version: start again.
                     await db.close()
-                    await asyncio.to_thread(_delete_db_files, self.db_path)
-                    db = await _connect(self.db_path)
+                    await asyncio.to_thread(delete_db_files, self.db_path)
+                    db = await connect(self.db_path)
                     await db.execute("PRAGMA busy_timeout = 10000")
                     await db.execute("PRAGMA journal_mode = WAL")
                     await db.execute("PRAGMA synchronous = NORMAL")
-                await db.executescript(_SCHEMA)
+                await db.executescript(SCHEMA)
                 await db.execute(
                     "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), "
                     "('generation', '0'), ('workspace', ?)",
@@ -366,7 +222,7 @@ class MemoryIndex:
         return found
 
     async def _read_generation(self, db: aiosqlite.Connection) -> int:
-        value = await _scalar(db, "SELECT value FROM meta WHERE key = 'generation'")
+        value = await scalar(db, "SELECT value FROM meta WHERE key = 'generation'")
         return int(value) if value is not None else 0
 
     async def _load_state(self, db: aiosqlite.Connection) -> None:
@@ -444,7 +300,7 @@ class MemoryIndex:
     async def _insert_chunks(self, db: aiosqlite.Connection, chunks: list[Chunk]) -> int:
         if not chunks:
             return 0
-        first = int(await _scalar(db, "SELECT coalesce(max(id), 0) FROM chunks")) + 1
+        first = int(await scalar(db, "SELECT coalesce(max(id), 0) FROM chunks")) + 1
         params = [
             (first + n, c.path, c.start_line, c.end_line, c.date, c.hash, c.text, cjk_text(c.text))
             for n, c in enumerate(chunks)
@@ -560,11 +416,11 @@ class MemoryIndex:
         db = await self._conn()
         files = await db.execute_fetchall("SELECT path, size, mtime_ns, ino FROM files")
         indexed = {r[0]: (r[1], r[2], r[3]) for r in files}
-        chunk_count = int(await _scalar(db, "SELECT count(*) FROM chunks"))
+        chunk_count = int(await scalar(db, "SELECT count(*) FROM chunks"))
         vectors = 0
         if self.embedder is not None:
             vectors = int(
-                await _scalar(
+                await scalar(
                     db,
                     "SELECT count(*) FROM chunks c JOIN embeddings e "
                     "ON e.hash = c.hash AND e.model = ?",
@@ -616,28 +472,6 @@ class _WriteTxn:
         await self._db.execute("COMMIT")
         # Another process wrote in between: reload at the next refresh.
         self._index._generation = -1 if self._stale else self._next
-
-
-def _connect(db_path: Path) -> aiosqlite.Connection:
-    db = aiosqlite.connect(db_path, isolation_level=None)
-    # aiosqlite's worker thread is not a daemon: an index its owner never closed would keep
-    # the interpreter from exiting. The data is derived and SQLite (WAL) survives a kill.
-    thread = getattr(db, "_thread", None)
-    if thread is not None and not thread.is_alive():
-        thread.daemon = True
-    return db
-
-
-async def _scalar(db: aiosqlite.Connection, sql: str, params: Iterable[Any] = ()) -> Any:
-    """The first column of the first row, or None when the query returns no row."""
-    async with db.execute(sql, params) as cursor:
-        row = await cursor.fetchone()
-    return None if row is None else row[0]
-
-
-def _delete_db_files(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
 
 
 def _read_file(path: Path) -> tuple[str, tuple[int, int, int]]:

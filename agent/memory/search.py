@@ -31,7 +31,8 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from clawgate.agent.memory.index import ChunkRow, MemoryIndex
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.index_rows import ChunkRow
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
