@@ -28,7 +28,7 @@ from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.errors import ModelUnavailable, one_line
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -402,7 +402,7 @@ class AgentLoop:
 def _not_saved(session: Session, exc: OSError) -> TurnResult:
     """The disk refused a session write: say so plainly; the file keeps whole lines only."""
     log.error("%s: cannot write the session: %s", session.key, exc)
-    return TurnResult(NOT_SAVED.format(reason=exc.strerror or type(exc).__name__), is_error=True)
+    return TurnResult(NOT_SAVED.format(reason=one_line(exc)), is_error=True)
 
 
 def _add_usage(total: dict[str, int], response: LLMResponse) -> None:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clawgate.kernel.errors import PairingError
+from clawgate.kernel.errors import PairingError, one_line
 from clawgate.kernel.storage import DiskWriter, locked
 
 log = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ class PairingStore:
                 self._writer.mkdir(self.path.parent)
                 held.enter_context(locked(self.lock_path))
             except OSError as exc:
-                raise PairingError(f"cannot open {self.lock_path}: {exc.strerror or exc}") from None
+                raise PairingError(f"cannot open {self.lock_path}: {one_line(exc)}") from None
             try:
                 state = self._read()
             except _CorruptFile as exc:
@@ -241,7 +241,7 @@ class PairingStore:
                     f"{self.path} is damaged ({exc}); fix or delete it, then try again"
                 ) from None
             except OSError as exc:
-                raise PairingError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+                raise PairingError(f"cannot read {self.path}: {one_line(exc)}") from None
             now = self._clock()
             state.pending = [p for p in state.pending if not self._expired(p, now)]
             yield state
@@ -255,7 +255,7 @@ class PairingStore:
         try:
             self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
         except OSError as exc:
-            raise PairingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            raise PairingError(f"cannot write {self.path}: {one_line(exc)}") from None
         # Still under the lock, so nobody can have replaced the file since our write.
         self._state = state
         self._signature = self._stat()

@@ -4,14 +4,12 @@
     memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry", blank line between entries
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
 
-Writes take an flock on memory/.lock: the daemon and a CLI command may write at once.
+Writes hold `kernel.storage.locked(memory/.lock)`: the daemon and a CLI command may write at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.storage import DiskWriter, locked
 
 MAX_VERSIONS = 20
 ENTRY_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]")
@@ -52,13 +50,8 @@ class MemoryStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.writer.mkdir(self.dir)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(self.dir / ".lock"):
             yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
     # Reads -----------------------------------------------------------------
 

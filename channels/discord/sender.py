@@ -18,7 +18,7 @@ import discord
 from clawgate.channels.discord.client import bot_token, intents, point_at, short
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import OutboundMessage
-from clawgate.kernel.errors import ChannelError, PathOutsideRoot
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
 from clawgate.kernel.storage import confine
 
@@ -186,7 +186,7 @@ class Sender:
                 files.append((path.name, await asyncio.to_thread(path.read_bytes)))
             except OSError as exc:
                 log.warning("discord: cannot attach %s: %s", item, exc)
-                problems.append(f"(could not attach {item}: {exc.strerror or exc})")
+                problems.append(f"(could not attach {item}: {one_line(exc)})")
         return files, problems
 
 

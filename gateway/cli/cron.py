@@ -108,7 +108,7 @@ def cron_add(
     """Add a job; prints its id."""
     from clawgate.gateway.cron.models import new_job
     from clawgate.gateway.cron.store import add_job
-    from clawgate.kernel.errors import CronError
+    from clawgate.kernel.errors import CronError, one_line
 
     config, store = _open(ctx)
     deliver_to = to or config.heartbeat.deliver_to or "cli:default"
@@ -129,7 +129,7 @@ def cron_add(
     except CronError as exc:
         fail(str(exc), code=2)
     except OSError as exc:
-        fail(f"could not write {store.jobs_path}: {exc.strerror or exc}", code=1)
+        fail(f"could not write {store.jobs_path}: {one_line(exc)}", code=1)
     typer.echo(job.id)
 
 
