@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_ENV = "CLAWGATE_CONFIG"
@@ -258,17 +258,6 @@ def _error_source(error: ValidationError, path: Path, overrides: dict[tuple[str,
     return str(path)
 
 
-def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    # A key can hold any character (TOML quoted keys): escape it so the message stays one line.
-    key = ".".join(str(p) for p in first["loc"]).encode("unicode_escape").decode() or "config"
-    if first["type"] == "extra_forbidden":
-        return f"unknown key '{key}'"
-    message = " ".join(first["msg"].removeprefix("Value error, ").split())
-    extra = f" ({len(error.errors()) - 1} more problems)" if len(error.errors()) > 1 else ""
-    return f"invalid value for '{key}': {message}{extra}"
-
-
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
     """Read the TOML file (absent means defaults), apply env overrides, validate.
 
@@ -289,4 +278,6 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{_error_source(exc, path, overrides)}: {_describe(exc)}") from None
+        raise ConfigError(
+            f"{_error_source(exc, path, overrides)}: {describe_validation(exc, whole='config')}"
+        ) from None

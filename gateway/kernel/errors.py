@@ -71,11 +71,12 @@ def one_line(exc: BaseException, *, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def describe_validation(error: ValidationError) -> str:
-    """The first problem pydantic found, as `invalid value for 'a.b': ...` (one line)."""
+def describe_validation(error: ValidationError, *, whole: str = "value") -> str:
+    """The first problem pydantic found, as `invalid value for 'a.b': ...` (one line);
+    `whole` names the thing when the problem is not under a key."""
     first = error.errors()[0]
     # A key can hold any character (TOML quoted keys): escape it so the message stays one line.
-    key = ".".join(str(p) for p in first["loc"]).encode("unicode_escape").decode() or "value"
+    key = ".".join(str(p) for p in first["loc"]).encode("unicode_escape").decode() or whole
     if first["type"] == "extra_forbidden":
         return f"unknown key '{key}'"
     message = " ".join(first["msg"].removeprefix("Value error, ").split())
