@@ -40,6 +40,7 @@ from clawgate.agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, no
 from clawgate.kernel.config import MemorySearchConfig
 
 DATA = Path(__file__).resolve().parent / "recall_data"
+POOLED = Path(__file__).resolve().parent / "recall_pooled"
 K = 5
 
 
@@ -262,7 +263,7 @@ def _no_recency() -> dict[str, float]:
 
 
 async def pooled_main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "recall_pooled"))
+    sys.path.insert(0, str(POOLED))
     from evaluate import NOW as POOL_NOW
     from evaluate import Pool, check_labels, print_table, score
 

@@ -191,6 +191,13 @@ class VectorMatrix:
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in best if ids[i] >= 0]
 
+    def mean(self, query: np.ndarray) -> float:
+        """The mean cosine of a query over every chunk: the level an unrelated text reaches."""
+        if not self._slot or query.shape[0] != self.dim:
+            return 0.0
+        live = self._ids[: self._used] >= 0
+        return float((self._vectors[: self._used][live] @ query).mean())
+
     def scores_for(self, query: np.ndarray, chunk_ids: Iterable[int]) -> dict[int, float]:
         if query.shape[0] != self.dim:
             return {}
@@ -523,16 +530,45 @@ class MemoryIndex:
 
     # Reads -----------------------------------------------------------------------
 
-    async def fts(self, table: str, match: str, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query."""
+    async def fts(
+        self, table: str, match: str, limit: int, days: tuple[str, str] | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query. With
+        `days` (first, last ISO dates) only chunks dated within them."""
         assert table in ("chunks_fts", "chunks_tri")
         db = await self._conn()
+        where, params = "", ()
+        if days is not None:
+            where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
+            params = days
         rows = await db.execute_fetchall(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? "
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
             "ORDER BY rank LIMIT ?",
-            (match, limit),
+            (match, *params, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    async def doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """(number of chunks, chunks containing each term); terms are matched as FTS5 phrases,
+        stemmed by the table's tokenizer."""
+        db = await self._conn()
+        total = (await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0]
+        found = {}
+        for term in terms:
+            quoted = '"' + term.replace('"', '""') + '"'
+            rows = await db.execute_fetchall(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (quoted,)
+            )
+            found[term] = int(rows[0][0])
+        return int(total), found
+
+    async def dated_between(self, first: str, last: str) -> list[int]:
+        """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
+        db = await self._conn()
+        rows = await db.execute_fetchall(
+            "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last)
+        )
+        return [int(r[0]) for r in rows]
 
     async def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
         """Chunks whose CJK text contains any needle (the 1-2 character fallback)."""
