@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from clawgate.agent.memory.batch import date_window
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError
 from clawgate.agent.tools.files import _read_text
@@ -35,6 +36,8 @@ class MemorySearchTool(Tool):
         "properties": {
             "query": {"type": "string", "description": "What to look for, in plain words"},
             "max_results": {"type": "integer", "description": "How many hits (default 6)"},
+            "since": {"type": "string", "description": "Only entries dated on/after (YYYY-MM-DD)"},
+            "until": {"type": "string", "description": "Only entries dated on/before (YYYY-MM-DD)"},
         },
         "required": ["query"],
     }
@@ -51,7 +54,11 @@ class MemorySearchTool(Tool):
             raise ToolError("query must not be empty")
         limit = args.get("max_results") or self._search.config.max_results
         limit = max(1, min(int(limit), 50))
-        hits = await self._search.search(query, max_results=limit)
+        try:
+            since, until = date_window(self._search, args.get("since"), args.get("until"))
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        hits = await self._search.search(query, max_results=limit, since=since, until=until)
         if not hits:
             return f"No memory matches {query!r}."
         lines = []
