@@ -11,12 +11,12 @@ def test_history_one_chunk_per_entry_dated_by_its_stamp():
         "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here.\n\n"
     )
     chunks = chunk_file("memory/HISTORY.md", text)
+    # The "# History" heading alone is no chunk (issue 17: no heading-only chunks).
     assert [(c.start_line, c.end_line, c.date) for c in chunks] == [
-        (1, 1, None),
         (3, 3, "2026-05-04"),
         (5, 6, "2026-06-01"),
     ]
-    assert chunks[2].text == "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here."
+    assert chunks[1].text == "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here."
 
 
 def test_markdown_sections_never_mix_and_memory_is_undated():

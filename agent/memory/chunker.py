@@ -5,7 +5,8 @@
 - Daily logs and notes (memory/YYYY-MM-DD*.md): Markdown chunks dated by the file name.
 - MEMORY.md and other files: Markdown chunks with no date (they never decay).
 
-Markdown chunks never cross a heading; inside a section lines gather (breaking at blank
+Markdown chunks never cross a heading, and no chunk is only headings (a heading stays with
+the text under it, even past the size limit); inside a section lines gather (breaking at blank
 lines and list items) up to ~400 tokens, and a section too long for one chunk continues in
 the next with ~80 tokens of overlap. Line numbers are 1-based and inclusive.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
@@ -72,8 +74,8 @@ def chunk_file(
             start += 1
         while end > start and not lines[end - 1].strip():
             end -= 1
-        if start == end:
-            continue
+        if start == end or _headings_only(lines, range(start, end)):
+            continue  # a heading alone finds nothing; what follows it carries it
         body = "\n".join(lines[start:end])
         chunks.append(Chunk(path, start + 1, end, day, body, content_hash(body)))
     return chunks
@@ -121,6 +123,10 @@ def _markdown_spans(
     return spans
 
 
+def _headings_only(lines: list[str], indexes: Iterable[int]) -> bool:
+    return all(not lines[i].strip() or _HEADING.match(lines[i]) for i in indexes)
+
+
 def _blocks(lines: list[str], indexes: list[int]) -> list[list[int]]:
     """Break points: a blank line ends a block, a list item starts one."""
     blocks: list[list[int]] = []
@@ -161,7 +167,7 @@ def _window(
     size = 0
     for unit in units:
         unit_size = sum(cost[i] for i in unit)
-        if chunk and size + unit_size > max_tokens:
+        if chunk and size + unit_size > max_tokens and not _headings_only(lines, chunk):
             spans.append((chunk[0], chunk[-1] + 1))
             # Carry whole trailing lines, up to the overlap, into the next chunk.
             carried: list[int] = []

@@ -403,7 +403,7 @@ def _merge(
     for cand in chosen:
         row = rows[cand.id]
         for i, (first, path, start, end, parts) in enumerate(merged):
-            if path == row.path and row.start_line <= end + 1 and start <= row.end_line + 1:
+            if path == row.path and row.start_line <= end + 2 and start <= row.end_line + 2:
                 parts.append(row)
                 merged[i] = (first, path, min(start, row.start_line), max(end, row.end_line), parts)
                 break
