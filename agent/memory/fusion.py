@@ -20,7 +20,7 @@ recent chunk can overtake an older one only if it is within RECENCY_WEIGHT of it
 better on some side; a clearly better old chunk stays ahead.
 
 The score shown (and compared with min_score and the auto-recall threshold) is relevance
-x confidence, where confidence is the largest share of the query's content words (CJK:
+over the best relevance of the query, x confidence, where confidence is the largest share of the query's content words (CJK:
 characters) that one candidate contains, or the vector side's confidence. Small talk
 ("hi, how are you?") then scores near 0 whatever it happens to match, and a message that
 names something in memory scores high even in a workspace of three chunks, where BM25
@@ -47,6 +47,7 @@ class Candidate:
     recency: float = 1.0
     relevance: float = 0.0
     key: float = 0.0
+    score: float = 0.0  # shown to the user: relevance / the best relevance x confidence
     tokens: frozenset[str] = field(default_factory=frozenset)
 
 

@@ -15,8 +15,8 @@ For a query:
    (daily logs, dated notes, HISTORY.md entries), by the same two sides; `since`/`until`
    instead restrict every candidate to the chunks dated within them.
 6. Fusion (fusion.py): each side on the query's own 0..1 scale, weighted, plus the date
-   match; ordered by relevance, recency breaking near-ties only; score = relevance x the
-   query's confidence (how much of it the best candidate covers).
+   match; ordered by relevance, recency breaking near-ties only; score = relevance / the
+   best relevance x the query's confidence (how much of it the best candidate covers).
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
@@ -143,7 +143,7 @@ def keyword_query(text: str) -> KeywordQuery:
 CHITCHAT = frozenset(
     """hi hello hey hiya thanks thank thx ok okay yes yeah yep no nope sure good great nice
     cool fine morning evening night bye goodbye please lol haha hmm well really today
-    tonight doing going up""".split()
+    tonight doing going up again""".split()
 )
 CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
 
@@ -304,9 +304,12 @@ class MemorySearch:
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
         ranked = fusion.order(cands, weights, RECENCY_WEIGHT)[:pool]
-        ranked = [c for c in ranked if c.relevance * confidence >= floor and c.relevance > 0]
+        best = max((c.relevance for c in ranked), default=0.0) or 1.0
+        for c in ranked:
+            c.score = c.relevance / best * confidence
+        ranked = [c for c in ranked if c.score >= floor and c.relevance > 0]
         chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
-        return _merge(chosen, rows, confidence, plan.terms, k)
+        return _merge(chosen, rows, plan.terms, k)
 
     async def _candidates(
         self,
@@ -393,36 +396,38 @@ def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str]
 def _merge(
     chosen: list[Candidate],
     rows: dict[int, ChunkRow],
-    confidence: float,
     terms_: tuple[str, ...],
     k: int,
 ) -> list[SearchHit]:
-    """The first k results in MMR order; a chunk that touches or overlaps an earlier result
-    of the same file joins it (the result then spans both) instead of taking a place."""
-    merged: list[tuple[Candidate, str, int, int, list[ChunkRow]]] = []
+    """The first k results in MMR order; a chunk of the same file and date that touches an
+    earlier result (or is a blank line away) joins it, the result then spanning both,
+    instead of taking a place."""
+    merged: list[tuple[Candidate, int, int, list[ChunkRow]]] = []
     for cand in chosen:
         row = rows[cand.id]
-        for i, (first, path, start, end, parts) in enumerate(merged):
-            if path == row.path and row.start_line <= end + 2 and start <= row.end_line + 2:
+        for i, (head, start, end, parts) in enumerate(merged):
+            first = parts[0]
+            touching = row.start_line <= end + 2 and start <= row.end_line + 2
+            if first.path == row.path and first.date == row.date and touching:
                 parts.append(row)
-                merged[i] = (first, path, min(start, row.start_line), max(end, row.end_line), parts)
+                merged[i] = (head, min(start, row.start_line), max(end, row.end_line), parts)
                 break
         else:
-            if len(merged) == k:
-                continue
-            merged.append((cand, row.path, row.start_line, row.end_line, [row]))
+            if len(merged) < k:
+                merged.append((cand, row.start_line, row.end_line, [row]))
     hits = []
-    for cand, path, start, end, parts in merged:
+    for head, start, end, parts in merged:
+        best = parts[0]
         parts.sort(key=lambda r: r.start_line)
         text = "\n".join(r.text for r in parts)
         hits.append(
             SearchHit(
-                path=path,
+                path=best.path,
                 start_line=start,
                 end_line=end,
-                score=cand.relevance * confidence,
-                snippet=snippet(text if len(parts) > 1 else rows[cand.id].text, terms_),
-                date=rows[cand.id].date,
+                score=head.score,
+                snippet=snippet(text, terms_),
+                date=best.date,
             )
         )
     return hits
