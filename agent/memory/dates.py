@@ -209,21 +209,21 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
     g = m.groupdict()
     if kind == "iso":
         try:
-            day = date(int(g["year"]), int(g["month"]), int(g["day"]))
+            exact = date(int(g["year"]), int(g["month"]), int(g["day"]))
         except ValueError:
             return None
-        return day, day
+        return exact, exact
     if kind in ("month_day", "day_month", "month_year", "month"):
         month = MONTHS[g["mname"].lower()]
-        day = int(g["day"]) if g.get("day") else None
+        number = int(g["day"]) if g.get("day") else None
         if g.get("year"):
             try:
-                if day is None:
+                if number is None:
                     return _month_range(int(g["year"]), month)
-                return (date(int(g["year"]), month, day),) * 2
+                return (date(int(g["year"]), month, number),) * 2
             except ValueError:
                 return None
-        return _latest(today, month, day)
+        return _latest(today, month, number)
     if kind == "year":
         year = int(g["year"])
         return date(year, 1, 1), date(year, 12, 31)
@@ -235,29 +235,31 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         back = (today.weekday() - target) % 7 or 7
         if g.get("last") is None and today.weekday() == target:
             back = 0
-        day = today - timedelta(days=back)
-        return day, day
+        weekday = today - timedelta(days=back)
+        return weekday, weekday
     if kind == "relative":
         return _relative(g["rel"].lower(), today)
     if kind == "zh_ymd":
-        month = zh_number(g["zmonth"])
-        day = zh_number(g["zday"]) if g.get("zday") else None
-        if month is None or not 1 <= month <= 12:
+        zh_month = zh_number(g["zmonth"])
+        zh_day = zh_number(g["zday"]) if g.get("zday") else None
+        if zh_month is None or not 1 <= zh_month <= 12:
             return None
-        year = _zh_year(g.get("zyear"), today)
-        if year is None:
-            return _latest(today, month, day)
+        zh_year = _zh_year(g.get("zyear"), today)
+        if zh_year is None:
+            return _latest(today, zh_month, zh_day)
         try:
-            return _month_range(year, month) if day is None else (date(year, month, day),) * 2
+            if zh_day is None:
+                return _month_range(zh_year, zh_month)
+            return (date(zh_year, zh_month, zh_day),) * 2
         except ValueError:
             return None
     if kind == "zh_year":
-        year = _zh_year(g["zyear"], today)
-        return (date(year, 1, 1), date(year, 12, 31)) if year else None
+        whole = _zh_year(g["zyear"], today)
+        return (date(whole, 1, 1), date(whole, 12, 31)) if whole else None
     if kind == "zh_ago":
-        n = zh_number(g["zn"])
+        count = zh_number(g["zn"])
         unit = {"天": "day", "周": "week", "个星期": "week", "个月": "month"}[g["zunit"]]
-        return _back(today, unit, n) if n else None
+        return _back(today, unit, count) if count else None
     return _relative(g["zrel"], today)
 
 

@@ -537,7 +537,8 @@ class MemoryIndex:
         `days` (first, last ISO dates) only chunks dated within them."""
         assert table in ("chunks_fts", "chunks_tri")
         db = await self._conn()
-        where, params = "", ()
+        where = ""
+        params: tuple[str, ...] = ()
         if days is not None:
             where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
             params = days

@@ -293,7 +293,7 @@ class MemorySearch:
                     id=c,
                     t=keyword.get(c, 0.0),
                     v=vector.get(c, 0.0),
-                    d=1.0 if in_range and dated[0] <= row.date <= dated[1] else 0.0,  # type: ignore[index,operator]
+                    d=1.0 if in_range and dated[0] <= row.date <= dated[1] else 0.0,  # type: ignore[index]
                     recency=fusion.recency(row.date, today, self.config.half_life_days),
                     tokens=token_set(row.text),
                 )
