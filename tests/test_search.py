@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
-from clawgate.agent.memory.index import _SCHEMA, MemoryIndex, _delete_db_files, db_path_for
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
 from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
 from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
 from clawgate.agent.tools.base import ToolContext
@@ -131,7 +132,7 @@ async def test_deleted_index_is_rebuilt_with_identical_results(tmp_path, corpus)
     first = [await corpus.search(q) for q in queries]
     db_path = corpus.index.db_path
     await corpus.close()
-    _delete_db_files(db_path)
+    delete_db_files(db_path)
     again = make_search(tmp_path, HashedEmbedder())
     try:
         assert [await again.search(q) for q in queries] == first
@@ -178,7 +179,7 @@ async def test_keyword_only_without_an_embedder(tmp_path, corpus):
 
 def _fts_db() -> sqlite3.Connection:
     db = sqlite3.connect(":memory:")
-    db.executescript(_SCHEMA)
+    db.executescript(SCHEMA)
     db.execute(
         "INSERT INTO chunks(id, path, start_line, end_line, date, hash, text, cjk) "
         "VALUES (1, 'memory/a.md', 1, 1, NULL, 'h', 'NEAR the \"quoted\" cat 猫粮 里斯本', '猫粮\n里斯本')"

@@ -25,7 +25,7 @@ import logging
 import math
 import threading
 import zlib
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -109,9 +109,9 @@ class HashedEmbedder:
             out[row] = self._vector(text[:MAX_EMBED_CHARS])
         return out
 
-    def features(self, text: str) -> Counter[str]:
+    def features(self, text: str) -> dict[str, float]:
         norm = normalise(text)
-        found: Counter[str] = Counter()
+        found: defaultdict[str, float] = defaultdict(float)
         for word in words(norm):
             if word in STOPWORDS:
                 continue

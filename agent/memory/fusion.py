@@ -130,14 +130,19 @@ def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:
     top = max(c.key for c in ranked) or 1.0
     chosen: list[Candidate] = []
     left = list(ranked)
+    # Each candidate's largest overlap with a chosen one, updated with each new choice only.
+    overlap = [0.0] * len(left)
     while left and len(chosen) < k:
-        best, best_value = left[0], float("-inf")
-        for c in left:
-            overlap = max((jaccard(c.tokens, o.tokens) for o in chosen), default=0.0)
-            penalty = max(0.0, overlap - MMR_SIMILAR) / (1 - MMR_SIMILAR)
+        best_i, best_value = 0, float("-inf")
+        for i, c in enumerate(left):
+            penalty = max(0.0, overlap[i] - MMR_SIMILAR) / (1 - MMR_SIMILAR)
             value = lam * c.key / top - (1 - lam) * penalty
             if value > best_value:
-                best, best_value = c, value
+                best_i, best_value = i, value
+        best = left.pop(best_i)
+        overlap.pop(best_i)
         chosen.append(best)
-        left.remove(best)
+        overlap = [
+            max(o, jaccard(c.tokens, best.tokens)) for o, c in zip(overlap, left, strict=True)
+        ]
     return chosen

@@ -1,14 +1,7 @@
-"""The memory search index: one SQLite database per workspace, derived from the Markdown files.
+"""The memory search index: one SQLite database per workspace (index_db.py), derived from
+the Markdown files under memory/, plus the vectors of its chunks in memory (vectors.py).
 
-    <data_dir>/index/<hash of the workspace path>.sqlite
-
-Tables: `files` (what was indexed: size, mtime, inode, content hash), `chunks` (path, line
-range, date, content hash, text, and the text's CJK runs), two external-content FTS5 tables
-over them (`chunks_fts`: porter + unicode61 over the text; `chunks_tri`: trigram over the CJK
-runs), and `embeddings` (vector per (content hash, model), a cache that survives re-chunking
-and model switches). Deleting the file loses nothing: the next refresh rebuilds it.
-
-Vectors for the configured model are also held in memory as one numpy matrix (exact cosine
+Vectors for the configured model are held in memory as one numpy matrix (exact cosine
 k-NN), kept in step with the `chunks` table. Every access to SQLite goes through aiosqlite.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
@@ -17,12 +10,10 @@ write bumps `meta.generation`, and a process that sees another's generation relo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,181 +22,28 @@ import numpy as np
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
-from clawgate.agent.memory.tokens import cjk_runs
+from clawgate.agent.memory.index_db import (
+    ChunkRow,
+    FileState,
+    IndexStatus,
+    RefreshReport,
+    cjk_text,
+    db_path_for,
+    fetch,
+    open_db,
+    read_file,
+)
+from clawgate.agent.memory.vectors import VectorMatrix
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
 EMBED_BATCH = 256
 EMBED_RETRY_SECONDS = 60.0
 MEMORY_DIR = "memory"
+MAX_CACHED_FREQS = 50_000
 
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files(
-    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    ino INTEGER NOT NULL, hash TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks(
-    id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL, date TEXT, hash TEXT NOT NULL, text TEXT NOT NULL,
-    cjk TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
-    cjk, content='chunks', content_rowid='id', tokenize='trigram');
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
-    INSERT INTO chunks_tri(rowid, cjk) SELECT new.id, new.cjk WHERE new.cjk != '';
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO chunks_tri(chunks_tri, rowid, cjk)
-        SELECT 'delete', old.id, old.cjk WHERE old.cjk != '';
-END;
-CREATE TABLE IF NOT EXISTS embeddings(
-    hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
-    PRIMARY KEY(hash, model)) WITHOUT ROWID;
-"""
-
-
-@dataclass(frozen=True)
-class FileState:
-    size: int
-    mtime_ns: int
-    ino: int
-    hash: str
-
-    def same_stat(self, other: tuple[int, int, int]) -> bool:
-        return (self.size, self.mtime_ns, self.ino) == other
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    date: str | None
-    text: str
-
-
-@dataclass(frozen=True)
-class RefreshReport:
-    files_changed: int = 0
-    files_removed: int = 0
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    embedded: int = 0
-
-
-@dataclass(frozen=True)
-class IndexStatus:
-    db_path: Path
-    files: int
-    chunks: int
-    embedding_model: str
-    vectors: int
-    dirty_files: list[str]
-    size_bytes: int
-
-
-def db_path_for(workspace: Path, data_dir: Path) -> Path:
-    """One database per workspace, named by a hash of its resolved path."""
-    key = hashlib.sha256(str(workspace.expanduser().resolve()).encode()).hexdigest()[:16]
-    return data_dir.expanduser() / "index" / f"memory-{key}.sqlite"
-
-
-def cjk_text(text: str) -> str:
-    """The CJK runs of a chunk, one per line: what the trigram table and LIKE fallback see."""
-    return "\n".join(cjk_runs(text))
-
-
-class VectorMatrix:
-    """Unit vectors by chunk id in one float32 matrix; freed rows are reused."""
-
-    def __init__(self) -> None:
-        self.dim = 0
-        self._vectors = np.zeros((0, 0), dtype=np.float32)
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._slot: dict[int, int] = {}
-        self._free: list[int] = []
-        self._used = 0
-
-    def __len__(self) -> int:
-        return len(self._slot)
-
-    def __contains__(self, chunk_id: int) -> bool:
-        return chunk_id in self._slot
-
-    def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
-
-    def add(self, ids: list[int], vectors: np.ndarray) -> None:
-        if not ids:
-            return
-        if self.dim == 0 or vectors.shape[1] != self.dim:
-            if self._slot and vectors.shape[1] != self.dim:
-                raise ValueError(f"vector size {vectors.shape[1]} != {self.dim}")
-            self.dim = vectors.shape[1]
-            self._vectors = np.zeros((0, self.dim), dtype=np.float32)
-        for chunk_id, vector in zip(ids, vectors, strict=True):
-            slot = self._slot.get(chunk_id)
-            if slot is None:
-                slot = self._free.pop() if self._free else self._grow()
-                self._slot[chunk_id] = slot
-                self._ids[slot] = chunk_id
-            self._vectors[slot] = vector
-
-    def _grow(self) -> int:
-        if self._used == len(self._ids):
-            capacity = max(1024, 2 * len(self._ids))
-            vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-            vectors[: self._used] = self._vectors[: self._used]
-            ids = np.full(capacity, -1, dtype=np.int64)
-            ids[: self._used] = self._ids[: self._used]
-            self._vectors, self._ids = vectors, ids
-        self._used += 1
-        return self._used - 1
-
-    def remove(self, ids: Iterable[int]) -> None:
-        for chunk_id in ids:
-            slot = self._slot.pop(chunk_id, None)
-            if slot is not None:
-                self._ids[slot] = -1
-                self._vectors[slot] = 0.0
-                self._free.append(slot)
-
-    def top(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """The k chunks of highest cosine to a unit query vector, best first."""
-        if not self._slot or k <= 0 or query.shape[0] != self.dim:
-            return []
-        scores = self._vectors[: self._used] @ query
-        ids = self._ids[: self._used]
-        scores = np.where(ids >= 0, scores, -np.inf)
-        k = min(k, len(self._slot))
-        best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in best if ids[i] >= 0]
-
-    def mean(self, query: np.ndarray) -> float:
-        """The mean cosine of a query over every chunk: the level an unrelated text reaches."""
-        if not self._slot or query.shape[0] != self.dim:
-            return 0.0
-        live = self._ids[: self._used] >= 0
-        return float((self._vectors[: self._used][live] @ query).mean())
-
-    def scores_for(self, query: np.ndarray, chunk_ids: Iterable[int]) -> dict[int, float]:
-        if query.shape[0] != self.dim:
-            return {}
-        found = [(c, self._slot[c]) for c in chunk_ids if c in self._slot]
-        if not found:
-            return {}
-        rows = self._vectors[[slot for _, slot in found]] @ query
-        return {c: float(s) for (c, _), s in zip(found, rows, strict=True)}
 
 
 class MemoryIndex:
@@ -226,6 +64,10 @@ class MemoryIndex:
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
         self._closed = False
+        # Document frequencies of query words, valid for one generation of the index.
+        self._freqs: dict[str, int] = {}
+        self._total: int | None = None
+        self._freqs_generation = -1
 
     @classmethod
     def for_workspace(
@@ -243,36 +85,7 @@ class MemoryIndex:
         if self._closed:
             raise RuntimeError("the memory index is closed")
         if self._db is None:
-            await asyncio.to_thread(self.db_path.parent.mkdir, parents=True, exist_ok=True)
-            db = await _connect(self.db_path)
-            try:
-                await db.execute("PRAGMA busy_timeout = 10000")
-                await db.execute("PRAGMA journal_mode = WAL")
-                await db.execute("PRAGMA synchronous = NORMAL")
-                rows = await db.execute_fetchall(
-                    "SELECT name FROM sqlite_master WHERE name = 'meta'"
-                )
-                version = None
-                if rows:
-                    found = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'schema'")
-                    version = found[0][0] if found else None
-                if rows and version != SCHEMA_VERSION:
-                    # Derived data from another version: start again.
-                    await db.close()
-                    await asyncio.to_thread(_delete_db_files, self.db_path)
-                    db = await _connect(self.db_path)
-                    await db.execute("PRAGMA busy_timeout = 10000")
-                    await db.execute("PRAGMA journal_mode = WAL")
-                    await db.execute("PRAGMA synchronous = NORMAL")
-                await db.executescript(_SCHEMA)
-                await db.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), "
-                    "('generation', '0'), ('workspace', ?)",
-                    (SCHEMA_VERSION, str(self.workspace)),
-                )
-            except BaseException:
-                await db.close()
-                raise
+            db = await open_db(self.db_path, self.workspace)
             self._db = db
         return self._db
 
@@ -329,9 +142,11 @@ class MemoryIndex:
     async def _refresh(self, progress: Progress | None) -> RefreshReport:
         async with self._guard():
             db = await self._conn()
-            if await self._read_generation(db) != self._generation:
+            generation, disk = await asyncio.gather(
+                self._read_generation(db), asyncio.to_thread(self._scan)
+            )
+            if generation != self._generation:
                 await self._load_state(db)
-            disk = await asyncio.to_thread(self._scan)
             dirty, self._dirty = self._dirty, set()
             changed = [
                 path
@@ -374,19 +189,20 @@ class MemoryIndex:
         return found
 
     async def _read_generation(self, db: aiosqlite.Connection) -> int:
-        rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'generation'")
+        rows = await fetch(db, "SELECT value FROM meta WHERE key = 'generation'")
         return int(rows[0][0]) if rows else 0
 
     async def _load_state(self, db: aiosqlite.Connection) -> None:
         """Read files and vectors from the database (at start, or after another writer)."""
         self._generation = await self._read_generation(db)
-        rows = await db.execute_fetchall("SELECT path, size, mtime_ns, ino, hash FROM files")
+        rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
         self._files = {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
         self.vectors.clear()
         self._missing.clear()
         if self.embedder is None:
             return
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             "SELECT c.id, c.hash, e.vector FROM chunks c LEFT JOIN embeddings e "
             "ON e.hash = c.hash AND e.model = ?",
             (self.embedder.model_id,),
@@ -405,7 +221,7 @@ class MemoryIndex:
         """Re-chunk one file; chunks whose place and text are unchanged keep their ids."""
         file = self.workspace / path
         try:
-            read = await asyncio.to_thread(_read_file, file)
+            read = await asyncio.to_thread(read_file, file)
         except FileNotFoundError:
             return 0, 0
         text, stat = read
@@ -416,7 +232,8 @@ class MemoryIndex:
         async with self._write(db):
             if old is None or old.hash != digest:
                 chunks = await asyncio.to_thread(chunk_file, path, text)
-                existing = await db.execute_fetchall(
+                existing = await fetch(
+                    db,
                     "SELECT id, start_line, end_line, date, hash FROM chunks WHERE path = ?",
                     (path,),
                 )
@@ -440,7 +257,7 @@ class MemoryIndex:
 
     async def _delete_chunks(self, db: aiosqlite.Connection, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
-        rows = await db.execute_fetchall("SELECT id FROM chunks WHERE path = ?", (path,))
+        rows = await fetch(db, "SELECT id FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
         if gone:
             await db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
@@ -452,7 +269,7 @@ class MemoryIndex:
     async def _insert_chunks(self, db: aiosqlite.Connection, chunks: list[Chunk]) -> int:
         if not chunks:
             return 0
-        rows = await db.execute_fetchall("SELECT coalesce(max(id), 0) FROM chunks")
+        rows = await fetch(db, "SELECT coalesce(max(id), 0) FROM chunks")
         first = int(rows[0][0]) + 1
         params = [
             (first + n, c.path, c.start_line, c.end_line, c.date, c.hash, c.text, cjk_text(c.text))
@@ -483,7 +300,8 @@ class MemoryIndex:
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
-            rows = await db.execute_fetchall(
+            rows = await fetch(
+                db,
                 f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
                 (model, *part),
             )
@@ -522,9 +340,7 @@ class MemoryIndex:
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
-            rows = await db.execute_fetchall(
-                f"SELECT hash, text FROM chunks WHERE hash IN ({marks})", part
-            )
+            rows = await fetch(db, f"SELECT hash, text FROM chunks WHERE hash IN ({marks})", part)
             texts.update({r[0]: r[1] for r in rows})
         return texts
 
@@ -542,7 +358,8 @@ class MemoryIndex:
         if days is not None:
             where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
             params = days
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
             "ORDER BY rank LIMIT ?",
             (match, *params, limit),
@@ -551,24 +368,31 @@ class MemoryIndex:
 
     async def doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
         """(number of chunks, chunks containing each term); terms are matched as FTS5 phrases,
-        stemmed by the table's tokenizer."""
+        stemmed by the table's tokenizer. Counts are kept until the index changes, and the
+        ones not known yet are counted in one query."""
+        if self._freqs_generation != self._generation or self._generation < 0:
+            self._freqs.clear()
+            self._total = None
+            self._freqs_generation = self._generation
         db = await self._conn()
-        total = (await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0]
-        found = {}
-        for term in terms:
-            quoted = '"' + term.replace('"', '""') + '"'
-            rows = await db.execute_fetchall(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (quoted,)
+        unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
+        if self._total is None:
+            self._total = int((await fetch(db, "SELECT count(*) FROM chunks"))[0][0])
+        if unknown:
+            counts = ", ".join(
+                "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in unknown
             )
-            found[term] = int(rows[0][0])
-        return int(total), found
+            quoted = ['"' + t.replace('"', '""') + '"' for t in unknown]
+            row = (await fetch(db, f"SELECT {counts}", quoted))[0]
+            self._freqs.update(zip(unknown, (int(n) for n in row), strict=True))
+            if len(self._freqs) > MAX_CACHED_FREQS:
+                self._freqs.clear()
+        return self._total, {t: self._freqs[t] for t in terms if t in self._freqs}
 
     async def dated_between(self, first: str, last: str) -> list[int]:
         """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
         db = await self._conn()
-        rows = await db.execute_fetchall(
-            "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last)
-        )
+        rows = await fetch(db, "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
         return [int(r[0]) for r in rows]
 
     async def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
@@ -577,7 +401,8 @@ class MemoryIndex:
             return []
         db = await self._conn()
         where = " OR ".join("instr(cjk, ?) > 0" for _ in needles)
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             f"SELECT id, cjk FROM chunks WHERE cjk != '' AND ({where}) LIMIT ?",
             (*needles, limit),
         )
@@ -589,7 +414,8 @@ class MemoryIndex:
             return {}
         db = await self._conn()
         marks = ",".join("?" * len(ids))
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             f"SELECT id, path, start_line, end_line, date, text FROM chunks WHERE id IN ({marks})",
             ids,
         )
@@ -597,13 +423,14 @@ class MemoryIndex:
 
     async def status(self) -> IndexStatus:
         db = await self._conn()
-        files = await db.execute_fetchall("SELECT path, size, mtime_ns, ino FROM files")
+        files = await fetch(db, "SELECT path, size, mtime_ns, ino FROM files")
         indexed = {r[0]: (r[1], r[2], r[3]) for r in files}
-        chunk_count = (await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0]
+        chunk_count = (await fetch(db, "SELECT count(*) FROM chunks"))[0][0]
         vectors = 0
         if self.embedder is not None:
             vectors = (
-                await db.execute_fetchall(
+                await fetch(
+                    db,
                     "SELECT count(*) FROM chunks c JOIN embeddings e "
                     "ON e.hash = c.hash AND e.model = ?",
                     (self.embedder.model_id,),
@@ -654,25 +481,3 @@ class _WriteTxn:
         await self._db.execute("COMMIT")
         # Another process wrote in between: reload at the next refresh.
         self._index._generation = -1 if self._stale else self._next
-
-
-def _connect(db_path: Path) -> aiosqlite.Connection:
-    db = aiosqlite.connect(db_path, isolation_level=None)
-    # aiosqlite's worker thread is not a daemon: an index its owner never closed would keep
-    # the interpreter from exiting. The data is derived and SQLite (WAL) survives a kill.
-    thread = getattr(db, "_thread", None)
-    if thread is not None and not thread.is_alive():
-        thread.daemon = True
-    return db
-
-
-def _delete_db_files(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-
-
-def _read_file(path: Path) -> tuple[str, tuple[int, int, int]]:
-    with path.open("rb") as handle:
-        info = os.fstat(handle.fileno())
-        data = handle.read()
-    return data.decode("utf-8", errors="replace"), (info.st_size, info.st_mtime_ns, info.st_ino)

@@ -37,7 +37,8 @@ import numpy as np
 from clawgate.agent.memory import fusion
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.fusion import Candidate
-from clawgate.agent.memory.index import ChunkRow, MemoryIndex
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.index_db import ChunkRow
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
@@ -286,14 +287,14 @@ class MemorySearch:
         w_v, w_t = self.weights
         weights = (w_t, w_v, DATE_WEIGHT * (w_t + w_v) if asked else 0.0)
         cands = []
-        for c, row in rows.items():
-            in_range = asked is not None and row.date is not None and dated is not None
+        for chunk_id, row in rows.items():
+            on_day = dated is not None and row.date is not None and dated[0] <= row.date <= dated[1]
             cands.append(
                 Candidate(
-                    id=c,
-                    t=keyword.get(c, 0.0),
-                    v=vector.get(c, 0.0),
-                    d=1.0 if in_range and dated[0] <= row.date <= dated[1] else 0.0,  # type: ignore[index]
+                    id=chunk_id,
+                    t=keyword.get(chunk_id, 0.0),
+                    v=vector.get(chunk_id, 0.0),
+                    d=1.0 if on_day else 0.0,
                     recency=fusion.recency(row.date, today, self.config.half_life_days),
                     tokens=token_set(row.text),
                 )
