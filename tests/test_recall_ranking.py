@@ -12,6 +12,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clawgate.agent.memory import fusion
@@ -23,6 +24,7 @@ from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.vectors import VectorMatrix
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
 
@@ -175,6 +177,22 @@ async def test_a_relevant_chunk_is_not_dropped_for_a_neighbour_of_the_same_file(
         await search.close()
 
 
+async def test_a_paraphrase_is_found_past_the_facts_that_only_share_the_name(tmp_path):
+    """Only the name is shared: the words memory never uses carry the query's meaning."""
+    ws = tmp_path / "ws"
+    facts = ["blood type is B negative", "sister lives in Valencia", "is allergic to shellfish"]
+    write(ws, "MEMORY.md", "".join(f"- Tom's {f}.\n" for f in facts))
+    write(ws, "2026-06-27.md", "- Tom volunteers at the food bank on Saturdays.\n")
+    for day in range(10, 20):
+        write(ws, f"2027-01-{day}.md", f"- Tom planned the week ahead, day {day}.\n")
+    search = make_search(tmp_path, default_embedder())
+    try:
+        hits = await search.search("Does Tom do charity work?")
+        assert hits[0].path == "memory/2026-06-27.md"
+    finally:
+        await search.close()
+
+
 # The packaged embedder ----------------------------------------------------------------
 
 
@@ -273,3 +291,33 @@ def test_no_chunk_is_only_a_heading():
     for chunk in chunks:
         assert any(not line.startswith("#") for line in chunk.text.splitlines() if line.strip())
     assert chunks[0].text.startswith("# Title\n\n## Section\n\nword")
+
+
+# Index internals that search speed relies on ------------------------------------------
+
+
+def test_vector_mean_follows_adds_replacements_and_removals():
+    rng = np.random.default_rng(1)
+    matrix = VectorMatrix()
+    vectors = rng.normal(size=(6, 8)).astype(np.float32)
+    matrix.add(list(range(6)), vectors)
+    matrix.remove([1, 4])
+    matrix.add([2, 7], vectors[:2] * 2)
+    live = {0: vectors[0], 3: vectors[3], 5: vectors[5], 2: vectors[0] * 2, 7: vectors[1] * 2}
+    query = rng.normal(size=8).astype(np.float32)
+    expected = np.mean([v @ query for v in live.values()])
+    assert matrix.mean(query) == pytest.approx(expected, rel=1e-5)
+
+
+async def test_document_frequencies_follow_the_files(tmp_path):
+    ws = tmp_path / "ws"
+    write(ws, "2026-01-01.md", "- Lisbon trip.\n")
+    search = make_search(tmp_path)
+    try:
+        await search.index.refresh()
+        assert await search.index.doc_freqs(["lisbon", "porto"]) == (1, {"lisbon": 1, "porto": 0})
+        write(ws, "2026-01-02.md", "- Porto and Lisbon.\n")
+        await search.index.refresh()
+        assert await search.index.doc_freqs(["lisbon", "porto"]) == (2, {"lisbon": 2, "porto": 1})
+    finally:
+        await search.close()

@@ -3,7 +3,11 @@
 - HISTORY.md: one chunk per entry (an entry starts with a "[YYYY-MM-DD HH:MM]" line), dated
   by its stamp; text before the first stamp is chunked as plain Markdown.
 - Daily logs and notes (memory/YYYY-MM-DD*.md): Markdown chunks dated by the file name.
-- MEMORY.md and other files: Markdown chunks with no date (they never decay).
+- MEMORY.md: curated facts, one chunk each (a top-level list item with what is indented
+  under it, or a paragraph), with no date (it never decays). A fact in a chunk of its own
+  competes on its own words: inside one long chunk of every fact, a question's exact match
+  would weigh as little as the chunk's other hundred facts make it.
+- Other files: Markdown chunks with no date.
 
 Markdown chunks never cross a heading, and no chunk is only headings (a heading stays with
 the text under it, even past the size limit); inside a section lines gather (breaking at blank
@@ -24,9 +28,11 @@ from clawgate.agent.memory.tokens import estimate_tokens
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 HISTORY_NAME = "HISTORY.md"
+FACTS_NAME = "MEMORY.md"
 
 _HEADING = re.compile(r"^#{1,6}\s")
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s")
+_TOP_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s")
 _STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\]")
 _FILE_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 
@@ -66,7 +72,11 @@ def chunk_file(
         spans = _history_spans(lines, max_tokens, overlap)
     else:
         day = file_date(name)
-        spans = [(a, b, day) for a, b in _markdown_spans(lines, 0, len(lines), max_tokens, overlap)]
+        facts = name == FACTS_NAME
+        spans = [
+            (a, b, day)
+            for a, b in _markdown_spans(lines, 0, len(lines), max_tokens, overlap, facts=facts)
+        ]
     chunks = []
     for start, end, day in spans:
         # Ranges hold text only: no leading or trailing blank lines.
@@ -103,9 +113,10 @@ def _history_spans(
 
 
 def _markdown_spans(
-    lines: list[str], start: int, end: int, max_tokens: int, overlap: int
+    lines: list[str], start: int, end: int, max_tokens: int, overlap: int, *, facts: bool = False
 ) -> list[tuple[int, int]]:
-    """Sections (a heading and what follows it), each cut into windows."""
+    """Sections (a heading and what follows it), each cut into windows (with `facts`: into
+    its facts first)."""
     sections: list[list[int]] = []
     current: list[int] = []
     for i in range(start, end):
@@ -119,8 +130,27 @@ def _markdown_spans(
         sections.append(current)
     spans: list[tuple[int, int]] = []
     for section in sections:
-        spans.extend(_window(lines, section, max_tokens, overlap))
+        for unit in _facts(lines, section) if facts else [section]:
+            spans.extend(_window(lines, unit, max_tokens, overlap))
     return spans
+
+
+def _facts(lines: list[str], indexes: list[int]) -> list[list[int]]:
+    """A section's facts: a top-level list item and the lines under it, or a paragraph.
+    Headings (and blank lines) before the first fact stay with it."""
+    facts: list[list[int]] = []
+    current: list[int] = []
+    for i in indexes:
+        line = lines[i]
+        has_text = not _headings_only(lines, current)
+        if has_text and (not line.strip() or _TOP_ITEM.match(line)):
+            facts.append(current)
+            current = []
+        if line.strip() or current:
+            current.append(i)
+    if current:
+        facts.append(current)
+    return facts
 
 
 def _headings_only(lines: list[str], indexes: Iterable[int]) -> bool:

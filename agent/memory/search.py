@@ -253,7 +253,8 @@ class MemorySearch:
             window = ((since or date.min).isoformat(), (until or date.max).isoformat())
         dated = _within(asked, window) if asked else None
         await self.index.refresh()
-        query_vector = await self._embed(text if text.strip() else query)
+        weights_by_term, unseen = await self._term_weights(plan, text)
+        query_vector = await self._embed(text if text.strip() else query, unseen, weights_by_term)
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
         cosines: dict[int, float] = {}
         await self._candidates(plan, query_vector, pool, window, raw, cosines)
@@ -277,7 +278,6 @@ class MemorySearch:
                 bm25[c] = max(bm25.get(c, 0.0), value)
         for c, value in raw["cjk"].items():
             bm25[c] = max(bm25.get(c, 0.0), value)
-        weights_by_term = await self._term_weights(plan, text)
         keyword = {
             c: weighted_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
             for c, r in rows.items()
@@ -360,10 +360,13 @@ class MemorySearch:
             for value, chunk_id in sorted(scored, reverse=True)[:limit]:
                 raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
 
-    async def _term_weights(self, plan: KeywordQuery, text: str) -> dict[str, float]:
-        """Each query term's BM25 idf (a word in many chunks says little); CJK characters
-        weigh as much as an average word."""
+    async def _term_weights(
+        self, plan: KeywordQuery, text: str
+    ) -> tuple[dict[str, float], list[str]]:
+        """Each query term's BM25 idf (a word in many chunks says little; CJK characters
+        weigh as much as an average word), and the content words no chunk contains."""
         total, freqs = await self.index.doc_freqs(list(plan.words))
+        unseen = [w for w, df in freqs.items() if df == 0 and w not in CHITCHAT]
         weights: dict[str, float] = {}
         for word, df in freqs.items():
             if word in CHITCHAT:
@@ -374,17 +377,32 @@ class MemorySearch:
         average = sum(weights.values()) / len(weights) if weights else 1.0
         for term in terms(text):
             weights.setdefault(term, average)
-        return weights
+        return weights, unseen
 
-    async def _embed(self, text: str) -> np.ndarray | None:
+    async def _embed(
+        self, text: str, unseen: list[str], weights: dict[str, float]
+    ) -> np.ndarray | None:
+        """The query's vector. Words that no chunk contains can only be found by meaning,
+        while the words that do occur are already matched by the keyword side (and in a
+        static model they pull the query toward every chunk that repeats them, e.g. a
+        name): so the vector blends the whole query's embedding with that of its unseen
+        words alone, each by its share of the query's weight."""
         embedder = self.index.embedder
         if embedder is None or not len(self.index.vectors):
             return None
+        texts = [text, " ".join(unseen)] if unseen else [text]
         try:
-            return (await embedder.embed([text]))[0]
+            vectors = await embedder.embed(texts)
         except Exception as exc:
             log.warning("memory search: embedding the query failed (%s); keyword only", exc)
             return None
+        if not unseen:
+            return vectors[0]
+        total = sum(weights.values()) or 1.0
+        share = sum(weights.get(stem(w), 0.0) for w in unseen) / total
+        blend = (1.0 - share) * vectors[0] + share * vectors[1]
+        norm = float(np.linalg.norm(blend))
+        return blend / norm if norm else vectors[0]
 
 
 def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str] | None:
