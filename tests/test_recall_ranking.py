@@ -139,6 +139,11 @@ def test_recency_breaks_near_ties_only():
     old = Candidate(1, t=0.90, v=0.10, recency=0.0)
     new = Candidate(2, t=0.30, v=0.50, recency=1.0)
     assert _ranked([new, old]) == [1, 2]
+    # A near-tie is judged on the query's own scale: for a weakly matching query, 0.04
+    # apart is 13% apart, no tie.
+    old = Candidate(1, t=0.30, v=0.30, recency=0.0)
+    new = Candidate(2, t=0.25, v=0.32, recency=1.0)
+    assert _ranked([new, old]) == [1, 2]
 
 
 def test_scales_are_per_query():
