@@ -274,7 +274,7 @@ def _no_recency() -> dict[str, float]:
 async def pooled_main() -> int:
     sys.path.insert(0, str(POOLED))
     from evaluate import NOW as POOL_NOW
-    from evaluate import Pool, check_labels, print_table, score
+    from evaluate import Pool, check_labels, print_table, print_targets, score
 
     from clawgate.agent.memory.search import keyword_query
 
@@ -335,6 +335,8 @@ async def pooled_main() -> int:
         rows.append(("plain BM25", await score(pool, bm25)))
         await plain.close()
         print_table(pool, rows)
+        if any(label == "default" for label, _ in rows):
+            print_targets(rows)
     finally:
         pool.close()
     return 0

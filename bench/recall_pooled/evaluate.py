@@ -22,7 +22,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from build import NOW, build  # noqa: E402
-
 from clawgate.agent.memory.index import MemoryIndex  # noqa: E402
 from clawgate.agent.memory.tokens import (  # noqa: E402
     CJK_STOP_CHARS,
@@ -132,3 +131,30 @@ def dump(pool: Pool, path: Path) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for q in pool.queries:
             handle.write(json.dumps(q, ensure_ascii=False) + "\n")
+
+
+def _rates(ranks: list[int]) -> tuple[float, float]:
+    if not ranks:
+        return 0.0, 0.0
+    return sum(1 for r in ranks if r == 1) / len(ranks), sum(1 for r in ranks if r) / len(ranks)
+
+
+def print_targets(rows: list[tuple[str, dict[str, list[int]]]]) -> None:
+    """Issue 17's targets: the default at least as good as plain BM25 and as itself without
+    recency in R@1 and R@5 in every age bucket ("=" a tie, "<" missed), and paraphrase
+    R@5 >= 0.5."""
+    by_label = dict(rows)
+    default = by_label["default"]
+    print("\ntargets (default vs each, R@1 / R@5 per age bucket; '>' better, '=' tie, '<' worse):")
+    for other in ("plain BM25", "default, no recency"):
+        cells = []
+        for age in AGES:
+            mine, theirs = _rates(default.get(age, [])), _rates(by_label[other].get(age, []))
+            marks = "".join(
+                ">" if a > b + 1e-9 else "=" if abs(a - b) <= 1e-9 else "<"
+                for a, b in zip(mine, theirs, strict=True)
+            )
+            cells.append(f"{age} {marks}")
+        print(f"  vs {other:22}" + "   ".join(cells))
+    recall = _rates(default.get("paraphrase", []))[1]
+    print(f"  paraphrase R@5 {recall:.2f} (target >= 0.50): {'met' if recall >= 0.5 else 'missed'}")
