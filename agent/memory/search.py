@@ -10,12 +10,15 @@ For a query:
    trigrams; 1-2 character CJK words (which no trigram can hold) and the bigrams of longer
    runs (Chinese has no spaces, so a two-character word inside a long query is otherwise
    lost) through a substring scan (instr) of the chunks' CJK text.
-4. Vector candidates, as many: exact cosine over the in-memory matrix.
+4. Vector candidates, as many: exact cosine over the in-memory matrix. The query's vector
+   leans toward its words that no chunk contains (by their share of its idf weight): only
+   meaning can find those, while the words memory does use are the keyword side's job.
 5. With a date in the question, as many candidates again from the chunks dated within it
    (daily logs, dated notes, HISTORY.md entries), by the same two sides; `since`/`until`
    instead restrict every candidate to the chunks dated within them.
 6. Fusion (fusion.py): each side on the query's own 0..1 scale, weighted, plus the date
-   match; ordered by relevance, recency breaking near-ties only; score = relevance / the
+   match; ordered by relevance, recency breaking near-ties only (none when the question
+   names a date: it has said which time it wants); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
