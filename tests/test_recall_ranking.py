@@ -7,6 +7,7 @@ import io
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from datetime import date
@@ -326,3 +327,24 @@ async def test_document_frequencies_follow_the_files(tmp_path):
         assert await search.index.doc_freqs(["lisbon", "porto"]) == (2, {"lisbon": 2, "porto": 1})
     finally:
         await search.close()
+
+
+async def test_chunks_of_an_older_chunker_are_cut_again_keeping_their_vectors(tmp_path):
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- Ann's sister Rita lives in Lisbon.\n- Ann's cat is Miso.\n")
+    search = make_search(tmp_path, HashedEmbedder())
+    await search.index.refresh()
+    db_path = search.index.db_path
+    await search.close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'chunker'")
+        db.execute("DELETE FROM chunks WHERE start_line = 2")  # as if cut otherwise before
+    again = make_search(tmp_path, HashedEmbedder())
+    try:
+        report = await again.index.refresh()
+        # Both chunks cut again; both vectors come from the cache.
+        assert report.chunks_added == 2 and report.embedded == 0
+        hits = await again.search("Miso")
+        assert hits and hits[0].start_line == 2
+    finally:
+        await again.close()

@@ -25,6 +25,9 @@ from datetime import date
 
 from clawgate.agent.memory.tokens import estimate_tokens
 
+# Bumped whenever the same text would be cut differently: the index then cuts every file
+# again (index_db.py).
+CHUNKER_VERSION = "2"
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 HISTORY_NAME = "HISTORY.md"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import aiosqlite
 
+from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
 
 SCHEMA_VERSION = "1"
@@ -128,10 +129,34 @@ async def open_db(db_path: Path, workspace: Path) -> aiosqlite.Connection:
             "('generation', '0'), ('workspace', ?)",
             (SCHEMA_VERSION, str(workspace)),
         )
+        await _forget_other_chunking(db)
     except BaseException:
         await db.close()
         raise
     return db
+
+
+async def _forget_other_chunking(db: aiosqlite.Connection) -> None:
+    """Chunks cut by another version of the chunker are dropped, so the next refresh cuts
+    every file again; their vectors stay cached by content hash, so nothing is embedded
+    again but the chunks that did change."""
+    await db.execute("BEGIN IMMEDIATE")
+    try:
+        found = await fetch(db, "SELECT value FROM meta WHERE key = 'chunker'")
+        if not found or found[0][0] != CHUNKER_VERSION:
+            await db.execute("DELETE FROM chunks")
+            await db.execute("DELETE FROM files")
+            await db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('chunker', ?)", (CHUNKER_VERSION,)
+            )
+            # Another process holding the old chunks in memory reloads.
+            await db.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
+    except BaseException:
+        await db.execute("ROLLBACK")
+        raise
+    await db.execute("COMMIT")
 
 
 async def _connect(db_path: Path) -> aiosqlite.Connection:
