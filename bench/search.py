@@ -1,4 +1,4 @@
-"""Memory search speed on synthetic corpora of 1k, 10k and 100k chunks (built-in embedder).
+"""Memory search speed on synthetic corpora of 1k, 10k and 100k chunks (the default embedder).
 
 For each size: full index build time (chunk + FTS + embed), one-file incremental reindex
 time (a new day's log; a line appended to a 100-chunk file), and search latency p50/p95
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clawgate.agent.memory.embeddings import HashedEmbedder
+from clawgate.agent.memory.embeddings import default_embedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.kernel.config import MemorySearchConfig
@@ -105,7 +105,7 @@ async def run(size: int) -> None:
         write_corpus(workspace, size, rng, vocab)
         config = MemorySearchConfig()
         hybrid = MemorySearch(
-            MemoryIndex.for_workspace(workspace, root / "data", HashedEmbedder()), config
+            MemoryIndex.for_workspace(workspace, root / "data", default_embedder()), config
         )
         start = time.perf_counter()
         report = await hybrid.index.refresh()

@@ -11,12 +11,12 @@ def test_history_one_chunk_per_entry_dated_by_its_stamp():
         "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here.\n\n"
     )
     chunks = chunk_file("memory/HISTORY.md", text)
+    # The "# History" heading alone is no chunk (issue 17: no heading-only chunks).
     assert [(c.start_line, c.end_line, c.date) for c in chunks] == [
-        (1, 1, None),
         (3, 3, "2026-05-04"),
         (5, 6, "2026-06-01"),
     ]
-    assert chunks[2].text == "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here."
+    assert chunks[1].text == "[2026-06-01 09:00] (cli:x) Two lines\ncontinuing here."
 
 
 def test_markdown_sections_never_mix_and_memory_is_undated():
@@ -55,3 +55,16 @@ def test_one_huge_line_is_its_own_chunk():
     chunks = chunk_file("memory/note.md", text)
     assert any(c.start_line == c.end_line == 2 for c in chunks)
     assert chunks[-1].end_line == 3
+
+
+def test_memory_md_is_one_chunk_per_fact():
+    """A fact competes on its own words, not inside a chunk of every other fact."""
+    text = (
+        "# Memory\n\n## People\n\n- Rita lives in Lisbon.\n  - since 2020\n"
+        "- Ann is allergic to peanuts.\n\nA paragraph\nof two lines.\n\n## Cat\n- Miso\n"
+    )
+    chunks = chunk_file("memory/MEMORY.md", text)
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 6), (7, 7), (9, 10), (12, 13)]
+    assert chunks[0].text.endswith("- Rita lives in Lisbon.\n  - since 2020")
+    # Other notes keep their windows: a short list stays one chunk.
+    assert len(chunk_file("memory/notes.md", text)) == 2

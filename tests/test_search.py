@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
-from clawgate.agent.memory.index import MemoryIndex, db_path_for
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
 from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
 from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
-from clawgate.agent.memory.sqlite import SCHEMA, delete_db_files
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
@@ -251,7 +251,7 @@ async def test_chinese_queries_long_two_and_one_character(corpus):
 # Ranking ----------------------------------------------------------------------------
 
 
-async def test_decay_ranks_older_copies_lower_and_spares_memory_md(tmp_path):
+async def test_recency_breaks_ties_only_and_spares_memory_md(tmp_path):
     ws = tmp_path / "ws"
     line = "- Renewed the passport at the citizen shop.\n"
     write(ws, "2026-12-14.md", line)
@@ -260,14 +260,18 @@ async def test_decay_ranks_older_copies_lower_and_spares_memory_md(tmp_path):
     search = make_search(tmp_path, HashedEmbedder())
     try:
         hits = await search.search("renewed passport")
-        by_path = {h.path: h.score for h in hits}
-        assert by_path["memory/MEMORY.md"] > by_path["memory/2026-12-14.md"]
-        assert by_path["memory/2026-12-14.md"] > by_path["memory/2026-06-01.md"]
-        # Older by 6 months costs at most the floor's 20%: it stays findable.
-        assert by_path["memory/2026-06-01.md"] >= 0.8 * by_path["memory/MEMORY.md"] - 1e-9
+        # Equal evidence: MEMORY.md (never decays), then the newer copy, then the older.
+        assert [h.path for h in hits] == [
+            "memory/MEMORY.md",
+            "memory/2026-12-14.md",
+            "memory/2026-06-01.md",
+        ]
+        # Recency orders; it does not lower the score of the older copy.
+        assert hits[2].score == pytest.approx(hits[0].score)
         search._today = lambda: date(2027, 6, 1)
-        later = {h.path: h.score for h in await search.search("renewed passport")}
-        assert later["memory/MEMORY.md"] == pytest.approx(by_path["memory/MEMORY.md"])
+        later = await search.search("renewed passport")
+        assert later[0].path == "memory/MEMORY.md"
+        assert later[0].score == pytest.approx(hits[0].score)
     finally:
         await search.close()
 

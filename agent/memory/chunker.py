@@ -3,9 +3,14 @@
 - HISTORY.md: one chunk per entry (an entry starts with a "[YYYY-MM-DD HH:MM]" line), dated
   by its stamp; text before the first stamp is chunked as plain Markdown.
 - Daily logs and notes (memory/YYYY-MM-DD*.md): Markdown chunks dated by the file name.
-- MEMORY.md and other files: Markdown chunks with no date (they never decay).
+- MEMORY.md: curated facts, one chunk each (a top-level list item with what is indented
+  under it, or a paragraph), with no date (it never decays). A fact in a chunk of its own
+  competes on its own words: inside one long chunk of every fact, a question's exact match
+  would weigh as little as the chunk's other hundred facts make it.
+- Other files: Markdown chunks with no date.
 
-Markdown chunks never cross a heading; inside a section lines gather (breaking at blank
+Markdown chunks never cross a heading, and no chunk is only headings (a heading stays with
+the text under it, even past the size limit); inside a section lines gather (breaking at blank
 lines and list items) up to ~400 tokens, and a section too long for one chunk continues in
 the next with ~80 tokens of overlap. Line numbers are 1-based and inclusive.
 """
@@ -14,17 +19,23 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
 from clawgate.agent.memory.tokens import estimate_tokens
 
+# Bumped whenever the same text would be cut differently: the index then cuts every file
+# again (index_db.py).
+CHUNKER_VERSION = "2"
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 HISTORY_NAME = "HISTORY.md"
+FACTS_NAME = "MEMORY.md"
 
 _HEADING = re.compile(r"^#{1,6}\s")
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s")
+_TOP_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s")
 _STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\]")
 _FILE_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 
@@ -64,7 +75,11 @@ def chunk_file(
         spans = _history_spans(lines, max_tokens, overlap)
     else:
         day = file_date(name)
-        spans = [(a, b, day) for a, b in _markdown_spans(lines, 0, len(lines), max_tokens, overlap)]
+        facts = name == FACTS_NAME
+        spans = [
+            (a, b, day)
+            for a, b in _markdown_spans(lines, 0, len(lines), max_tokens, overlap, facts=facts)
+        ]
     chunks = []
     for start, end, day in spans:
         # Ranges hold text only: no leading or trailing blank lines.
@@ -72,8 +87,8 @@ def chunk_file(
             start += 1
         while end > start and not lines[end - 1].strip():
             end -= 1
-        if start == end:
-            continue
+        if start == end or _headings_only(lines, range(start, end)):
+            continue  # a heading alone finds nothing; what follows it carries it
         body = "\n".join(lines[start:end])
         chunks.append(Chunk(path, start + 1, end, day, body, content_hash(body)))
     return chunks
@@ -101,9 +116,10 @@ def _history_spans(
 
 
 def _markdown_spans(
-    lines: list[str], start: int, end: int, max_tokens: int, overlap: int
+    lines: list[str], start: int, end: int, max_tokens: int, overlap: int, *, facts: bool = False
 ) -> list[tuple[int, int]]:
-    """Sections (a heading and what follows it), each cut into windows."""
+    """Sections (a heading and what follows it), each cut into windows (with `facts`: into
+    its facts first)."""
     sections: list[list[int]] = []
     current: list[int] = []
     for i in range(start, end):
@@ -117,8 +133,31 @@ def _markdown_spans(
         sections.append(current)
     spans: list[tuple[int, int]] = []
     for section in sections:
-        spans.extend(_window(lines, section, max_tokens, overlap))
+        for unit in _facts(lines, section) if facts else [section]:
+            spans.extend(_window(lines, unit, max_tokens, overlap))
     return spans
+
+
+def _facts(lines: list[str], indexes: list[int]) -> list[list[int]]:
+    """A section's facts: a top-level list item and the lines under it, or a paragraph.
+    Headings (and blank lines) before the first fact stay with it."""
+    facts: list[list[int]] = []
+    current: list[int] = []
+    for i in indexes:
+        line = lines[i]
+        has_text = not _headings_only(lines, current)
+        if has_text and (not line.strip() or _TOP_ITEM.match(line)):
+            facts.append(current)
+            current = []
+        if line.strip() or current:
+            current.append(i)
+    if current:
+        facts.append(current)
+    return facts
+
+
+def _headings_only(lines: list[str], indexes: Iterable[int]) -> bool:
+    return all(not lines[i].strip() or _HEADING.match(lines[i]) for i in indexes)
 
 
 def _blocks(lines: list[str], indexes: list[int]) -> list[list[int]]:
@@ -161,7 +200,7 @@ def _window(
     size = 0
     for unit in units:
         unit_size = sum(cost[i] for i in unit)
-        if chunk and size + unit_size > max_tokens:
+        if chunk and size + unit_size > max_tokens and not _headings_only(lines, chunk):
             spans.append((chunk[0], chunk[-1] + 1))
             # Carry whole trailing lines, up to the overlap, into the next chunk.
             carried: list[int] = []

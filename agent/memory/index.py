@@ -1,14 +1,7 @@
-"""The memory search index: one SQLite database per workspace, derived from the Markdown files.
+"""The memory search index: one SQLite database per workspace (index_db.py), derived from
+the Markdown files under memory/, plus the vectors of its chunks in memory (vectors.py).
 
-    <data_dir>/index/<hash of the workspace path>.sqlite
-
-Tables: `files` (what was indexed: size, mtime, inode, content hash), `chunks` (path, line
-range, date, content hash, text, and the text's CJK runs), two external-content FTS5 tables
-over them (`chunks_fts`: porter + unicode61 over the text; `chunks_tri`: trigram over the CJK
-runs), and `embeddings` (vector per (content hash, model), a cache that survives re-chunking
-and model switches). Deleting the file loses nothing: the next refresh rebuilds it.
-
-Vectors for the configured model are also held in memory as one numpy matrix (exact cosine
+Vectors for the configured model are held in memory as one numpy matrix (exact cosine
 k-NN), kept in step with the `chunks` table. Every access to SQLite goes through aiosqlite.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
@@ -17,7 +10,6 @@ write bumps `meta.generation`, and a process that sees another's generation relo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
@@ -30,31 +22,28 @@ import numpy as np
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
-from clawgate.agent.memory.index_rows import ChunkRow, FileState, IndexStatus, RefreshReport
-from clawgate.agent.memory.sqlite import SCHEMA, connect, delete_db_files, scalar
-from clawgate.agent.memory.tokens import cjk_runs
+from clawgate.agent.memory.index_db import (
+    ChunkRow,
+    FileState,
+    IndexStatus,
+    RefreshReport,
+    cjk_text,
+    db_path_for,
+    fetch,
+    open_db,
+    read_file,
+)
 from clawgate.agent.memory.vectors import VectorMatrix
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
 EMBED_BATCH = 256
 EMBED_RETRY_SECONDS = 60.0
 MEMORY_DIR = "memory"
+MAX_CACHED_FREQS = 50_000
 
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
-
-
-def db_path_for(workspace: Path, data_dir: Path) -> Path:
-    """One database per workspace, named by a hash of its resolved path."""
-    key = hashlib.sha256(str(workspace.expanduser().resolve()).encode()).hexdigest()[:16]
-    return data_dir.expanduser() / "index" / f"memory-{key}.sqlite"
-
-
-def cjk_text(text: str) -> str:
-    """The CJK runs of a chunk, one per line: what the trigram table and LIKE fallback see."""
-    return "\n".join(cjk_runs(text))
 
 
 class MemoryIndex:
@@ -75,6 +64,10 @@ class MemoryIndex:
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
         self._closed = False
+        # Document frequencies of query words, valid for one generation of the index.
+        self._freqs: dict[str, int] = {}
+        self._total: int | None = None
+        self._freqs_generation = -1
 
     @classmethod
     def for_workspace(
@@ -92,35 +85,7 @@ class MemoryIndex:
         if self._closed:
             raise RuntimeError("the memory index is closed")
         if self._db is None:
-            await asyncio.to_thread(self.db_path.parent.mkdir, parents=True, exist_ok=True)
-            db = await connect(self.db_path)
-            try:
-                await db.execute("PRAGMA busy_timeout = 10000")
-                await db.execute("PRAGMA journal_mode = WAL")
-                await db.execute("PRAGMA synchronous = NORMAL")
-                rows = await db.execute_fetchall(
-                    "SELECT name FROM sqlite_master WHERE name = 'meta'"
-                )
-                version = None
-                if rows:
-                    version = await scalar(db, "SELECT value FROM meta WHERE key = 'schema'")
-                if rows and version != SCHEMA_VERSION:
-                    # Derived data from another version: start again.
-                    await db.close()
-                    await asyncio.to_thread(delete_db_files, self.db_path)
-                    db = await connect(self.db_path)
-                    await db.execute("PRAGMA busy_timeout = 10000")
-                    await db.execute("PRAGMA journal_mode = WAL")
-                    await db.execute("PRAGMA synchronous = NORMAL")
-                await db.executescript(SCHEMA)
-                await db.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), "
-                    "('generation', '0'), ('workspace', ?)",
-                    (SCHEMA_VERSION, str(self.workspace)),
-                )
-            except BaseException:
-                await db.close()
-                raise
+            db = await open_db(self.db_path, self.workspace)
             self._db = db
         return self._db
 
@@ -177,9 +142,11 @@ class MemoryIndex:
     async def _refresh(self, progress: Progress | None) -> RefreshReport:
         async with self._guard():
             db = await self._conn()
-            if await self._read_generation(db) != self._generation:
+            generation, disk = await asyncio.gather(
+                self._read_generation(db), asyncio.to_thread(self._scan)
+            )
+            if generation != self._generation:
                 await self._load_state(db)
-            disk = await asyncio.to_thread(self._scan)
             dirty, self._dirty = self._dirty, set()
             changed = [
                 path
@@ -222,19 +189,20 @@ class MemoryIndex:
         return found
 
     async def _read_generation(self, db: aiosqlite.Connection) -> int:
-        value = await scalar(db, "SELECT value FROM meta WHERE key = 'generation'")
-        return int(value) if value is not None else 0
+        rows = await fetch(db, "SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
 
     async def _load_state(self, db: aiosqlite.Connection) -> None:
         """Read files and vectors from the database (at start, or after another writer)."""
         self._generation = await self._read_generation(db)
-        rows = await db.execute_fetchall("SELECT path, size, mtime_ns, ino, hash FROM files")
+        rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
         self._files = {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
         self.vectors.clear()
         self._missing.clear()
         if self.embedder is None:
             return
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             "SELECT c.id, c.hash, e.vector FROM chunks c LEFT JOIN embeddings e "
             "ON e.hash = c.hash AND e.model = ?",
             (self.embedder.model_id,),
@@ -253,7 +221,7 @@ class MemoryIndex:
         """Re-chunk one file; chunks whose place and text are unchanged keep their ids."""
         file = self.workspace / path
         try:
-            read = await asyncio.to_thread(_read_file, file)
+            read = await asyncio.to_thread(read_file, file)
         except FileNotFoundError:
             return 0, 0
         text, stat = read
@@ -264,7 +232,8 @@ class MemoryIndex:
         async with self._write(db):
             if old is None or old.hash != digest:
                 chunks = await asyncio.to_thread(chunk_file, path, text)
-                existing = await db.execute_fetchall(
+                existing = await fetch(
+                    db,
                     "SELECT id, start_line, end_line, date, hash FROM chunks WHERE path = ?",
                     (path,),
                 )
@@ -288,7 +257,7 @@ class MemoryIndex:
 
     async def _delete_chunks(self, db: aiosqlite.Connection, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
-        rows = await db.execute_fetchall("SELECT id FROM chunks WHERE path = ?", (path,))
+        rows = await fetch(db, "SELECT id FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
         if gone:
             await db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
@@ -300,7 +269,8 @@ class MemoryIndex:
     async def _insert_chunks(self, db: aiosqlite.Connection, chunks: list[Chunk]) -> int:
         if not chunks:
             return 0
-        first = int(await scalar(db, "SELECT coalesce(max(id), 0) FROM chunks")) + 1
+        rows = await fetch(db, "SELECT coalesce(max(id), 0) FROM chunks")
+        first = int(rows[0][0]) + 1
         params = [
             (first + n, c.path, c.start_line, c.end_line, c.date, c.hash, c.text, cjk_text(c.text))
             for n, c in enumerate(chunks)
@@ -330,7 +300,8 @@ class MemoryIndex:
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
-            rows = await db.execute_fetchall(
+            rows = await fetch(
+                db,
                 f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
                 (model, *part),
             )
@@ -369,24 +340,60 @@ class MemoryIndex:
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
-            rows = await db.execute_fetchall(
-                f"SELECT hash, text FROM chunks WHERE hash IN ({marks})", part
-            )
+            rows = await fetch(db, f"SELECT hash, text FROM chunks WHERE hash IN ({marks})", part)
             texts.update({r[0]: r[1] for r in rows})
         return texts
 
     # Reads -----------------------------------------------------------------------
 
-    async def fts(self, table: str, match: str, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query."""
+    async def fts(
+        self, table: str, match: str, limit: int, days: tuple[str, str] | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query. With
+        `days` (first, last ISO dates) only chunks dated within them."""
         assert table in ("chunks_fts", "chunks_tri")
         db = await self._conn()
-        rows = await db.execute_fetchall(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? "
+        where = ""
+        params: tuple[str, ...] = ()
+        if days is not None:
+            where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
+            params = days
+        rows = await fetch(
+            db,
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
             "ORDER BY rank LIMIT ?",
-            (match, limit),
+            (match, *params, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    async def doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """(number of chunks, chunks containing each term); terms are matched as FTS5 phrases,
+        stemmed by the table's tokenizer. Counts are kept until the index changes, and the
+        ones not known yet are counted in one query."""
+        if self._freqs_generation != self._generation or self._generation < 0:
+            self._freqs.clear()
+            self._total = None
+            self._freqs_generation = self._generation
+        db = await self._conn()
+        unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
+        if self._total is None:
+            self._total = int((await fetch(db, "SELECT count(*) FROM chunks"))[0][0])
+        if unknown:
+            counts = ", ".join(
+                "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in unknown
+            )
+            quoted = ['"' + t.replace('"', '""') + '"' for t in unknown]
+            row = (await fetch(db, f"SELECT {counts}", quoted))[0]
+            self._freqs.update(zip(unknown, (int(n) for n in row), strict=True))
+            if len(self._freqs) > MAX_CACHED_FREQS:
+                self._freqs.clear()
+        return self._total, {t: self._freqs[t] for t in terms if t in self._freqs}
+
+    async def dated_between(self, first: str, last: str) -> list[int]:
+        """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
+        db = await self._conn()
+        rows = await fetch(db, "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
+        return [int(r[0]) for r in rows]
 
     async def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
         """Chunks whose CJK text contains any needle (the 1-2 character fallback)."""
@@ -394,7 +401,8 @@ class MemoryIndex:
             return []
         db = await self._conn()
         where = " OR ".join("instr(cjk, ?) > 0" for _ in needles)
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             f"SELECT id, cjk FROM chunks WHERE cjk != '' AND ({where}) LIMIT ?",
             (*needles, limit),
         )
@@ -406,7 +414,8 @@ class MemoryIndex:
             return {}
         db = await self._conn()
         marks = ",".join("?" * len(ids))
-        rows = await db.execute_fetchall(
+        rows = await fetch(
+            db,
             f"SELECT id, path, start_line, end_line, date, text FROM chunks WHERE id IN ({marks})",
             ids,
         )
@@ -414,19 +423,19 @@ class MemoryIndex:
 
     async def status(self) -> IndexStatus:
         db = await self._conn()
-        files = await db.execute_fetchall("SELECT path, size, mtime_ns, ino FROM files")
+        files = await fetch(db, "SELECT path, size, mtime_ns, ino FROM files")
         indexed = {r[0]: (r[1], r[2], r[3]) for r in files}
-        chunk_count = int(await scalar(db, "SELECT count(*) FROM chunks"))
+        chunk_count = (await fetch(db, "SELECT count(*) FROM chunks"))[0][0]
         vectors = 0
         if self.embedder is not None:
-            vectors = int(
-                await scalar(
+            vectors = (
+                await fetch(
                     db,
                     "SELECT count(*) FROM chunks c JOIN embeddings e "
                     "ON e.hash = c.hash AND e.model = ?",
                     (self.embedder.model_id,),
                 )
-            )
+            )[0][0]
         disk = await asyncio.to_thread(self._scan)
         dirty = sorted(
             {p for p, stat in disk.items() if indexed.get(p) != stat} | (set(indexed) - set(disk))
@@ -472,10 +481,3 @@ class _WriteTxn:
         await self._db.execute("COMMIT")
         # Another process wrote in between: reload at the next refresh.
         self._index._generation = -1 if self._stale else self._next
-
-
-def _read_file(path: Path) -> tuple[str, tuple[int, int, int]]:
-    with path.open("rb") as handle:
-        info = os.fstat(handle.fileno())
-        data = handle.read()
-    return data.decode("utf-8", errors="replace"), (info.st_size, info.st_mtime_ns, info.st_ino)

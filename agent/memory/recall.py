@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 RECALL_HITS = 3
 RECALL_BUDGET_CHARS = 1_500
 RECALL_SNIPPET_CHARS = 400
-# Below this a hit is mostly noise from the hashed embedder (see bench/recall_eval.py).
-RECALL_MIN_SCORE = 0.2
+# On the calibrated scale (relevance x confidence, search.py): a hit at or above this covers
+# at least about half of the message's content words, or matches a date it names; small
+# talk, whose words are not content words, scores 0.
+RECALL_MIN_SCORE = 0.35
 RECALL_TIMEOUT = 3.0
 
 

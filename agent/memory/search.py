@@ -1,44 +1,54 @@
-"""Hybrid memory search: FTS5 BM25 and vector cosine merged, decayed by age, MMR re-ranked.
+"""Hybrid memory search: FTS5 BM25, vector cosine and dates in the question, fused on a
+per-query scale (see fusion.py), recency as a bounded tie-breaker, MMR re-ranked.
 
 For a query:
 1. Refresh the index (a stat per memory file when nothing changed).
-2. Keyword candidates (max_results x candidate_multiplier): BM25 over the porter/unicode61
+2. Dates it names ("on March 16", "last week", "上周", "去年十月"; dates.py) are taken out of
+   its words and kept as a range of days.
+3. Keyword candidates (max_results x candidate_multiplier): BM25 over the porter/unicode61
    table for words; for CJK runs of 3+ characters, BM25 over the trigram table of their
    trigrams; 1-2 character CJK words (which no trigram can hold) and the bigrams of longer
    runs (Chinese has no spaces, so a two-character word inside a long query is otherwise
    lost) through a substring scan (instr) of the chunks' CJK text.
-   Text score t = x / (x + 4) for x = -bm25 (0 for no match, towards 1 for strong ones); a
-   substring-only match scores 0.5 x the square root of the share of the query's short
-   words and bigrams it contains.
-3. Vector candidates, as many: exact cosine over the in-memory matrix (v = cosine, >= 0).
-4. base = w_v·v + w_t·t (weights normalised to sum 1; 0.7/0.3 for a semantic model).
-5. Recency: a chunk dated d days ago keeps a factor 0.8 + 0.2·0.5^(d / half_life_days) of
-   its score; undated chunks (MEMORY.md) keep all of it. The floor means recency only
-   reorders results within 20% of each other: an old result that matches clearly better
-   (by more than a quarter) always stays ahead of a newer one.
-6. min_score cut-off on the decayed score, then MMR (lambda 0.7, Jaccard similarity of the
-   chunks' word/CJK-bigram sets) picks max_results, so near-duplicates do not fill the top.
+4. Vector candidates, as many: exact cosine over the in-memory matrix. The query's vector
+   leans toward its words that no chunk contains (by their share of its idf weight): only
+   meaning can find those, while the words memory does use are the keyword side's job.
+5. With a date in the question, as many candidates again from the chunks dated within it
+   (daily logs, dated notes, HISTORY.md entries), by the same two sides; `since`/`until`
+   instead restrict every candidate to the chunks dated within them.
+6. Fusion (fusion.py): each side on the query's own 0..1 scale, weighted, plus the date
+   match; ordered by relevance, recency breaking near-ties only (none when the question
+   names a date: it has said which time it wants); score = relevance / the
+   best relevance x the query's confidence (how much of it the best candidate covers).
+7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
+   touch or overlap are merged into one result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from clawgate.agent.memory import fusion
+from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
+from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
-from clawgate.agent.memory.index_rows import ChunkRow
+from clawgate.agent.memory.index_db import ChunkRow
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
     cjk_bigrams,
     cjk_runs,
     normalise,
+    stem,
     token_set,
     words,
 )
@@ -46,12 +56,15 @@ from clawgate.kernel.config import MemorySearchConfig
 
 log = logging.getLogger(__name__)
 
-SEMANTIC_WEIGHTS = (0.7, 0.3)  # (vector, text) with a semantic embedding model
-# With the built-in hashed embedder; chosen from bench/recall_eval.py (see README).
-BUILTIN_WEIGHTS = (0.4, 0.6)
-BM25_HALF = 4.0
-SUBSTRING_SCORE = 0.5
-DECAY_FLOOR = 0.8
+# (vector, text): a litellm embedding model (semantic); the hashed embedder (chosen on
+# bench/recall_eval.py --pooled). The packaged static model carries its own.
+SEMANTIC_WEIGHTS = (0.7, 0.3)
+BUILTIN_WEIGHTS = (0.2, 0.8)
+# A date match weighs this much, as a share of the vector and text weights together.
+DATE_WEIGHT = 0.5
+RECENCY_WEIGHT = fusion.RECENCY_WEIGHT
+# With a date in the question and nothing but the date matching, confidence is this.
+DATE_CONFIDENCE = 0.5
 SNIPPET_CHARS = 300
 MAX_QUERY_TERMS = 32
 MAX_TRIGRAMS = 48
@@ -89,6 +102,7 @@ class KeywordQuery:
     short_cjk: tuple[str, ...]  # 1-2 character CJK words: substring fallback
     cjk_bigrams: tuple[str, ...]  # bigrams of longer runs, for the same substring scan
     terms: tuple[str, ...]  # for placing snippets
+    words: tuple[str, ...] = ()  # the content words, for weighing coverage
 
     @property
     def empty(self) -> bool:
@@ -125,47 +139,42 @@ def keyword_query(text: str) -> KeywordQuery:
         short_cjk=tuple(dict.fromkeys(short)),
         cjk_bigrams=tuple(dict.fromkeys(bigrams)),
         terms=tuple(content) + tuple(runs),
+        words=tuple(content),
     )
 
 
-def bm25_score(x: float) -> float:
-    return max(x, 0.0) / (max(x, 0.0) + BM25_HALF)
+# Words of small talk: a message made of them names nothing in memory.
+CHITCHAT = frozenset(
+    """hi hello hey hiya thanks thank thx ok okay yes yeah yep no nope sure good great nice
+    cool fine morning evening night bye goodbye please lol haha hmm well really today
+    tonight doing going up again""".split()
+)
+CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
 
 
-def decay_factor(chunk_date: str | None, today: date, half_life_days: float) -> float:
-    if chunk_date is None:
-        return 1.0
-    try:
-        age = (today - date.fromisoformat(chunk_date)).days
-    except ValueError:
-        return 1.0
-    age = max(age, 0)
-    return DECAY_FLOOR + (1.0 - DECAY_FLOOR) * 0.5 ** (age / half_life_days)
+@lru_cache(maxsize=8192)
+def terms(text: str) -> frozenset[str]:
+    """Content words (stemmed) and CJK characters: what confidence counts as covered."""
+    norm = normalise(text)
+    found = {stem(w) for w in words(norm) if w not in STOPWORDS and w not in CHITCHAT}
+    for run in cjk_runs(norm):
+        found.update(c for c in run if c not in CJK_STOP_CHARS and c not in CHITCHAT_CJK)
+    return frozenset(found)
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
+def weighted_coverage(weights: dict[str, float], text: str) -> float:
+    """The share of the query's words (by weight: rare words count more) in a text."""
+    total = sum(weights.values())
+    if total <= 0:
         return 0.0
-    return len(a & b) / len(a | b)
+    found = terms(text)
+    return sum(w for term, w in weights.items() if term in found) / total
 
 
-def mmr(candidates: list[tuple[float, frozenset[str]]], k: int, lam: float) -> list[int]:
-    """Indexes into `candidates` (score, token set), best-first, in MMR order."""
-    if not candidates:
-        return []
-    top = max(score for score, _ in candidates) or 1.0
-    chosen: list[int] = []
-    left = list(range(len(candidates)))
-    while left and len(chosen) < k:
-        best, best_value = left[0], -np.inf
-        for i in left:
-            overlap = max((jaccard(candidates[i][1], candidates[j][1]) for j in chosen), default=0)
-            value = lam * candidates[i][0] / top - (1 - lam) * overlap
-            if value > best_value:
-                best, best_value = i, value
-        chosen.append(best)
-        left.remove(best)
-    return chosen
+def coverage(query_terms: frozenset[str], text: str) -> float:
+    if not query_terms:
+        return 0.0
+    return len(query_terms & terms(text)) / len(query_terms)
 
 
 def snippet(text: str, terms: tuple[str, ...], limit: int = SNIPPET_CHARS) -> str:
@@ -182,11 +191,15 @@ def snippet(text: str, terms: tuple[str, ...], limit: int = SNIPPET_CHARS) -> st
     return ("…" if start > 0 else "") + piece + ("…" if start + limit < len(flat) else "")
 
 
-def resolve_weights(config: MemorySearchConfig, semantic: bool | None) -> tuple[float, float]:
-    """(vector, text) weights, summing to 1; semantic None means no embedder at all."""
-    if semantic is None:
+def resolve_weights(config: MemorySearchConfig, embedder: object | None) -> tuple[float, float]:
+    """(vector, text) weights, summing to 1; no embedder means keyword only. An embedder may
+    carry its own measured `default_weights`; else semantic models get SEMANTIC_WEIGHTS."""
+    if embedder is None:
         return 0.0, 1.0
-    default_v, default_t = SEMANTIC_WEIGHTS if semantic else BUILTIN_WEIGHTS
+    semantic = getattr(embedder, "semantic", False)
+    default_v, default_t = getattr(
+        embedder, "default_weights", SEMANTIC_WEIGHTS if semantic else BUILTIN_WEIGHTS
+    )
     v = config.vector_weight if config.vector_weight is not None else default_v
     t = config.text_weight if config.text_weight is not None else default_t
     if v + t <= 0:
@@ -210,86 +223,233 @@ class MemorySearch:
         zone = ZoneInfo(timezone)
         self._today = today or (lambda: datetime.now(UTC).astimezone(zone).date())
         embedder = index.embedder
-        self.weights = resolve_weights(config, embedder.semantic if embedder else None)
+        self.weights = resolve_weights(config, embedder)
+
+    def today(self) -> date:
+        """The owner's local date: what relative dates in a question count from."""
+        return self._today()
 
     async def close(self) -> None:
         await self.index.close()
 
     async def search(
-        self, query: str, max_results: int | None = None, min_score: float | None = None
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        *,
+        since: date | None = None,
+        until: date | None = None,
     ) -> list[SearchHit]:
+        """The best chunks for `query`; `since`/`until` keep only chunks dated within them."""
         if not query.strip():
             return []
         k = max_results or self.config.max_results
         pool = k * self.config.candidate_multiplier
         floor = self.config.min_score if min_score is None else min_score
-        await self.index.refresh()
-        plan = keyword_query(query)
-        # FTS runs in aiosqlite's thread while the cosine scan runs in another: in parallel.
-        text_scores, (vector_scores, query_vector) = await asyncio.gather(
-            self._keyword(plan, pool), self._vector(query, pool)
-        )
-        missing = set(text_scores) - set(vector_scores)
-        if query_vector is not None and missing:
-            vector_scores.update(self.index.vectors.scores_for(query_vector, missing))
-        w_v, w_t = self.weights
-        rows = await self.index.chunks(set(text_scores) | set(vector_scores))
         today = self._today()
-        scored: list[tuple[float, ChunkRow]] = []
+        asked = query_range(query, today)
+        text = strip_dates(query, today) if asked else query
+        plan = keyword_query(text)
+        window = None
+        if since is not None or until is not None:
+            window = ((since or date.min).isoformat(), (until or date.max).isoformat())
+        dated = _within(asked, window) if asked else None
+        await self.index.refresh()
+        weights_by_term, unseen = await self._term_weights(plan, text)
+        query_vector = await self._embed(text if text.strip() else query, unseen, weights_by_term)
+        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
+        cosines: dict[int, float] = {}
+        await self._candidates(plan, query_vector, pool, window, raw, cosines)
+        if dated is not None:
+            await self._candidates(plan, query_vector, pool, dated, raw, cosines)
+        ids = set(cosines).union(*raw.values())
+        if dated is not None and not ids:
+            # Only the date matched: the chunks of those days, newest first below.
+            ids = set((await self.index.dated_between(*dated))[: pool * 2])
+        if query_vector is not None:
+            missing = ids - set(cosines)
+            cosines.update(self.index.vectors.scores_for(query_vector, missing))
+        rows = await self.index.chunks(ids)
+        if window is not None:
+            rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
+        if not rows:
+            return []
+        bm25: dict[int, float] = {}
+        for table in ("chunks_fts", "chunks_tri"):
+            for c, value in fusion.normalise_keyword(raw[table]).items():
+                bm25[c] = max(bm25.get(c, 0.0), value)
+        for c, value in raw["cjk"].items():
+            bm25[c] = max(bm25.get(c, 0.0), value)
+        keyword = {
+            c: weighted_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
+            for c, r in rows.items()
+        }
+        mean = self.index.vectors.mean(query_vector) if query_vector is not None else 0.0
+        vector = fusion.normalise_vector(cosines, mean)
+        w_v, w_t = self.weights
+        weights = (w_t, w_v, DATE_WEIGHT * (w_t + w_v) if asked else 0.0)
+        cands = []
         for chunk_id, row in rows.items():
-            base = w_v * max(vector_scores.get(chunk_id, 0.0), 0.0) + w_t * text_scores.get(
-                chunk_id, 0.0
+            on_day = dated is not None and row.date is not None and dated[0] <= row.date <= dated[1]
+            cands.append(
+                Candidate(
+                    id=chunk_id,
+                    t=keyword.get(chunk_id, 0.0),
+                    v=vector.get(chunk_id, 0.0),
+                    d=1.0 if on_day else 0.0,
+                    recency=fusion.recency(row.date, today, self.config.half_life_days),
+                    tokens=token_set(row.text),
+                )
             )
-            score = base * decay_factor(row.date, today, self.config.half_life_days)
-            if score > 0 and score >= floor:
-                scored.append((score, row))
-        scored.sort(key=lambda item: (-item[0], item[1].path, item[1].start_line))
-        scored = scored[:pool]
-        order = mmr([(s, token_set(r.text)) for s, r in scored], k, self.config.mmr_lambda)
-        return [
-            SearchHit(
-                path=row.path,
-                start_line=row.start_line,
-                end_line=row.end_line,
-                score=score,
-                snippet=snippet(row.text, plan.terms),
-                date=row.date,
-            )
-            for score, row in (scored[i] for i in order)
-        ]
+        fusion.weigh(cands, weights)
+        query_terms = terms(text)
+        confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
+        if any(c.d for c in cands):
+            confidence = max(confidence, DATE_CONFIDENCE)
+        ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
+        best = max((cand.relevance for cand in ranked), default=0.0) or 1.0
+        for cand in ranked:
+            cand.score = cand.relevance / best * confidence
+        ranked = [c for c in ranked if c.score >= floor and c.relevance > 0]
+        chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
+        return _merge(chosen, rows, plan.terms, k)
 
-    async def _keyword(self, plan: KeywordQuery, limit: int) -> dict[int, float]:
-        scores: dict[int, float] = {}
+    async def _candidates(
+        self,
+        plan: KeywordQuery,
+        query_vector: np.ndarray | None,
+        limit: int,
+        days: tuple[str, str] | None,
+        raw: dict[str, dict[int, float]],
+        cosines: dict[int, float],
+    ) -> None:
+        """Keyword and vector candidates (within `days` if given), gathered into raw/cosines."""
 
-        def keep(chunk_id: int, value: float) -> None:
-            if value > scores.get(chunk_id, 0.0):
-                scores[chunk_id] = value
+        async def vector_side() -> None:
+            if query_vector is None:
+                return
+            if days is None:
+                if len(self.index.vectors) < PARALLEL_SCAN_ROWS:
+                    found = self.index.vectors.top(query_vector, limit)
+                else:
+                    found = await asyncio.to_thread(self.index.vectors.top, query_vector, limit)
+                cosines.update(found)
+                return
+            ids = await self.index.dated_between(*days)
+            scores = self.index.vectors.scores_for(query_vector, ids)
+            cosines.update(sorted(scores.items(), key=lambda item: -item[1])[:limit])
 
-        if plan.match:
-            for chunk_id, x in await self.index.fts("chunks_fts", plan.match, limit):
-                keep(chunk_id, bm25_score(x))
-        if plan.trigram:
-            for chunk_id, x in await self.index.fts("chunks_tri", plan.trigram, limit):
-                keep(chunk_id, bm25_score(x))
+        await asyncio.gather(self._keyword(plan, limit, days, raw), vector_side())
+
+    async def _keyword(
+        self,
+        plan: KeywordQuery,
+        limit: int,
+        days: tuple[str, str] | None,
+        raw: dict[str, dict[int, float]],
+    ) -> None:
+        for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
+            if match:
+                for chunk_id, x in await self.index.fts(table, match, limit, days):
+                    raw[table][chunk_id] = x
         needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
         if needles:
-            for chunk_id, cjk in await self.index.like_cjk(needles, limit * 4):
+            found = await self.index.like_cjk(needles, limit * 4)
+            scored = []
+            for chunk_id, cjk in found:
                 share = sum(1 for n in needles if n in cjk) / len(needles)
-                keep(chunk_id, SUBSTRING_SCORE * share**0.5)
-        if len(scores) > limit:
-            best = sorted(scores.items(), key=lambda item: -item[1])[:limit]
-            scores = dict(best)
-        return scores
+                scored.append((fusion.SUBSTRING_SCORE * share**0.5, chunk_id))
+            for value, chunk_id in sorted(scored, reverse=True)[:limit]:
+                raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
 
-    async def _vector(self, query: str, limit: int) -> tuple[dict[int, float], np.ndarray | None]:
+    async def _term_weights(
+        self, plan: KeywordQuery, text: str
+    ) -> tuple[dict[str, float], list[str]]:
+        """Each query term's BM25 idf (a word in many chunks says little; CJK characters
+        weigh as much as an average word), and the content words no chunk contains."""
+        total, freqs = await self.index.doc_freqs(list(plan.words))
+        unseen = [w for w, df in freqs.items() if df == 0 and w not in CHITCHAT]
+        weights: dict[str, float] = {}
+        for word, df in freqs.items():
+            if word in CHITCHAT:
+                continue
+            idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+            key = stem(word)
+            weights[key] = max(weights.get(key, 0.0), idf)
+        average = sum(weights.values()) / len(weights) if weights else 1.0
+        for term in terms(text):
+            weights.setdefault(term, average)
+        return weights, unseen
+
+    async def _embed(
+        self, text: str, unseen: list[str], weights: dict[str, float]
+    ) -> np.ndarray | None:
+        """The query's vector. Words that no chunk contains can only be found by meaning,
+        while the words that do occur are already matched by the keyword side (and in a
+        static model they pull the query toward every chunk that repeats them, e.g. a
+        name): so the vector blends the whole query's embedding with that of its unseen
+        words alone, each by its share of the query's weight."""
         embedder = self.index.embedder
         if embedder is None or not len(self.index.vectors):
-            return {}, None
+            return None
+        texts = [text, " ".join(unseen)] if unseen else [text]
         try:
-            vector = (await embedder.embed([query]))[0]
+            vectors = await embedder.embed(texts)
         except Exception as exc:
             log.warning("memory search: embedding the query failed (%s); keyword only", exc)
-            return {}, None
-        if len(self.index.vectors) < PARALLEL_SCAN_ROWS:
-            return dict(self.index.vectors.top(vector, limit)), vector
-        return dict(await asyncio.to_thread(self.index.vectors.top, vector, limit)), vector
+            return None
+        if not unseen:
+            return vectors[0]
+        total = sum(weights.values()) or 1.0
+        share = sum(weights.get(stem(w), 0.0) for w in unseen) / total
+        blend = (1.0 - share) * vectors[0] + share * vectors[1]
+        norm = float(np.linalg.norm(blend))
+        return blend / norm if norm else vectors[0]
+
+
+def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str] | None:
+    first, last = asked.start.isoformat(), asked.end.isoformat()
+    if window is not None:
+        first, last = max(first, window[0]), min(last, window[1])
+    return (first, last) if first <= last else None
+
+
+def _merge(
+    chosen: list[Candidate],
+    rows: dict[int, ChunkRow],
+    terms_: tuple[str, ...],
+    k: int,
+) -> list[SearchHit]:
+    """The first k results in MMR order; a chunk of the same file and date that touches an
+    earlier result (or is a blank line away) joins it, the result then spanning both,
+    instead of taking a place."""
+    merged: list[tuple[Candidate, int, int, list[ChunkRow]]] = []
+    for cand in chosen:
+        row = rows[cand.id]
+        for i, (head, start, end, parts) in enumerate(merged):
+            first = parts[0]
+            touching = row.start_line <= end + 2 and start <= row.end_line + 2
+            if first.path == row.path and first.date == row.date and touching:
+                parts.append(row)
+                merged[i] = (head, min(start, row.start_line), max(end, row.end_line), parts)
+                break
+        else:
+            if len(merged) < k:
+                merged.append((cand, row.start_line, row.end_line, [row]))
+    hits = []
+    for head, start, end, parts in merged:
+        best = parts[0]
+        parts.sort(key=lambda r: r.start_line)
+        text = "\n".join(r.text for r in parts)
+        hits.append(
+            SearchHit(
+                path=best.path,
+                start_line=start,
+                end_line=end,
+                score=head.score,
+                snippet=snippet(text, terms_),
+                date=best.date,
+            )
+        )
+    return hits

@@ -1,4 +1,5 @@
-"""The in-memory vector side of the memory index: exact cosine k-NN over one matrix."""
+"""The vector side of the memory index: unit vectors by chunk id in one float32 matrix,
+searched by exact cosine (a matrix-vector product; ~0.4 ms at 10k chunks of 256 dimensions)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import numpy as np
 
 
 class VectorMatrix:
-    """Unit vectors by chunk id in one float32 matrix; freed rows are reused."""
+    """Unit vectors by chunk id in one float32 matrix; freed rows are reused.
+
+    The sum of the live rows is kept up to date, so the mean cosine of a query over every
+    chunk (what fusion treats as "unrelated") costs one dot product, not a scan.
+    """
 
     def __init__(self) -> None:
         self.dim = 0
@@ -17,6 +22,7 @@ class VectorMatrix:
         self._slot: dict[int, int] = {}
         self._free: list[int] = []
         self._used = 0
+        self._sum = np.zeros(0, dtype=np.float64)
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -35,13 +41,17 @@ class VectorMatrix:
                 raise ValueError(f"vector size {vectors.shape[1]} != {self.dim}")
             self.dim = vectors.shape[1]
             self._vectors = np.zeros((0, self.dim), dtype=np.float32)
+            self._sum = np.zeros(self.dim, dtype=np.float64)
         for chunk_id, vector in zip(ids, vectors, strict=True):
             slot = self._slot.get(chunk_id)
             if slot is None:
                 slot = self._free.pop() if self._free else self._grow()
                 self._slot[chunk_id] = slot
                 self._ids[slot] = chunk_id
+            else:
+                self._sum -= self._vectors[slot]
             self._vectors[slot] = vector
+            self._sum += self._vectors[slot]
 
     def _grow(self) -> int:
         if self._used == len(self._ids):
@@ -58,6 +68,7 @@ class VectorMatrix:
         for chunk_id in ids:
             slot = self._slot.pop(chunk_id, None)
             if slot is not None:
+                self._sum -= self._vectors[slot]
                 self._ids[slot] = -1
                 self._vectors[slot] = 0.0
                 self._free.append(slot)
@@ -66,13 +77,22 @@ class VectorMatrix:
         """The k chunks of highest cosine to a unit query vector, best first."""
         if not self._slot or k <= 0 or query.shape[0] != self.dim:
             return []
-        scores = self._vectors[: self._used] @ query
+        # einsum runs in this thread; a threaded BLAS would spin up workers that fight the
+        # SQLite thread (running the keyword side at the same moment) for the cores.
+        scores = np.einsum("ij,j->i", self._vectors[: self._used], query)
         ids = self._ids[: self._used]
-        scores = np.where(ids >= 0, scores, -np.inf)
+        if self._free:
+            scores = np.where(ids >= 0, scores, -np.inf)
         k = min(k, len(self._slot))
         best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in best if ids[i] >= 0]
+
+    def mean(self, query: np.ndarray) -> float:
+        """The mean cosine of a query over every chunk: the level an unrelated text reaches."""
+        if not self._slot or query.shape[0] != self.dim:
+            return 0.0
+        return float(self._sum @ query) / len(self._slot)
 
     def scores_for(self, query: np.ndarray, chunk_ids: Iterable[int]) -> dict[int, float]:
         if query.shape[0] != self.dim:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from clawgate.agent.memory.batch import date_window
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.files import _read_text
@@ -38,6 +39,8 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
     class Params(ToolParams):
         query: str = Field(description="What to look for, in plain words")
         max_results: int | None = Field(None, description="How many hits (default 6)")
+        since: str | None = Field(None, description="Only entries dated on/after (YYYY-MM-DD)")
+        until: str | None = Field(None, description="Only entries dated on/before (YYYY-MM-DD)")
 
     def __init__(self, search: MemorySearch) -> None:
         self._search = search
@@ -51,7 +54,11 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
             raise ToolError("query must not be empty")
         limit = params.max_results or self._search.config.max_results
         limit = max(1, min(int(limit), 50))
-        hits = await self._search.search(query, max_results=limit)
+        try:
+            since, until = date_window(self._search, params.since, params.until)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        hits = await self._search.search(query, max_results=limit, since=since, until=until)
         if not hits:
             return f"No memory matches {query!r}."
         lines = []

@@ -114,17 +114,25 @@ def _progress_bar():
 @memory_app.command("search")
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for.")],
+    query: Annotated[str, typer.Argument(help="What to look for.")] = "",
     k: Annotated[int, typer.Option("-k", help="How many results.", min=1, max=50)] = 6,
     as_json: Annotated[
         bool, typer.Option("--json", help="A JSON array instead of a table.")
     ] = False,
+    batch: Annotated[
+        str | None,
+        typer.Option("--batch", help='JSON lines {"q": ..., "k": 5} from FILE or - (stdin).'),
+    ] = None,
 ) -> None:
     """Search memory (MEMORY.md, daily logs, HISTORY.md); the index updates itself first."""
     import asyncio
     import json
 
     config = cli_context(ctx).config()
+    if batch is not None:
+        from clawgate.agent.memory.batch import run_batch_file
+
+        raise typer.Exit(asyncio.run(run_batch_file(_open_search(config), batch, k)))
 
     async def run():
         engine = _open_search(config)
