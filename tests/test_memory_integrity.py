@@ -175,6 +175,14 @@ async def test_memory_md_that_is_not_utf8_never_blocks_consolidation(
     assert len(warnings) == 1
     # The backup keeps the bytes the editor wrote.
     assert [p.read_bytes() for p in store.versions_dir.glob("MEMORY.*.md")] == [original]
+    # A model that repairs the character keeps the fact: no removal to list.
+    store.memory_path.write_bytes(original)
+    for i in range(6):
+        sessions.append(session, Message(role="user", content=f"later {i}"))
+    repaired = "# Memory\n\n- Ann likes café au lait\n- Ann lives in Porto\n"
+    fake_llm.script(save("Ann talked about coffee.", memory=repaired))
+    assert (await consolidator.consolidate(session)).ok
+    assert store.read_memory() == repaired
     assert audit_sessions(sessions.directory).ok
 
 
@@ -323,6 +331,8 @@ async def test_eviction_during_a_consolidation_never_covers_a_seq_twice(
     assert ranges == [(1, 7)]
     assert store.history_path.read_text().count("(test:1)") == 1
     assert len([r for r in fake_llm.requests if is_consolidation(r)]) == 1
+    # Nothing is left behind per key once its work is done.
+    assert not (consolidator._running or consolidator._locks or consolidator._lock_users)
     for key in ("test:5", "test:6"):  # unpinned again: evictable like any other
         await sessions.get(key)
     reloaded = await sessions.get("test:1")
@@ -345,6 +355,7 @@ async def test_failure_backoff_survives_eviction(tmp_path, fake_llm, agent_confi
     fake_llm.handler = lambda request: save("Recovered.")
     task = consolidator.maybe_schedule(again)
     assert task is not None and (await task).ok
+    assert not consolidator._failures
     assert audit_sessions(sessions.directory).ok
 
 

@@ -148,9 +148,24 @@ def _fact_lines(text: str) -> list[str]:
     return facts
 
 
+def _repaired(dropped: Counter[str], added: Counter[str]) -> Counter[str]:
+    """The dropped lines the update only repaired: a MEMORY.md that was not valid UTF-8 is
+    shown with U+FFFD, and a model that writes the character it stood for keeps the fact."""
+    repaired: Counter[str] = Counter()
+    for line in [line for line in dropped if "\ufffd" in line]:
+        pattern = re.compile(".{1,4}".join(re.escape(part) for part in line.split("\ufffd")))
+        for candidate in added:
+            if added[candidate] and pattern.fullmatch(candidate):
+                added[candidate] -= 1
+                repaired[line] += 1
+                break
+    return repaired
+
+
 def _check_removals(current: str, update: str, removed: list[str]) -> None:
-    before = _fact_lines(current)
-    dropped = Counter(before) - Counter(_fact_lines(update))
+    before, after = Counter(_fact_lines(current)), Counter(_fact_lines(update))
+    dropped = before - after
+    dropped -= _repaired(dropped, after - before)
     unlisted = dropped - Counter(f for line in removed for f in _fact_lines(line))
     if unlisted:
         first = next(iter(unlisted))
@@ -158,9 +173,9 @@ def _check_removals(current: str, update: str, removed: list[str]) -> None:
             f"memory_update would drop {unlisted.total()} line(s) of MEMORY.md not listed in "
             f"removed, e.g. {first[:80]!r}"
         )
-    if 3 * dropped.total() > len(before):
+    if 3 * dropped.total() > before.total():
         raise ConsolidationRefused(
-            f"memory_update would drop {dropped.total()} of {len(before)} lines of MEMORY.md "
+            f"memory_update would drop {dropped.total()} of {before.total()} lines of MEMORY.md "
             "(at most a third per consolidation)"
         )
 
