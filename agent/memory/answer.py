@@ -64,7 +64,6 @@ SHARED_INSTRUCTIONS = (
     "decided, with names, dates and numbers. Do not return memory_update."
 )
 
-
 MAX_ENTRY_CHARS = 8_000
 _ERRORISH = re.compile(
     r"^\s*(error|exception|traceback|i'?m sorry|sorry,|i cannot|i can't|as an ai)\b", re.I
