@@ -1,9 +1,15 @@
 """Background consolidation: fold old session messages into HISTORY.md (and MEMORY.md).
 
-The reply never waits for this. For one transcript at a time (single-flight per Session),
-take the unconsolidated messages except the newest `memory_window // 2`, fix the cut-off
-seq before calling the model, and advance `last_consolidated` to exactly that seq only
-after HISTORY.md, the day's log and MEMORY.md are written. Any failure advances nothing.
+The reply never waits for this. For one session key at a time (single-flight, lock and
+failure backoff all keyed by the session key, never by the Session object, which the cache
+may drop and load again), take the unconsolidated messages except the newest
+`memory_window // 2`, fix the cut-off seq before calling the model, and advance
+`last_consolidated` to exactly that seq only after HISTORY.md, the day's log and MEMORY.md
+are written. Any failure - whatever the exception - advances nothing and counts towards the
+backoff and the raw-archive fallback. The session stays pinned in the cache while its
+consolidation or archive runs.
+
+The model's answer is read and checked in answer.py.
 """
 
 from __future__ import annotations
@@ -13,65 +19,33 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from clawgate.agent.llm import LLMClient, LLMResponse
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.memory.answer import (
+    OWNER_INSTRUCTIONS,
+    SAVE_MEMORY_TOOL,
+    SHARED_INSTRUCTIONS,
+    ConsolidationRefused,
+    extract_arguments,
+    validate,
+)
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
+from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.errors import ModelUnavailable, one_line
 
 log = logging.getLogger(__name__)
 
-SAVE_MEMORY_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "save_memory",
-        "description": "Save the consolidated memory of the conversation excerpt.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "history_entry": {
-                    "type": "string",
-                    "description": "A paragraph summarising what happened and was decided, with "
-                    "names, dates and numbers, so a later grep finds it.",
-                },
-                "memory_update": {
-                    "type": "string",
-                    "description": "The complete new MEMORY.md: the current one with durable new "
-                    "facts merged in. Return it unchanged if nothing new is worth keeping.",
-                },
-            },
-            "required": ["history_entry"],
-        },
-    },
-}
-
-OWNER_INSTRUCTIONS = (
-    "You maintain the long-term memory of a personal assistant. Read the current MEMORY.md "
-    "and the conversation excerpt, then call save_memory once: history_entry summarises the "
-    "excerpt; memory_update is the full MEMORY.md with durable facts (preferences, people, "
-    "projects, decisions) merged in. Keep every existing fact that is still true."
-)
-SHARED_INSTRUCTIONS = (
-    "You keep the event log of a shared chat. Read the conversation excerpt, then call "
-    "save_memory once with history_entry: a paragraph summarising what happened and was "
-    "decided, with names, dates and numbers. Do not return memory_update."
-)
-
 TOOL_RESULT_CAP = 500
-MAX_ENTRY_CHARS = 8_000
 MAX_RAW_ARCHIVE_CHARS = 12_000
 FAILURES_BEFORE_RAW = 3
-_ERRORISH = re.compile(
-    r"^\s*(error|exception|traceback|i'?m sorry|sorry,|i cannot|i can't|as an ai)\b", re.I
-)
-
-
-class ConsolidationRefused(Exception):
-    """The model's answer was unusable; nothing was written."""
+# A failure record nobody retried for this long belongs to a session that went quiet.
+STALE_FAILURE_SECONDS = 86_400.0
 
 
 @dataclass
@@ -122,90 +96,6 @@ def choose_chunk(
     return messages[:end]
 
 
-def _json_object_in(text: str) -> dict[str, Any] | None:
-    decoder = json.JSONDecoder()
-    for start in (m.start() for m in re.finditer(r"\{", text)):
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and "history_entry" in value:
-            return value
-    return None
-
-
-def extract_arguments(response: LLMResponse) -> dict[str, Any]:
-    """save_memory's arguments from a tool call, or from a JSON object in plain text."""
-    raw: Any = None
-    for call in response.tool_calls:
-        if call.name == "save_memory":
-            raw = call.arguments
-            break
-    if raw is None and response.tool_calls:
-        raw = response.tool_calls[0].arguments
-    if raw is None:
-        found = _json_object_in(response.content or "")
-        if found is None:
-            raise ConsolidationRefused("the answer had no save_memory call and no JSON object")
-        return found
-    value: Any = raw
-    for _ in range(2):  # a JSON string that itself holds JSON (double-encoded)
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                found = _json_object_in(value)
-                if found is None:
-                    raise ConsolidationRefused("save_memory arguments are not JSON") from None
-                value = found
-    if not isinstance(value, dict):
-        raise ConsolidationRefused("save_memory arguments are not an object")
-    return value
-
-
-def _as_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def _content_lines(text: str) -> int:
-    return sum(1 for line in text.splitlines() if line.strip() and not line.startswith("<!--"))
-
-
-def validate(
-    arguments: dict[str, Any], current_memory: str, *, owner: bool
-) -> tuple[str, str | None]:
-    """(history_entry, new MEMORY.md or None to keep it). Raises ConsolidationRefused."""
-    entry = (_as_text(arguments.get("history_entry")) or "").strip()
-    if not entry:
-        raise ConsolidationRefused("empty history_entry")
-    if _ERRORISH.match(entry):
-        raise ConsolidationRefused(f"history_entry looks like an error: {entry[:80]!r}")
-    if len(entry) > MAX_ENTRY_CHARS:
-        raise ConsolidationRefused(f"history_entry too long ({len(entry)} characters)")
-    if not owner:
-        return entry, None
-    update = _as_text(arguments.get("memory_update"))
-    if update is None or not update.strip() or update.strip() == current_memory.strip():
-        return entry, None
-    limit = max(4 * len(current_memory), 20_000)
-    if len(update) > limit:
-        raise ConsolidationRefused(f"memory_update too long ({len(update)} characters)")
-    before, after = _content_lines(current_memory), _content_lines(update)
-    if before >= 4 and after < before / 2:
-        raise ConsolidationRefused(
-            f"memory_update would drop {before - after} of {before} lines of MEMORY.md"
-        )
-    return entry, update
-
-
 def _slug(text: str) -> str:
     words = re.findall(r"[A-Za-z0-9]+", text.lower())[:6]
     return "-".join(words) or "session"
@@ -213,7 +103,11 @@ def _slug(text: str) -> str:
 
 @dataclass
 class Consolidator:
-    """Owns every consolidation and archive task; the runtime awaits or cancels them."""
+    """Owns every consolidation and archive task; the runtime awaits or cancels them.
+
+    Its state (the running task, the lock, the failure count) is keyed by session key: a
+    session evicted from the cache and loaded again is the same session. Each map is pruned
+    when its key goes idle."""
 
     store: MemoryStore
     sessions: SessionStore
@@ -223,9 +117,10 @@ class Consolidator:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     backoff: tuple[float, ...] = (30.0, 120.0)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    _running: dict[int, asyncio.Task[Any]] = field(default_factory=dict)
-    _locks: dict[int, asyncio.Lock] = field(default_factory=dict)
-    _failures: dict[int, _Failures] = field(default_factory=dict)
+    _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _lock_users: dict[str, int] = field(default_factory=dict)
+    _failures: dict[str, _Failures] = field(default_factory=dict)
 
     # Scheduling ---------------------------------------------------------------
 
@@ -234,32 +129,45 @@ class Consolidator:
 
     def maybe_schedule(self, session: Session) -> asyncio.Task[Any] | None:
         """After a turn: start a background consolidation if one is due and none runs."""
-        key = id(session)
+        self._prune_failures()
+        key = session.key
         if not self.due(session) or key in self._running:
             return None
         failures = self._failures.get(key)
         if failures and self.clock() < failures.retry_at:
             return None
-        return self._spawn(key, self._consolidate_with_retry_state(session))
+        return self._spawn(key, session, self._consolidate_with_retry_state(session))
 
     def schedule_archive(self, session: Session) -> asyncio.Task[Any]:
         """After /new: consolidate everything left in the archived transcript, then mark it."""
-        return self._spawn(None, self.archive(session))
+        # The archive retries on its own; the key's fresh session starts with a clean slate.
+        self._failures.pop(session.key, None)
+        return self._spawn(None, session, self.archive(session))
 
-    def _spawn(self, key: int | None, work: Awaitable[Any]) -> asyncio.Task[Any]:
+    def _spawn(self, key: str | None, session: Session, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        # Pinned from now, not from when the task first runs: a cache eviction in between
+        # would let the next message load a second object for the same file.
+        pin = ExitStack()
+        pin.enter_context(session.pinned())
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         if key is not None:
             self._running[key] = task
-        task.add_done_callback(lambda t: self._done(key, t))
+        task.add_done_callback(lambda t: self._done(key, t, pin))
         return task
 
-    def _done(self, key: int | None, task: asyncio.Task[Any]) -> None:
+    def _done(self, key: str | None, task: asyncio.Task[Any], pin: ExitStack) -> None:
+        pin.close()
         self._tasks.discard(task)
         if key is not None and self._running.get(key) is task:
             del self._running[key]
         if not task.cancelled() and task.exception() is not None:
             log.error("memory task failed", exc_info=task.exception())
+
+    def _prune_failures(self) -> None:
+        stale = self.clock() - STALE_FAILURE_SECONDS
+        for key in [k for k, f in self._failures.items() if f.retry_at < stale]:
+            del self._failures[key]
 
     @property
     def busy(self) -> bool:
@@ -279,11 +187,21 @@ class Consolidator:
 
     # Work ---------------------------------------------------------------------
 
-    def _lock(self, session: Session) -> asyncio.Lock:
-        return self._locks.setdefault(id(session), asyncio.Lock())
+    @asynccontextmanager
+    async def _holding(self, key: str) -> AsyncIterator[None]:
+        """The key's lock, dropped from the map once nobody holds or waits for it."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._lock_users[key] = self._lock_users.get(key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lock_users[key] -= 1
+            if not self._lock_users[key]:
+                del self._lock_users[key], self._locks[key]
 
     async def _consolidate_with_retry_state(self, session: Session) -> Outcome:
-        key = id(session)
+        key = session.key
         outcome = await self.consolidate(session)
         if outcome.ok:
             self._failures.pop(key, None)
@@ -291,50 +209,59 @@ class Consolidator:
         failures = self._failures.setdefault(key, _Failures())
         failures.count += 1
         if failures.count >= FAILURES_BEFORE_RAW:
-            self._failures.pop(key, None)
-            return await self.consolidate(session, raw=True)
+            outcome = await self.consolidate(session, raw=True)
+            if outcome.ok:
+                self._failures.pop(key, None)
+                return outcome
         delay = self.backoff[min(failures.count - 1, len(self.backoff) - 1)]
         failures.retry_at = self.clock() + delay
-        log.warning(
-            "%s: consolidation failed (%s); retry in %.0f s", session.key, outcome.reason, delay
-        )
+        log.warning("%s: consolidation failed (%s); retry in %.0f s", key, outcome.reason, delay)
         return outcome
 
     async def consolidate(
         self, session: Session, *, archive_all: bool = False, raw: bool = False
     ) -> Outcome:
-        """One attempt. Writes nothing unless the whole result is good."""
-        async with self._lock(session):
-            keep = self.memory_window // 2
-            chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all)
-            if not chunk:
-                return Outcome(ok=True, reason="nothing to consolidate")
-            first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
-            owner = _is_owner(session)
-            if raw:
-                entry, update = _raw_entry(chunk), None
-            else:
+        """One attempt. Writes nothing unless the whole result is good; never raises (but
+        for cancellation): any failure is an Outcome that is not ok."""
+        with session.pinned():
+            async with self._holding(session.key):
                 try:
-                    entry, update = await self._ask_model(session, chunk, owner)
+                    return await self._attempt(session, archive_all=archive_all, raw=raw)
                 except (ConsolidationRefused, ModelUnavailable) as exc:
                     log.warning("%s: consolidation refused: %s", session.key, exc)
                     return Outcome(ok=False, reason=str(exc))
-            try:
-                await asyncio.to_thread(self.store.append_history, entry, session.key)
-                if update is not None:
-                    await asyncio.to_thread(self.store.replace_memory, update)
-                # One record: the covered range and the new last_consolidated land together.
-                self.sessions.append(
-                    session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
-                )
-                await self.sessions.sync(session)
-            except OSError as exc:
-                log.error("%s: could not write memory: %s", session.key, exc)
-                return Outcome(ok=False, reason=str(exc))
-            log.info("%s: consolidated seq %d-%d", session.key, first, cut)
-            return Outcome(
-                ok=True, from_seq=first, to_seq=cut, mode="raw" if raw else "llm", reason=entry
-            )
+                except OSError as exc:
+                    log.error("%s: could not write memory: %s", session.key, one_line(exc))
+                    return Outcome(ok=False, reason=one_line(exc))
+                except Exception as exc:
+                    # A bug or an input nobody foresaw: it still counts as a failure, so
+                    # backoff and the raw archive apply instead of a retry after every turn.
+                    log.exception("%s: consolidation failed", session.key)
+                    return Outcome(ok=False, reason=f"{type(exc).__name__}: {one_line(exc)}")
+
+    async def _attempt(self, session: Session, *, archive_all: bool, raw: bool) -> Outcome:
+        keep = self.memory_window // 2
+        chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all)
+        if not chunk:
+            return Outcome(ok=True, reason="nothing to consolidate")
+        first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
+        owner = _is_owner(session)
+        if raw:
+            entry, update = without_surrogates(_raw_entry(chunk)), None
+        else:
+            entry, update = await self._ask_model(session, chunk, owner)
+        await asyncio.to_thread(self.store.append_history, entry, session.key)
+        if update is not None:
+            await asyncio.to_thread(self.store.replace_memory, update)
+        # One record: the covered range and the new last_consolidated land together.
+        self.sessions.append(
+            session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
+        )
+        await self.sessions.sync(session)
+        log.info("%s: consolidated seq %d-%d", session.key, first, cut)
+        return Outcome(
+            ok=True, from_seq=first, to_seq=cut, mode="raw" if raw else "llm", reason=entry
+        )
 
     async def _ask_model(
         self, session: Session, chunk: list[dict[str, Any]], owner: bool
@@ -362,28 +289,44 @@ class Consolidator:
 
     async def archive(self, session: Session) -> Outcome:
         """Consolidate the whole archived transcript (retrying with backoff, raw after three
-        failures), leave a dated note for owners, then record that the archive landed."""
+        failures - whatever failed), leave a dated note for owners, then record that the
+        archive landed."""
         failures = 0
-        while True:
-            outcome = await self.consolidate(
-                session, archive_all=True, raw=failures >= FAILURES_BEFORE_RAW
-            )
-            if outcome.ok:
-                break
-            failures += 1
-            await self.sleep(self.backoff[min(failures - 1, len(self.backoff) - 1)])
-        owner = _is_owner(session)
-        if owner and outcome.from_seq is not None and outcome.mode == "llm":
+        with session.pinned():
+            while True:
+                raw = failures >= FAILURES_BEFORE_RAW
+                outcome = await self.consolidate(session, archive_all=True, raw=raw)
+                if outcome.ok:
+                    try:
+                        await self._land_archive(session, outcome)
+                        return outcome
+                    except Exception as exc:
+                        log.exception("%s: could not record the archive", session.key)
+                        outcome = Outcome(ok=False, reason=one_line(exc))
+                failures += 1
+                delay = self.backoff[min(failures - 1, len(self.backoff) - 1)]
+                log.warning(
+                    "%s: archive failed (%s); retry in %.0f s", session.key, outcome.reason, delay
+                )
+                await self.sleep(delay)
+
+    async def _land_archive(self, session: Session, outcome: Outcome) -> None:
+        if _is_owner(session) and outcome.from_seq is not None and outcome.mode == "llm":
             day = self.store.now().date().isoformat()
             note = (
                 f"# {day}: {outcome.reason[:80]}\n\n{outcome.reason}\n\n"
                 f"Session {session.key}, messages {outcome.from_seq}-{outcome.to_seq}, "
                 f"transcript sessions/archive/{session.path.name}\n"
             )
-            await asyncio.to_thread(self.store.write_note, f"{day}-{_slug(outcome.reason)}", note)
+            try:
+                await asyncio.to_thread(
+                    self.store.write_note, f"{day}-{_slug(outcome.reason)}", note
+                )
+            except Exception:
+                # The note is a convenience copy of the HISTORY.md entry that already landed.
+                log.exception("%s: could not write the archive note", session.key)
         self.sessions.append(session, Archived())
         await self.sessions.sync(session)
-        return outcome
 
 
 def _is_owner(session: Session) -> bool:

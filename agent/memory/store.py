@@ -1,15 +1,20 @@
 """The memory files: MEMORY.md (replaced whole), HISTORY.md and daily logs (append-only).
 
     memory/MEMORY.md        long-term facts, owner-only; previous versions in memory/.versions/
+                            as MEMORY.<counter>.md (never named by the clock, which can go back)
     memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry", blank line between entries
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
 
 Writes hold `kernel.storage.locked(memory/.lock)`: the daemon and a CLI command may write at once.
+Every write replaces lone UTF-16 surrogates (as session writes do), so no text a model or a
+platform produced can make a memory write raise; a MEMORY.md that is not valid UTF-8 (an
+editor's stray byte) is read with replacement characters instead of failing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,9 +22,13 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from clawgate.agent.text import without_surrogates
 from clawgate.kernel.storage import DiskWriter, locked
 
+log = logging.getLogger(__name__)
+
 MAX_VERSIONS = 20
+VERSION_NAME = re.compile(r"^MEMORY\.(\d+)\.md$")
 ENTRY_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]")
 
 
@@ -39,6 +48,8 @@ class MemoryStore:
         self.writer = writer or DiskWriter()
         self.zone = ZoneInfo(timezone)
         self._clock = clock or (lambda: datetime.now(UTC))
+        # The undecodable MEMORY.md content last warned about, so each bad version logs once.
+        self._warned_undecodable: int | None = None
 
     def now(self) -> datetime:
         """Local time in agent.timezone."""
@@ -57,9 +68,20 @@ class MemoryStore:
 
     def read_memory(self) -> str:
         try:
-            return self.memory_path.read_text(encoding="utf-8")
+            raw = self.memory_path.read_bytes()
         except FileNotFoundError:
             return ""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if self._warned_undecodable != hash(raw):
+                self._warned_undecodable = hash(raw)
+                log.warning(
+                    "%s is not valid UTF-8 (byte %d); read with replacement characters",
+                    self.memory_path,
+                    exc.start,
+                )
+            return raw.decode("utf-8", "replace")
 
     def read_daily(self, day: date) -> str:
         try:
@@ -77,25 +99,37 @@ class MemoryStore:
 
     def replace_memory(self, text: str) -> None:
         """Replace MEMORY.md atomically, keeping the previous version in memory/.versions/."""
+        text = without_surrogates(text)
+        final = text if text.endswith("\n") else text + "\n"
         with self._locked():
-            previous = self.read_memory()
-            if previous == text:
+            try:
+                # The backup keeps the previous bytes as they were, valid UTF-8 or not.
+                previous = self.memory_path.read_bytes()
+            except FileNotFoundError:
+                previous = b""
+            if previous in (text.encode("utf-8"), final.encode("utf-8")):
                 return
             if previous:
                 self.writer.mkdir(self.versions_dir)
-                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-                self.writer.replace(self.versions_dir / f"MEMORY.{stamp}.md", previous)
+                versions = self._versions()
+                number = _version_number(versions[-1]) + 1 if versions else 1
+                self.writer.replace(self.versions_dir / f"MEMORY.{number:06d}.md", previous)
                 self._prune_versions()
-            self.writer.replace(self.memory_path, text if text.endswith("\n") else text + "\n")
+            self.writer.replace(self.memory_path, final)
+
+    def _versions(self) -> list[Path]:
+        """Backups, oldest first: by their counter, after any named by the old clock stamps
+        (which all predate the counter)."""
+        found = self.versions_dir.glob("MEMORY.*.md")
+        return sorted(found, key=lambda path: (_version_number(path), path.name))
 
     def _prune_versions(self) -> None:
-        versions = sorted(self.versions_dir.glob("MEMORY.*.md"))
-        for old in versions[:-MAX_VERSIONS]:
+        for old in self._versions()[:-MAX_VERSIONS]:
             old.unlink(missing_ok=True)
 
     def format_entry(self, entry: str, session_key: str, when: datetime | None = None) -> str:
         stamp = (when or self.now()).astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
-        return f"[{stamp}] ({session_key}) {entry.strip()}\n\n"
+        return without_surrogates(f"[{stamp}] ({session_key}) {entry.strip()}\n\n")
 
     def append_history(self, entry: str, session_key: str, when: datetime | None = None) -> None:
         """One HISTORY.md entry, and its copy in the day's log, under one lock."""
@@ -104,16 +138,20 @@ class MemoryStore:
             self.writer.append(
                 self.history_path, self.format_entry(entry, session_key, when), mode=0o600
             )
-            line = f"- {when.strftime('%H:%M')} ({session_key}) {entry.strip()}\n"
+            line = without_surrogates(
+                f"- {when.strftime('%H:%M')} ({session_key}) {entry.strip()}\n"
+            )
             self.writer.append(self.daily_path(when.date()), line, mode=0o600)
 
     def append_daily(self, text: str, when: datetime | None = None) -> None:
         when = (when or self.now()).astimezone(self.zone)
         with self._locked():
-            self.writer.append(self.daily_path(when.date()), text.rstrip("\n") + "\n", mode=0o600)
+            line = without_surrogates(text.rstrip("\n") + "\n")
+            self.writer.append(self.daily_path(when.date()), line, mode=0o600)
 
     def write_note(self, name: str, text: str) -> Path:
         """A dated note file (e.g. the summary of an archived session); never overwrites."""
+        name, text = without_surrogates(name), without_surrogates(text)
         with self._locked():
             path = self.dir / f"{name}.md"
             counter = 2
@@ -128,3 +166,9 @@ class MemoryStore:
 
     async def aappend_history(self, entry: str, session_key: str) -> None:
         await asyncio.to_thread(self.append_history, entry, session_key)
+
+
+def _version_number(path: Path) -> int:
+    """A backup's counter; 0 for one named by a clock stamp (written before the counter)."""
+    match = VERSION_NAME.match(path.name)
+    return int(match.group(1)) if match else 0
