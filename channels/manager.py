@@ -4,6 +4,8 @@ Each channel has a supervisor task: it starts the channel, and if `start()` fail
 channel reports that it died, restarts it with exponential backoff - one channel down never
 holds up the others. A channel reports death through an optional `wait_closed()` coroutine
 (returns or raises when its connection is gone); without one it is assumed alive once started.
+A running channel that cannot receive (Telegram's polling failing for over a minute) says so
+through an optional `failing()` (its last error, or None); it is then reported as failing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ STARTING = "starting"
 RUNNING = "running"
 RESTARTING = "restarting"  # died after running; waiting out the backoff
 FAILED = "failed"  # the last start attempt failed; waiting out the backoff
+FAILING = "failing"  # started, but cannot receive (the channel's `failing()` says why)
 STOPPED = "stopped"
 
 
@@ -68,15 +71,24 @@ class ChannelStates:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Per channel: state, last_error, restarts, since (a timestamp from the clock)."""
-        return {
-            name: {
-                "state": sup.state,
-                "last_error": sup.last_error,
+        report: dict[str, dict[str, Any]] = {}
+        for name, sup in self._channels.items():
+            state, error = sup.state, sup.last_error
+            trouble = _trouble(sup.channel) if state == RUNNING else None
+            if trouble is not None:
+                state, error = FAILING, trouble
+            report[name] = {
+                "state": state,
+                "last_error": error,
                 "restarts": sup.restarts,
                 "since": sup.since,
             }
-            for name, sup in self._channels.items()
-        }
+        return report
+
+
+def _trouble(channel: Channel) -> str | None:
+    failing = getattr(channel, "failing", None)
+    return failing() if failing is not None else None
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,131 @@
+"""Telegram's delivery edge cases: an update python-telegram-bot cannot parse, polling that
+keeps failing, and messages over the rate limit. The real PTB against FakeTelegram, the real
+gateway, FakeLLM behind litellm."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.manager import ChannelStates
+from clawgate.channels.telegram import create_channel
+from clawgate.channels.telegram.journal import InboundJournal
+from clawgate.gateway.daemon import Gateway
+from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
+from clawgate.kernel.config import AgentConfig, Config
+from tests.fakes.llm import FakeLLM, Reply, text
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import wait_until
+from tests.telegram_world import OWNER, Sleeps, TelegramGateway, telegram_gateway_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+# Generous: the first model call imports litellm, which takes seconds on a busy machine.
+REPLY_TIMEOUT = 90
+
+
+@pytest.fixture
+def config(tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram) -> Config:
+    return telegram_gateway_config(tmp_path, agent_config, telegram)
+
+
+def echo(body: dict[str, Any]) -> Reply:
+    users = [m for m in body["messages"] if m.get("role") == "user"]
+    return text(f"re: {users[-1]['content']}")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def journal_path(config: Config) -> Path:
+    return config.data_dir / "channels" / "telegram" / "journal.jsonl"
+
+
+UNPARSEABLE = {"message": {"message_id": 77, "date": "yesterday", "chat": {"id": OWNER}}}
+
+
+async def test_an_update_ptb_cannot_parse_is_kept_confirmed_and_skipped(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_llm.handler = echo
+    caplog.set_level(logging.WARNING, logger="clawgate.channels.telegram")
+    async with TelegramGateway(config) as gw:
+        bad = telegram.raw_update(UNPARSEABLE)
+        telegram.user_says(OWNER, "still there?")
+        reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
+        await wait_until(lambda: telegram.confirmed_offset > bad, timeout=10)
+        assert gw.channel.failing() is None
+
+    assert reply["text"] == "re: still there?"
+    quarantine = journal_path(config).with_name("quarantine.jsonl")
+    [kept] = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert kept["update"] == bad
+    assert kept["raw"] == {"update_id": bad, **UNPARSEABLE}
+    assert kept["error"]
+    warnings = [r for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(warnings) == 1 and str(bad) in warnings[0].getMessage()
+
+    # Nothing to replay after a restart, and the bad update is not fetched again.
+    assert await InboundJournal(journal_path(config)).load() == []
+    async with TelegramGateway(config):
+        telegram.user_says(OWNER, "and now?")
+        assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: and now?"
+    assert telegram.handed_out.count(bad) == 1
+    assert len(quarantine.read_text().splitlines()) == 1
+
+
+async def test_polling_failing_for_over_a_minute_shows_as_failing_with_its_error(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = echo
+    clock = Clock()
+    bus = MessageBus()
+    states = ChannelStates()
+    channel = create_channel(config.channels.telegram, bus, config, sleep=Sleeps(), clock=clock)
+    runtime = AgentRuntime.build(
+        config, outbox=bus.publish_outbound, channel_status=states.snapshot
+    )
+    gateway = Gateway(runtime, [channel], bus, channel_states=states)
+    await gateway.start()
+    try:
+        telegram.break_method("getUpdates", 502, "Bad Gateway")
+        await wait_until(lambda: channel.polls_failed >= 2, timeout=10)
+        assert states.snapshot()["telegram"]["state"] == "running"  # not yet a minute
+        clock.now += 61
+        report = states.snapshot()["telegram"]
+        assert report["state"] == "failing"
+        assert "Bad Gateway" in report["last_error"]
+        assert gateway.manager.status()["telegram"] == report  # what status.json holds
+
+        # /status says so too (sent on the bus: Telegram cannot bring it in right now).
+        await bus.publish_inbound(
+            InboundMessage(
+                channel="telegram",
+                chat_id=str(OWNER),
+                message_id="0:1",
+                sender_id=str(OWNER),
+                sender_name="Ann",
+                text="/status",
+                trust=Trust.OWNER,
+            )
+        )
+        status = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
+        assert "Channel telegram: failing (polling failed: " in status["text"]
+        assert "Bad Gateway" in status["text"]
+
+        telegram.mend("getUpdates")
+        await wait_until(lambda: states.snapshot()["telegram"]["state"] == "running", timeout=10)
+        telegram.user_says(OWNER, "back?")
+        assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: back?"
+    finally:
+        await gateway.stop(grace=2)
