@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawgate.channels.base import Channel
-from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.retry import Backoff
 
@@ -155,6 +155,20 @@ class ChannelManager:
 
     def status(self) -> dict[str, dict[str, Any]]:
         return self.states.snapshot()
+
+    async def admitted(self, message: InboundMessage, accepted: bool) -> None:
+        """Pass the dispatcher's decision on to the message's channel (an optional
+        `admitted(message, accepted)`): typing only for what will be answered."""
+        hook = getattr(self.channels.get(message.channel), "admitted", None)
+        if hook is None:
+            return
+        try:
+            await hook(message, accepted)
+        except Exception:
+            # The dispatcher must keep reading its queue whatever a channel makes of this.
+            log.exception(
+                "%s: channel %s failed to take note", message.session_key, message.channel
+            )
 
     # -- supervision -----------------------------------------------------------------------
 

@@ -16,12 +16,19 @@ from clawgate.channels.manager import ChannelStates
 from clawgate.channels.telegram import create_channel
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.ratelimit import limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
-from clawgate.kernel.config import AgentConfig, Config
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import wait_until
-from tests.telegram_world import OWNER, Sleeps, TelegramGateway, telegram_gateway_config
+from tests.harness import make_config, wait_until
+from tests.telegram_world import (
+    OWNER,
+    Sleeps,
+    TelegramGateway,
+    telegram_config,
+    telegram_gateway_config,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -129,3 +136,40 @@ async def test_polling_failing_for_over_a_minute_shows_as_failing_with_its_error
         assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: back?"
     finally:
         await gateway.stop(grace=2)
+
+
+async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_for(
+    tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = echo
+    config = make_config(
+        tmp_path,
+        agent_config,
+        channels=ChannelsConfig(telegram=telegram_config(telegram)),
+        limits=LimitsConfig(messages_per_minute=2),
+    )
+    chat = str(OWNER)
+    async with TelegramGateway(config) as gw:
+        for said in ("one", "two"):
+            telegram.user_says(OWNER, said)
+            reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
+            assert reply["text"] == f"re: {said}"
+        await gw.gateway.dispatcher.wait_idle(10)
+
+        telegram.user_says(OWNER, "three")
+        notice = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
+        last = telegram.user_says(OWNER, "four")  # told once already: ignored silently
+        await wait_until(lambda: telegram.confirmed_offset > last, timeout=10)
+        await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
+        assert await gw.gateway.dispatcher.wait_idle(10)
+        typing = gw.channel._typing._tasks.get(chat)
+        assert typing is None or typing.done()  # nobody is working on "three" or "four"
+
+    assert notice["text"] == limit_notice(2)
+    assert "ignoring" in notice["text"] and "pick up" not in notice["text"]
+    asked = [m["content"] for b in fake_llm.requests for m in b["messages"] if m["role"] == "user"]
+    assert "three" not in asked and "four" not in asked
+    # Not stored, and not answered after a restart either: the notice said so.
+    assert await InboundJournal(journal_path(config)).load() == []
+    session = config.workspace / "sessions" / f"telegram_{OWNER}.jsonl"
+    assert "three" not in session.read_text() and "four" not in session.read_text()

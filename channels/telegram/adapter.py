@@ -337,8 +337,17 @@ class TelegramChannel(Channel):
 
     async def _publish(self, message: InboundMessage) -> None:
         await self.bus.publish_inbound(message)
-        if not is_stop(message.text):
-            self._typing.start(message.chat_id)
+
+    async def admitted(self, message: InboundMessage, accepted: bool) -> None:
+        """The dispatcher's decision: typing starts only for a message that will be answered;
+        an ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        if accepted:
+            if self._receiving and not is_stop(message.text):
+                self._typing.start(message.chat_id)
+            return
+        update_id, _ = parse_message_id(message.message_id)
+        if update_id is not None:
+            await self.journal.answered([update_id])
 
     # -- sending ---------------------------------------------------------------------------
 
