@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -278,7 +279,7 @@ class TelegramChannel(Channel):
         request = self._poll_request
         if not isinstance(request, _RawKeeping):
             raise ChannelError("telegram: channel is not started")
-        request.last_result = None
+        request.last_payload = None
         try:
             updates = await bot.get_updates(
                 offset=self.journal.high + 1 if self.journal.high else None,
@@ -289,7 +290,7 @@ class TelegramChannel(Channel):
         except TelegramError:
             raise
         except Exception:
-            raw = request.last_result
+            raw = request.last_result()
             if not isinstance(raw, list):
                 raise  # not a parse failure: the request itself broke
         parsed: list[Update] = []
@@ -381,19 +382,28 @@ class TelegramChannel(Channel):
 
 
 class _RawKeeping:
-    """Marker base: the poll request that keeps the last raw getUpdates result."""
+    """Marker base: the poll request that keeps the body of its last response."""
 
-    last_result: Any = None
+    last_payload: bytes | None = None
+
+    def last_result(self) -> Any:
+        """The `result` of the last response, as JSON, or None."""
+        try:
+            body = json.loads(self.last_payload or b"null")
+        except ValueError:
+            return None
+        return body.get("result") if isinstance(body, dict) else None
 
 
 def _raw_keeping_request(**options: Any) -> HTTPXRequest:
-    """An HTTPXRequest for getUpdates that keeps the raw result of its last call, so a batch
-    PTB fails to parse can still be read update by update."""
+    """An HTTPXRequest for getUpdates that keeps the raw body of its last response, so a
+    batch PTB fails to parse can still be read update by update."""
     from telegram.request import HTTPXRequest
 
     class RawKeepingRequest(_RawKeeping, HTTPXRequest):
-        async def post(self, *args: Any, **kwargs: Any) -> Any:
-            self.last_result = result = await super().post(*args, **kwargs)
-            return result
+        async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+            status, payload = await super().do_request(*args, **kwargs)
+            self.last_payload = payload
+            return status, payload
 
     return RawKeepingRequest(**options)
