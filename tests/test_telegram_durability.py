@@ -4,8 +4,10 @@ gateway, FakeLLM behind litellm."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.ratelimit import limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig
+from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import make_config, wait_until
@@ -173,3 +176,59 @@ async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_f
     assert await InboundJournal(journal_path(config)).load() == []
     session = config.workspace / "sessions" / f"telegram_{OWNER}.jsonl"
     assert "three" not in session.read_text() and "four" not in session.read_text()
+
+
+class FillingJournal(DiskWriter):
+    """While `full`, an append to the journal gets a third of its bytes down, then ENOSPC."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+        self.refused = 0
+        self._writes = -1  # writes into the current journal append; -1: not a full one
+
+    def append(self, path: Path, data: str | bytes, *, mode: int = 0o600) -> None:
+        self._writes = 0 if self.full and path.name == "journal.jsonl" else -1
+        super().append(path, data, mode=mode)
+
+    def _write(self, fd: int, data: memoryview) -> int:
+        if self._writes < 0:
+            return super()._write(fd, data)
+        self._writes += 1
+        if self._writes > 1:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return os.write(fd, data[: max(1, len(data) // 3)])
+
+
+async def test_getupdates_never_confirms_an_update_the_journal_could_not_keep(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = echo
+    writer = FillingJournal()
+    async with TelegramGateway(config, writer=writer) as gw:
+        telegram.user_says(OWNER, "first")
+        assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: first"
+        writer.full = True
+        held = telegram.user_says(OWNER, "while full")
+        await wait_until(lambda: gw.channel.polls_failed >= 2, timeout=10)
+        assert telegram.confirmed_offset <= held  # Telegram still holds it
+        assert held not in gw.channel.journal.pending
+        writer.full = False
+        reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
+        await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
+
+    assert writer.refused >= 2
+    assert reply["text"] == "re: while full"
+    lines = journal_path(config).read_bytes().split(b"\n")
+    assert lines.pop() == b""
+    [json.loads(line) for line in lines]  # whole lines only: nothing torn, nothing glued
+    assert await InboundJournal(journal_path(config)).load() == []
+    async with TelegramGateway(config):  # a restart replays nothing and answers nothing twice
+        telegram.user_says(OWNER, "after")
+        assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: after"
+    assert [m["text"] for m in telegram.messages_to(OWNER)] == [
+        "re: first",
+        "re: while full",
+        "re: after",
+    ]
