@@ -4,6 +4,8 @@ Each channel has a supervisor task: it starts the channel, and if `start()` fail
 channel reports that it died, restarts it with exponential backoff - one channel down never
 holds up the others. A channel reports death through an optional `wait_closed()` coroutine
 (returns or raises when its connection is gone); without one it is assumed alive once started.
+A running channel that cannot receive (Telegram's polling failing for over a minute) says so
+through an optional `failing()` (its last error, or None); it is then reported as failing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawgate.channels.base import Channel
-from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.retry import Backoff
 
@@ -39,6 +41,7 @@ STARTING = "starting"
 RUNNING = "running"
 RESTARTING = "restarting"  # died after running; waiting out the backoff
 FAILED = "failed"  # the last start attempt failed; waiting out the backoff
+FAILING = "failing"  # started, but cannot receive (the channel's `failing()` says why)
 STOPPED = "stopped"
 
 
@@ -68,15 +71,24 @@ class ChannelStates:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Per channel: state, last_error, restarts, since (a timestamp from the clock)."""
-        return {
-            name: {
-                "state": sup.state,
-                "last_error": sup.last_error,
+        report: dict[str, dict[str, Any]] = {}
+        for name, sup in self._channels.items():
+            state, error = sup.state, sup.last_error
+            trouble = _trouble(sup.channel) if state == RUNNING else None
+            if trouble is not None:
+                state, error = FAILING, trouble
+            report[name] = {
+                "state": state,
+                "last_error": error,
                 "restarts": sup.restarts,
                 "since": sup.since,
             }
-            for name, sup in self._channels.items()
-        }
+        return report
+
+
+def _trouble(channel: Channel) -> str | None:
+    failing = getattr(channel, "failing", None)
+    return failing() if failing is not None else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -143,6 +155,20 @@ class ChannelManager:
 
     def status(self) -> dict[str, dict[str, Any]]:
         return self.states.snapshot()
+
+    async def admitted(self, message: InboundMessage, accepted: bool) -> None:
+        """Pass the dispatcher's decision on to the message's channel (an optional
+        `admitted(message, accepted)`): typing only for what will be answered."""
+        hook = getattr(self.channels.get(message.channel), "admitted", None)
+        if hook is None:
+            return
+        try:
+            await hook(message, accepted)
+        except Exception:
+            # The dispatcher must keep reading its queue whatever a channel makes of this.
+            log.exception(
+                "%s: channel %s failed to take note", message.session_key, message.channel
+            )
 
     # -- supervision -----------------------------------------------------------------------
 

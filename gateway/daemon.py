@@ -60,15 +60,16 @@ class Gateway:
             raise ValueError("build the runtime with outbox=bus.publish_outbound")
         self.runtime = runtime
         self.bus = bus
+        self.manager = ChannelManager(
+            bus, channels, on_delivery=runtime.record_delivery, states=channel_states
+        )
         self.dispatcher = Dispatcher(
             bus,
             runtime.loop.handle,
             max_concurrent=runtime.config.agent.max_concurrent_turns,
             messages_per_minute=runtime.config.limits.messages_per_minute,
             rate_limiter=rate_limiter,
-        )
-        self.manager = ChannelManager(
-            bus, channels, on_delivery=runtime.record_delivery, states=channel_states
+            on_admitted=self.manager.admitted,
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:

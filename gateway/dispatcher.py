@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from clawgate.agent.commands import parse_command
@@ -16,6 +16,8 @@ from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 log = logging.getLogger(__name__)
 
 Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]]
+# Told of each message's fate: True once it is queued for a turn, False when it is ignored.
+Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
 INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
 
 
@@ -34,11 +36,14 @@ class Dispatcher:
         max_concurrent: int = 8,
         messages_per_minute: int = 0,
         rate_limiter: RateLimiter | None = None,
+        on_admitted: Admitted | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
-        one with a clock a test moves."""
+        one with a clock a test moves. `on_admitted` hears whether each message will be
+        answered (the channels' typing indicator and journal act on it)."""
         self.bus = bus
         self._handle = handle
+        self._on_admitted = on_admitted
         self.rate_limiter = rate_limiter or RateLimiter(messages_per_minute)
         self._slots = asyncio.Semaphore(max_concurrent)
         self._queues: dict[str, deque[InboundMessage]] = {}
@@ -64,15 +69,19 @@ class Dispatcher:
             await self.bus.publish_outbound(_reply(message, "Stopped."))
             return
         if command is None and not await self._within_limit(message):
+            if self._on_admitted is not None:
+                await self._on_admitted(message, False)
             return
         key = message.session_key
         self._queues.setdefault(key, deque()).append(message)
+        if self._on_admitted is not None:
+            await self._on_admitted(message, True)
         if key not in self._workers:
             self._idle.clear()
             self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
 
     async def _within_limit(self, message: InboundMessage) -> bool:
-        """Apply the per-sender rate limit; a dropped message never reaches the model.
+        """Apply the per-sender rate limit; an ignored message is neither stored nor answered.
         Commands are not limited (they are how a user stops or resets a runaway chat)."""
         verdict = self.rate_limiter.check(message)
         if verdict is Verdict.ACCEPT:
@@ -87,7 +96,7 @@ class Dispatcher:
                 OutboundMessage(channel=message.channel, chat_id=message.chat_id, text=notice)
             )
         else:
-            log.debug("%s: over the rate limit, message dropped", sender)
+            log.debug("%s: over the rate limit, message ignored", sender)
         return False
 
     async def _work(self, key: str) -> None:

@@ -1,8 +1,8 @@
 """Per-sender flood protection: a sliding one-minute window of `limits.messages_per_minute`.
 
-The dispatcher asks before it queues a message. Over the limit a message is dropped before it
-reaches the model; the sender hears about it once per window, then nothing until the window
-has room again. The owner's terminal (`cli`) and the scheduler's own sessions (`cron`,
+The dispatcher asks before it queues a message. Over the limit a message is ignored: never
+stored, never answered, never shown as being worked on (its channel hears it was refused);
+the sender is told so once per window, then nothing until the window has room again. The owner's terminal (`cli`) and the scheduler's own sessions (`cron`,
 `heartbeat`) are never limited. Owners in chat apps are: a stuck client can flood too.
 """
 
@@ -28,8 +28,8 @@ class Verdict(Enum):
 
 def limit_notice(per_minute: int) -> str:
     return (
-        f"You're sending messages faster than I can answer (limit {per_minute} per minute); "
-        "I'll pick up again shortly."
+        f"You're sending messages faster than I can answer (limit {per_minute} per minute), "
+        "so I'm ignoring the ones over the limit. Please send them again in a minute."
     )
 
 

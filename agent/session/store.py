@@ -212,8 +212,12 @@ class SessionStore:
         return fields
 
     def _ensure_header(self, session: Session) -> None:
-        if session.path.exists():
-            return
+        # An empty file is one whose header append failed and was taken back: write it again.
+        try:
+            if session.path.stat().st_size:
+                return
+        except FileNotFoundError:
+            pass
         self.writer.mkdir(self.directory)
         header = SessionHeader(
             key=session.key, created_at=utc_now_iso(), first_seq=session.next_seq

@@ -6,13 +6,21 @@ journal (fsynced) before the next getUpdates call confirms it; each published up
 marked answered once its reply is on its way. On start, whatever was journaled but never
 answered is published again - so a kill -9 between fetching and answering costs nothing and
 answers nothing twice.
+
+An update PTB cannot parse makes `get_updates` raise for the whole batch, every time: the
+poll request keeps the raw batch, so the unreadable update is quarantined (journal.py),
+confirmed and skipped with one warning, and the rest are read one by one. Polling that has
+failed for over a minute makes `failing()` report the last error (the manager shows the
+channel as failing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +61,8 @@ POLL_BACKOFF_MAX = 60.0
 SEND_ATTEMPTS = 5
 TYPING_INTERVAL = 4.0
 TYPING_MAX = 120.0
+# Polling that has failed without a success for this long is shown as failing.
+FAILING_AFTER = 60.0
 
 
 def create_channel(
@@ -92,6 +102,7 @@ class TelegramChannel(Channel):
         typing_interval: float = TYPING_INTERVAL,
         typing_max: float = TYPING_MAX,
         read_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(bus)
         self.settings = settings
@@ -116,7 +127,10 @@ class TelegramChannel(Channel):
         self._poller: asyncio.Task[None] | None = None
         self._poll_request: HTTPXRequest | None = None
         self._receiving = False
+        self._clock = clock
         self.polls_failed = 0
+        self._failing_since: float | None = None
+        self._poll_error: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -160,7 +174,7 @@ class TelegramChannel(Channel):
         if self.settings.token is None:
             raise ChannelError("telegram: no token configured ([channels.telegram] token)")
         proxy = self.settings.proxy
-        self._poll_request = HTTPXRequest(read_timeout=self._read_timeout, proxy=proxy)
+        self._poll_request = _raw_keeping_request(read_timeout=self._read_timeout, proxy=proxy)
         return Bot(
             self.settings.token.get_secret_value(),
             base_url=self.settings.base_url,
@@ -188,10 +202,21 @@ class TelegramChannel(Channel):
 
     # -- receiving -------------------------------------------------------------------------
 
+    def failing(self) -> str | None:
+        """The last polling error, once polling has failed without a break for a minute."""
+        since = self._failing_since
+        if since is None or self._clock() - since < FAILING_AFTER:
+            return None
+        return self._poll_error
+
+    def _poll_failed(self, error: str) -> None:
+        if self._failing_since is None:
+            self._failing_since = self._clock()
+        self._poll_error = error
+
     async def _poll_forever(self) -> None:
         from telegram.error import Conflict, InvalidToken
 
-        bot = self._require_bot()
         delay = POLL_BACKOFF_MIN
         prepared = False
         in_conflict = False
@@ -200,16 +225,12 @@ class TelegramChannel(Channel):
                 if not prepared:
                     await self._prepare()
                     prepared = True
-                offset = self.journal.high + 1 if self.journal.high else None
-                updates = await bot.get_updates(
-                    offset=offset,
-                    timeout=self.settings.poll_timeout,
-                    allowed_updates=ALLOWED_UPDATES,
-                )
+                updates, unreadable = await self._fetch()
                 if in_conflict:
                     log.info("telegram: polling again, the other bot instance is gone")
                 delay, in_conflict = POLL_BACKOFF_MIN, False
-                await self._accept(updates)
+                await self._accept(updates, unreadable)
+                self._failing_since = None
                 continue
             except asyncio.CancelledError:
                 raise
@@ -220,11 +241,14 @@ class TelegramChannel(Channel):
                         "retrying with backoff until it stops"
                     )
                 in_conflict = True
+                self._poll_failed("another bot instance is polling this token")
             except InvalidToken:
                 log.error("telegram: the bot token was rejected; check [channels.telegram] token")
                 delay = POLL_BACKOFF_MAX
+                self._poll_failed("the bot token was rejected")
             except Exception as exc:
                 self.polls_failed += 1
+                self._poll_failed(f"polling failed: {one_line(exc)}")
                 log.warning(
                     "telegram: polling failed (%s); retrying in %.0f s", one_line(exc), delay
                 )
@@ -245,9 +269,54 @@ class TelegramChannel(Channel):
         except Exception as exc:
             log.warning("telegram: could not register commands (%s)", one_line(exc))
 
-    async def _accept(self, updates: Iterable[Update]) -> None:
+    async def _fetch(self) -> tuple[list[Update], list[int]]:
+        """One getUpdates: the updates, and the ids of those PTB could not parse (already
+        quarantined)."""
+        from telegram import Update
+        from telegram.error import TelegramError
+
+        bot = self._require_bot()
+        request = self._poll_request
+        if not isinstance(request, _RawKeeping):
+            raise ChannelError("telegram: channel is not started")
+        request.last_payload = None
+        try:
+            updates = await bot.get_updates(
+                offset=self.journal.high + 1 if self.journal.high else None,
+                timeout=self.settings.poll_timeout,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+            return list(updates), []
+        except TelegramError:
+            raise
+        except Exception:
+            raw = request.last_result()
+            if not isinstance(raw, list):
+                raise  # not a parse failure: the request itself broke
+        parsed: list[Update] = []
+        bad: list[tuple[int | None, Any, str]] = []
+        for item in raw:
+            try:
+                parsed.append(Update.de_json(item, bot))
+            except Exception as exc:
+                update_id = item.get("update_id") if isinstance(item, dict) else None
+                bad.append((update_id if isinstance(update_id, int) else None, item, one_line(exc)))
+        fresh = [b for b in bad if b[0] is None or b[0] > self.journal.high]
+        await self.journal.quarantine(fresh)
+        for update_id, _, why in fresh:
+            log.warning(
+                "telegram: update %s cannot be read (%s); kept in %s and skipped",
+                update_id,
+                why,
+                self.journal.quarantine_path,
+            )
+        return parsed, [u for u, _, _ in bad if u is not None]
+
+    async def _accept(self, updates: Iterable[Update], unreadable: Iterable[int] = ()) -> None:
         """Normalise a batch, journal it durably, then publish it."""
-        entries: list[tuple[int, InboundMessage | None]] = []
+        entries: list[tuple[int, InboundMessage | None]] = [
+            (u, None) for u in unreadable if u > self.journal.high
+        ]
         for update in updates:
             if update.update_id <= self.journal.high:
                 continue  # handed out again because its confirmation never arrived
@@ -257,6 +326,7 @@ class TelegramChannel(Channel):
                 log.exception("telegram: update %d could not be read; skipped", update.update_id)
                 message = None
             entries.append((update.update_id, message))
+        entries.sort(key=lambda entry: entry[0])
         # A /stop acts on the turn running now; replayed after a restart it would only
         # answer "Nothing is running", so it is journaled as nothing to answer.
         await self.journal.record(
@@ -268,8 +338,17 @@ class TelegramChannel(Channel):
 
     async def _publish(self, message: InboundMessage) -> None:
         await self.bus.publish_inbound(message)
-        if not is_stop(message.text):
-            self._typing.start(message.chat_id)
+
+    async def admitted(self, message: InboundMessage, accepted: bool) -> None:
+        """The dispatcher's decision: typing starts only for a message that will be answered;
+        an ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        if accepted:
+            if self._receiving and not is_stop(message.text):
+                self._typing.start(message.chat_id)
+            return
+        update_id, _ = parse_message_id(message.message_id)
+        if update_id is not None:
+            await self.journal.answered([update_id])
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -300,3 +379,31 @@ class TelegramChannel(Channel):
         self._typing.stop(chat_id)
         if self._receiving and any(m.chat_id == chat_id for m in self.journal.pending.values()):
             self._typing.start(chat_id)
+
+
+class _RawKeeping:
+    """Marker base: the poll request that keeps the body of its last response."""
+
+    last_payload: bytes | None = None
+
+    def last_result(self) -> Any:
+        """The `result` of the last response, as JSON, or None."""
+        try:
+            body = json.loads(self.last_payload or b"null")
+        except ValueError:
+            return None
+        return body.get("result") if isinstance(body, dict) else None
+
+
+def _raw_keeping_request(**options: Any) -> HTTPXRequest:
+    """An HTTPXRequest for getUpdates that keeps the raw body of its last response, so a
+    batch PTB fails to parse can still be read update by update."""
+    from telegram.request import HTTPXRequest
+
+    class RawKeepingRequest(_RawKeeping, HTTPXRequest):
+        async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+            status, payload = await super().do_request(*args, **kwargs)
+            self.last_payload = payload
+            return status, payload
+
+    return RawKeepingRequest(**options)

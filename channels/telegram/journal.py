@@ -7,9 +7,18 @@
     {"answered": id}                   its reply went out (or was given up on)
     {"high": id}                       first line after compaction: the highest id seen
 
-A batch is appended and fsynced before the next getUpdates confirms it; an update is marked
-answered just before the first request of its reply goes out (at most once: see the
-adapter's `send`). On start, whatever was journaled but never answered is published again.
+A batch is appended and fsynced before the next getUpdates confirms it: `high`, from which
+the next offset is computed, moves only once the whole batch is on disk (a failed or short
+write raises, and the batch is fetched again). An update is marked answered just before the
+first request of its reply goes out (at most once: see the adapter's `send`). On start,
+whatever was journaled but never answered is published again.
+
+An update python-telegram-bot cannot parse is kept, raw, in `quarantine.jsonl` beside the
+journal (`{"update": id, "error": ..., "raw": {...}}`) before it is journaled as seen, so
+skipping it loses nothing a person could look at.
+
+Compaction writes the new journal to a temp file, reads it back (size and every line
+parsed) and only then renames it over the journal; a failure keeps the old one.
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ class InboundJournal:
         self.pending: dict[int, InboundMessage] = {}
         self._writer = writer or DiskWriter()
         self._lines = 0
+        # After a failed compaction, the next try waits for this many lines.
+        self._compact_at = compact_after
         self._lock = asyncio.Lock()
 
     async def load(self) -> list[tuple[int, InboundMessage]]:
@@ -64,6 +75,17 @@ class InboundJournal:
                 if message is not None:
                     self.pending[update_id] = message
 
+    async def quarantine(self, entries: Iterable[tuple[int | None, Any, str]]) -> None:
+        """Keep unparseable updates (id, raw JSON, why), fsynced, before they are confirmed."""
+        lines = [{"update": u, "error": why, "raw": raw} for u, raw, why in entries]
+        if lines:
+            async with self._lock:
+                await asyncio.to_thread(self._append_to, self.quarantine_path, lines)
+
+    @property
+    def quarantine_path(self) -> Path:
+        return self.path.with_name("quarantine.jsonl")
+
     async def answered(self, update_ids: Iterable[int]) -> None:
         ids = [u for u in update_ids if u in self.pending]
         if not ids:
@@ -72,7 +94,7 @@ class InboundJournal:
             await asyncio.to_thread(self._append, [{"answered": u} for u in ids])
             for update_id in ids:
                 self.pending.pop(update_id, None)
-            if self._lines > self.compact_after and self._lines > 2 * len(self.pending):
+            if self._lines > self._compact_at and self._lines > 2 * len(self.pending):
                 await asyncio.to_thread(self._compact)
 
     def _load(self) -> None:
@@ -107,11 +129,15 @@ class InboundJournal:
             self.pending.pop(update_id, None)
 
     def _append(self, lines: list[dict[str, Any]]) -> None:
-        # The writer starts a fresh line after a torn one, so a record never glues onto it.
-        self._writer.mkdir(self.path.parent)
-        self._writer.append(self.path, _encode(lines))
-        self._writer.fsync(self.path)
+        self._append_to(self.path, lines)
         self._lines += len(lines)
+
+    def _append_to(self, path: Path, lines: list[dict[str, Any]]) -> None:
+        # Complete or raise; the writer starts a fresh line after a torn one, so a record
+        # never glues onto it.
+        self._writer.mkdir(path.parent)
+        self._writer.append(path, _encode(lines))
+        self._writer.fsync(path)
 
     def _compact(self) -> None:
         lines: list[dict[str, Any]] = [{"high": self.high}]
@@ -119,8 +145,35 @@ class InboundJournal:
             {"update": u, "message": m.model_dump(mode="json")}
             for u, m in sorted(self.pending.items())
         ]
-        self._writer.replace(self.path, _encode(lines), mode=0o600)
+        data = _encode(lines).encode("utf-8")
+        temp = self.path.with_name(f".{self.path.name}.compacting")
+        try:
+            temp.unlink(missing_ok=True)
+            self._writer.append(temp, data)
+            self._writer.fsync(temp)
+            _verify(temp, len(data), len(lines))
+            self._writer.move(temp, self.path)
+        except (OSError, ValueError) as exc:
+            # The old journal is still whole and still right: keep it, try again later.
+            log.warning("%s: compaction failed (%s); the journal is kept as it was", self.path, exc)
+            temp.unlink(missing_ok=True)
+            self._compact_at = self._lines + self.compact_after
+            return
         self._lines = len(lines)
+        self._compact_at = self.compact_after
+
+
+def _verify(path: Path, size: int, count: int) -> None:
+    """What is on disk is what was meant: its size, and every line a JSON object."""
+    raw = path.read_bytes()
+    if len(raw) != size:
+        raise ValueError(f"the new file has {len(raw)} bytes, not {size}")
+    lines = raw.split(b"\n")
+    if lines.pop() != b"" or len(lines) != count:
+        raise ValueError("the new file does not hold every line")
+    for line in lines:
+        if not isinstance(json.loads(line), dict):
+            raise ValueError("the new file holds a line that is no record")
 
 
 def _encode(lines: list[dict[str, Any]]) -> str:

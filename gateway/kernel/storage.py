@@ -1,8 +1,9 @@
 """The one home of the file primitives that must never diverge.
 
 - `DiskWriter.append`: complete or raise. A short count from write(2) (a filling disk) is
-  retried until every byte is written; if that fails, the next append to the same file
-  starts on a fresh line, so a new record never glues onto a fragment.
+  retried until every byte is written; if that fails, the written prefix is truncated away
+  where the disk allows, and otherwise the next append to the same file starts on a fresh
+  line, so a new record never glues onto a fragment.
 - `DiskWriter.replace` / `replace_file`: write to a temp file in the same folder, fsync,
   rename, fsync the folder. Never half-written, cancellation included.
 - `locked(path)`: an flock on a lock file, for read-modify-write across processes.
@@ -15,6 +16,7 @@ that refuses (ENOSPC, read-only) or writes short - root ignores file modes, so c
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -52,12 +54,20 @@ class DiskWriter:
                 self._clean.discard(path)
             if not clean and _ends_mid_line(fd):
                 raw = b"\n" + raw
+            size = os.fstat(fd).st_size
             view = memoryview(raw)
-            while view:
-                written = self._write(fd, view)
-                if written <= 0:
-                    raise OSError(28, "No space left on device")
-                view = view[written:]
+            try:
+                while view:
+                    written = self._write(fd, view)
+                    if written <= 0:
+                        raise OSError(28, "No space left on device")
+                    view = view[written:]
+            except BaseException:
+                # A prefix that lacks only its newline parses as a whole record, and the next
+                # append's fresh line would complete it: take the prefix back if we can.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
         if raw.endswith(b"\n"):

@@ -5,7 +5,8 @@
 
 It enforces the rules a real bot trips over: offset confirmation in getUpdates, the 4096
 UTF-16 limit and the empty-text error of sendMessage, Telegram's HTML subset, 429 bodies
-with retry_after and 409 conflicts (injected). It runs in the test's event loop.
+with retry_after and 409 conflicts (injected), a method broken until mended, and raw updates
+as malformed as a test likes. It runs in the test's event loop.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class FakeTelegram(LoopbackServer):
         self.calls: Counter[str] = Counter()
         self.files: dict[str, tuple[str, bytes]] = {}
         self._failures: dict[str, deque[_Failure | _Stall]] = {}
+        self._broken: dict[str, _Failure] = {}
         self._messages: dict[int, dict[int, dict[str, Any]]] = {}
         self._outbox: dict[int, asyncio.Queue[dict[str, Any]]] = {}
         self._update_ids = itertools.count(1)
@@ -268,6 +270,18 @@ class FakeTelegram(LoopbackServer):
     def conflict(self) -> None:
         self.fail_next("getUpdates", 409, CONFLICT_DESCRIPTION)
 
+    def raw_update(self, body: dict[str, Any]) -> int:
+        """Queue an update exactly as given (after its update_id), e.g. one a client library
+        cannot parse; returns its update_id."""
+        return self._add_update(body)
+
+    def break_method(self, method: str, status: int, description: str) -> None:
+        """Fail every `method` call with `status` until `mend(method)`."""
+        self._broken[method] = _Failure(status, description)
+
+    def mend(self, method: str) -> None:
+        self._broken.pop(method, None)
+
     def stall_next(self, method: str, seconds: float) -> None:
         """Perform the next `method` call, then hold the response back for `seconds`."""
         self._failures.setdefault(method, deque()).append(_Stall(seconds))
@@ -315,6 +329,9 @@ class FakeTelegram(LoopbackServer):
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
         params = await _read_params(request)
+        broken = self._broken.get(method)
+        if broken is not None:
+            return _error(broken.status, broken.description)
         stall: _Stall | None = None
         queued = self._failures.get(method)
         if queued:
