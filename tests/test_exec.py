@@ -279,6 +279,8 @@ async def test_turn_limit_frees_the_session_whatever_the_tool_does(
         "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid",
         # A session of its own: out of reach of the process-group kill.
         "setsid sleep 1000 & echo $! > bg.pid",
+        # Double fork: re-parented to init, in its own session, holding none of our pipes.
+        "(setsid sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid); sleep 0.2",
     ],
 )
 async def test_background_processes_do_not_outlive_the_call(

@@ -25,6 +25,7 @@ import signal
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from secrets import token_hex
 from typing import ClassVar
 
 from pydantic import Field
@@ -37,6 +38,9 @@ from clawgate.kernel.config import ToolsConfig
 # blocklist always misses one (DATABASE_URL, SENTRY_DSN, a proxy URL with a password...).
 ENV_ALLOW = ("PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL", "TMPDIR")
 ENV_ALLOW_PREFIXES = ("LC_",)
+# A variable unique to one call: its descendants keep it unless they replace their whole
+# environment, so they can be found after leaving the session and closing their pipes.
+SCOPE_VARIABLE = "EXEC_SCOPE_ID"
 # After the kill, how long the output already in the pipes may take to arrive.
 DRAIN_GRACE_SECONDS = 1.0
 
@@ -121,44 +125,29 @@ def deny_reason(command: str) -> str | None:
     return None
 
 
-def exec_environment(
-    secrets: Iterable[str], allow: Iterable[str] = (), environ: dict[str, str] | None = None
-) -> dict[str, str]:
+def exec_environment(secrets: Iterable[str], allow: Iterable[str] = ()) -> dict[str, str]:
     """The allowlisted part of the environment, minus any value holding a known secret."""
     names = {*ENV_ALLOW, *allow}
     values = [s for s in secrets if s]
-    source = os.environ if environ is None else environ
     return {
         name: value
-        for name, value in source.items()
+        for name, value in os.environ.items()
         if (name in names or name.startswith(ENV_ALLOW_PREFIXES))
         and not any(secret in value for secret in values)
     }
 
 
 _PR_SET_DUMPABLE = 4
-_PR_GET_DUMPABLE = 3
-
-
-def _prctl(option: int, arg: int = 0) -> int | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    result: int = libc.prctl(option, arg, 0, 0, 0)
-    return result
 
 
 def forbid_environ_reads() -> None:
     """Clear PR_SET_DUMPABLE on this process (Linux; elsewhere nothing): a command run by
-    exec as the same user can then no longer read /proc/<gateway>/environ or mem, nor
-    ptrace the gateway. Root (CAP_SYS_PTRACE) still can: run clawgate unprivileged."""
-    _prctl(_PR_SET_DUMPABLE, 0)
-
-
-def is_dumpable() -> bool | None:
-    """This process's dumpable flag; None where there is no prctl."""
-    flag = _prctl(_PR_GET_DUMPABLE)
-    return None if flag is None else bool(flag)
+    exec as the same unprivileged user can then no longer read /proc/<gateway>/environ,
+    mem or fd, nor ptrace the gateway. A root gateway gains nothing from it: its commands
+    run as root too, and root with its capabilities reads any process's environ."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 class _Capture:
@@ -221,6 +210,13 @@ def _stat(pid: int) -> tuple[int, int, int] | None:
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 
+def _carries(pid: int, mark: bytes) -> bool:
+    try:
+        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def _pipe_ids(pid: int) -> set[str]:
     ids = set()
     with contextlib.suppress(OSError):
@@ -232,12 +228,13 @@ def _pipe_ids(pid: int) -> set[str]:
     return ids
 
 
-def session_tree(leader: int, pipes: set[str]) -> set[int]:
+def session_tree(leader: int, pipes: set[str], mark: bytes) -> set[int]:
     """Every process started by the command whose shell is `leader` (pid = its session and
     process group id): same session or group, descendants by parent chain (catches `setsid`
-    while its parent lives), or holding one of the command's output pipes (catches `setsid
-    cmd &` after the shell exited). A double-forked daemon that left the session, closed its
-    inherited descriptors and was re-parented to init escapes all of these."""
+    while its parent lives), holding one of the command's output pipes or carrying its
+    environment `mark` (both catch `setsid cmd &` after the shell exited). A process that
+    left the session, closed or redirected its inherited descriptors, replaced its whole
+    environment and was re-parented to init before this walk escapes all of these."""
     me = os.getpid()
     table = {}
     for entry in os.listdir("/proc"):
@@ -245,8 +242,11 @@ def session_tree(leader: int, pipes: set[str]) -> set[int]:
             table[int(entry)] = stat
     # While any process is in the group or session, its id cannot be reused: these are ours.
     found = {pid for pid, (_, pgid, sid) in table.items() if leader in (pgid, sid)}
-    if pipes:
-        found |= {pid for pid in table if pid not in found and _pipe_ids(pid) & pipes}
+    found |= {
+        pid
+        for pid in table
+        if pid not in found and (_carries(pid, mark) or bool(pipes and _pipe_ids(pid) & pipes))
+    }
     grew = True
     while grew:
         children = {pid for pid, (ppid, _, _) in table.items() if ppid in found} - found
@@ -274,7 +274,7 @@ def _kill(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-async def _kill_session(leader: int, pipes: set[str]) -> None:
+async def _kill_session(leader: int, pipes: set[str], mark: bytes) -> None:
     # Group first (instant, no /proc needed), then whatever the /proc walk finds; twice, since
     # a process can fork between the walk and the kill.
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -282,7 +282,7 @@ async def _kill_session(leader: int, pipes: set[str]) -> None:
     if not sys.platform.startswith("linux"):
         return
     for _ in range(2):
-        _kill(await asyncio.to_thread(session_tree, leader, pipes))
+        _kill(await asyncio.to_thread(session_tree, leader, pipes, mark))
 
 
 async def run_command(command: str, ctx: ToolContext) -> str:
@@ -290,6 +290,9 @@ async def run_command(command: str, ctx: ToolContext) -> str:
     passes or the call is cancelled, kill everything it started and stop reading."""
     timeout = ctx.config.exec_timeout
     loop = asyncio.get_running_loop()
+    scope = token_hex(8)
+    mark = f"{SCOPE_VARIABLE}={scope}".encode()
+    env = exec_environment(ctx.secrets, ctx.config.exec_env_allow)
     spawn = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _Collector(ctx.config.max_result_chars),
@@ -297,7 +300,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
             "-c",
             command,
             cwd=ctx.root,  # public/ for non-owners (exec_in_groups); not a sandbox
-            env=exec_environment(ctx.secrets, ctx.config.exec_env_allow),
+            env={**env, SCOPE_VARIABLE: scope},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -310,7 +313,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
         # Cancelling the spawn midway can leave it waiting forever for a child it never
         # reaps (seen on CPython 3.11); let it finish, then kill what it started.
         transport, _ = await spawn
-        await _kill_session(transport.get_pid(), _our_pipes(transport))
+        await _kill_session(transport.get_pid(), _our_pipes(transport), mark)
         transport.close()
         raise
     pid = transport.get_pid()
@@ -323,7 +326,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
         timed_out = True
     finally:
         # Also on CancelledError (/stop, the turn's limit): nothing outlives the call.
-        await _kill_session(pid, pipes)
+        await _kill_session(pid, pipes, mark)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DRAIN_GRACE_SECONDS):
                 await collector.closed.wait()
