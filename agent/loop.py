@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 Outbox = Callable[[OutboundMessage], Awaitable[None]]
 
 CANCELLED_RESULT = "[cancelled by /stop before this tool finished]"
+TIMED_OUT_RESULT = "[cancelled: the turn reached its time limit before this tool finished]"
+TURN_TIMED_OUT = (
+    "I stopped: this turn took longer than its {limit:g} s limit. Your message is saved; "
+    "ask again, perhaps for something smaller."
+)
 EMPTY_REPLY = "The model returned an empty reply. Your message is saved; please try again."
 TOO_LONG = (
     "This conversation no longer fits the model's context window, even after compacting it. "
@@ -78,6 +84,10 @@ def strip_inline_media(content: Any) -> Any:
         else:
             kept.append(part)
     return kept
+
+
+# The running turn's time limit, so a cancelled tool call's result can say why it stopped.
+_turn_limit: ContextVar[asyncio.Timeout | None] = ContextVar("turn_limit", default=None)
 
 
 class AgentLoop:
@@ -195,10 +205,19 @@ class AgentLoop:
         return await self._continue_turn(message, session)
 
     async def _continue_turn(self, message: InboundMessage, session: Session) -> TurnResult:
+        limit = self.config.agent.turn_timeout_seconds
+        scope = asyncio.timeout(limit)
+        _turn_limit.set(scope)
         with session.pinned():
             try:
-                return await self._tool_loop(message, session)
+                async with scope:
+                    return await self._tool_loop(message, session)
             except OSError as exc:
+                if scope.expired():
+                    # Whatever a tool was doing, the dispatcher's slot is free again.
+                    log.warning("%s: turn stopped after %g s", session.key, limit)
+                    self.sessions.append(session, TurnError(error="turn time limit reached"))
+                    return TurnResult(TURN_TIMED_OUT.format(limit=limit), is_error=True)
                 # A session write failed mid-turn (each append is all or nothing).
                 return _not_saved(session, exc)
             finally:
@@ -384,7 +403,9 @@ class AgentLoop:
                 )
                 done.add(call.id)
         except asyncio.CancelledError:
-            # /stop: keep every call paired with a result so the history stays valid.
+            # /stop or the turn's limit: keep every call paired with a result.
+            limit = _turn_limit.get()
+            note = TIMED_OUT_RESULT if limit is not None and limit.expired() else CANCELLED_RESULT
             for call in response.tool_calls:
                 if call.id not in done:
                     self.sessions.append(
@@ -393,7 +414,7 @@ class AgentLoop:
                             role="tool",
                             tool_call_id=call.id,
                             name=call.name,
-                            content=CANCELLED_RESULT,
+                            content=note,
                         ),
                     )
             raise

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.gateway.cron.scheduler import CronScheduler
@@ -191,6 +192,7 @@ def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
 
 async def serve(config: Config) -> None:
     """Run the gateway until SIGINT or SIGTERM."""
+    forbid_environ_reads()  # exec'd commands must not read our environment or memory
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

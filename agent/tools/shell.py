@@ -3,16 +3,29 @@
 The deny list below catches the obvious destructive commands a confused model might type
 (`rm -rf /`, `mkfs`, fork bombs...). It is NOT a sandbox: any command can be rewritten to
 slip past a regex (`eval`, a script file, base64). The real boundaries are that only the
-owner's own sessions get this tool, that the child environment holds no tokens, and the
+owner's own sessions get this tool, that the child environment is an allowlist, that the
+gateway is not dumpable (its /proc environ is closed to the commands), and the
 operating-system account clawgate runs as. Run clawgate as an unprivileged user.
+
+Every command runs in its own session; when the call ends (exit, timeout, cancellation) the
+whole session is killed, with every descendant found through /proc (parent chain, session,
+process group, or an inherited output pipe). The output is read by a protocol that keeps
+only a bounded head and tail, so nothing waits for a pipe that never reaches EOF.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
 import os
 import re
 import signal
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from secrets import token_hex
 from typing import ClassVar
 
 from pydantic import Field
@@ -21,19 +34,15 @@ from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
 
-SENSITIVE_NAME_PARTS = (
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-)
-ENV_PREFIX = "CLAWGATE_"
-# After a kill, how long to wait for the pipes to close before giving up on them.
-DRAIN_GRACE_SECONDS = 2.0
+# The only variables a command inherits (plus the owner's `tools.exec_env_allow`): a name
+# blocklist always misses one (DATABASE_URL, SENTRY_DSN, a proxy URL with a password...).
+ENV_ALLOW = ("PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL", "TMPDIR")
+ENV_ALLOW_PREFIXES = ("LC_",)
+# A variable unique to one call: its descendants keep it unless they replace their whole
+# environment, so they can be found after leaving the session and closing their pipes.
+SCOPE_VARIABLE = "EXEC_SCOPE_ID"
+# After the kill, how long the output already in the pipes may take to arrive.
+DRAIN_GRACE_SECONDS = 1.0
 
 _ARGS = r"[^;&|\n]*"  # the rest of one simple command
 _END = r"(?=$|[\s;&|)])"
@@ -116,18 +125,29 @@ def deny_reason(command: str) -> str | None:
     return None
 
 
-def scrubbed_environment(secrets: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """os.environ without anything that looks like, or contains, a credential."""
+def exec_environment(secrets: Iterable[str], allow: Iterable[str] = ()) -> dict[str, str]:
+    """The allowlisted part of the environment, minus any value holding a known secret."""
+    names = {*ENV_ALLOW, *allow}
     values = [s for s in secrets if s]
-    env = {}
-    for name, value in os.environ.items():
-        upper = name.upper()
-        if upper.startswith(ENV_PREFIX) or any(part in upper for part in SENSITIVE_NAME_PARTS):
-            continue
-        if any(secret in value for secret in values):
-            continue
-        env[name] = value
-    return env
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if (name in names or name.startswith(ENV_ALLOW_PREFIXES))
+        and not any(secret in value for secret in values)
+    }
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def forbid_environ_reads() -> None:
+    """Clear PR_SET_DUMPABLE on this process (Linux; elsewhere nothing): a command run by
+    exec as the same unprivileged user can then no longer read /proc/<gateway>/environ,
+    mem or fd, nor ptrace the gateway. A root gateway gains nothing from it: its commands
+    run as root too, and root with its capabilities reads any process's environ."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 class _Capture:
@@ -146,7 +166,7 @@ class _Capture:
             self.head += chunk[:room]
             chunk = chunk[room:]
         if chunk:
-            self.tail += chunk
+            self.tail += chunk[-self.limit :]
             del self.tail[: -self.limit]
 
     def text(self) -> str:
@@ -158,31 +178,129 @@ class _Capture:
         return head + tail
 
 
-async def _drain(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(65536):
-        capture.feed(chunk)
+class _Collector(asyncio.SubprocessProtocol):
+    """Consumes output as it arrives (so the transport never pauses reading) into bounded
+    captures, and signals the shell's exit and the pipes' close separately: a background
+    child can keep a pipe open long after the shell is gone."""
+
+    def __init__(self, limit: int) -> None:
+        self.out = _Capture(limit)
+        self.err = _Capture(limit)
+        self.exited = asyncio.Event()
+        self.closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).feed(data)
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
 
 
-def _kill_group(pid: int) -> None:
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, pgid, sid) of a live process, None if gone or a zombie."""
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def _carries(pid: int, mark: bytes) -> bool:
+    try:
+        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _pipe_ids(pid: int) -> set[str]:
+    ids = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("pipe:"):
+                    ids.add(target)
+    return ids
+
+
+def session_tree(leader: int, pipes: set[str], mark: bytes) -> set[int]:
+    """Every process started by the command whose shell is `leader` (pid = its session and
+    process group id): same session or group, descendants by parent chain (catches `setsid`
+    while its parent lives), holding one of the command's output pipes or carrying its
+    environment `mark` (both catch `setsid cmd &` after the shell exited). A process that
+    left the session, closed or redirected its inherited descriptors, replaced its whole
+    environment and was re-parented to init before this walk escapes all of these."""
+    me = os.getpid()
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me and (stat := _stat(int(entry))):
+            table[int(entry)] = stat
+    # While any process is in the group or session, its id cannot be reused: these are ours.
+    found = {pid for pid, (_, pgid, sid) in table.items() if leader in (pgid, sid)}
+    found |= {
+        pid
+        for pid in table
+        if pid not in found and (_carries(pid, mark) or bool(pipes and _pipe_ids(pid) & pipes))
+    }
+    grew = True
+    while grew:
+        children = {pid for pid, (ppid, _, _) in table.items() if ppid in found} - found
+        grew = bool(children)
+        found |= children
+    return found
+
+
+def _our_pipes(transport: asyncio.SubprocessTransport) -> set[str]:
+    """The ids of the command's output pipes (our read ends share the inode with the write
+    ends every descendant inherits), as /proc/<pid>/fd shows them."""
+    ids = set()
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        handle = pipe.get_extra_info("pipe") if pipe is not None else None
+        if handle is not None:
+            with contextlib.suppress(OSError, ValueError):
+                ids.add(f"pipe:[{os.fstat(handle.fileno()).st_ino}]")
+    return ids
+
+
+def _kill(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def _kill_session(leader: int, pipes: set[str], mark: bytes) -> None:
+    # Group first (instant, no /proc needed), then whatever the /proc walk finds; twice, since
+    # a process can fork between the walk and the kill.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signal.SIGKILL)
+    if not sys.platform.startswith("linux"):
+        return
+    for _ in range(2):
+        _kill(await asyncio.to_thread(session_tree, leader, pipes, mark))
 
 
 async def run_command(command: str, ctx: ToolContext) -> str:
-    """Run `command` under /bin/sh in its own process group; kill the group on timeout/cancel."""
+    """Run `command` under /bin/sh in its own session; when the shell exits, the timeout
+    passes or the call is cancelled, kill everything it started and stop reading."""
     timeout = ctx.config.exec_timeout
-    out, err = _Capture(ctx.config.max_result_chars), _Capture(ctx.config.max_result_chars)
+    loop = asyncio.get_running_loop()
+    scope = token_hex(8)
+    mark = f"{SCOPE_VARIABLE}={scope}".encode()
+    env = exec_environment(ctx.secrets, ctx.config.exec_env_allow)
     spawn = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
+        loop.subprocess_exec(
+            lambda: _Collector(ctx.config.max_result_chars),
             "/bin/sh",
             "-c",
             command,
             cwd=ctx.root,  # public/ for non-owners (exec_in_groups); not a sandbox
-            env=scrubbed_environment(ctx.secrets),
+            env={**env, SCOPE_VARIABLE: scope},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -190,42 +308,37 @@ async def run_command(command: str, ctx: ToolContext) -> str:
         )
     )
     try:
-        proc = await asyncio.shield(spawn)
+        transport, collector = await asyncio.shield(spawn)
     except asyncio.CancelledError:
-        # Cancelling create_subprocess_exec midway can leave it waiting forever for a child
-        # it never reaps (seen on CPython 3.11); let the spawn finish, then kill the group.
-        started = await spawn
-        _kill_group(started.pid)
-        await started.wait()
+        # Cancelling the spawn midway can leave it waiting forever for a child it never
+        # reaps (seen on CPython 3.11); let it finish, then kill what it started.
+        transport, _ = await spawn
+        await _kill_session(transport.get_pid(), _our_pipes(transport), mark)
+        transport.close()
         raise
-    readers = [
-        asyncio.create_task(_drain(proc.stdout, out)),
-        asyncio.create_task(_drain(proc.stderr, err)),
-    ]
+    pid = transport.get_pid()
+    pipes = _our_pipes(transport)
     timed_out = False
     try:
         async with asyncio.timeout(timeout):
-            await asyncio.gather(*readers)
-            await proc.wait()
+            await collector.exited.wait()
     except TimeoutError:
         timed_out = True
     finally:
-        # Also on CancelledError (/stop): nothing the model started outlives its turn's limits.
-        if timed_out or proc.returncode is None:
-            _kill_group(proc.pid)
-            await proc.wait()
-        # A descendant that left the group could hold a pipe open forever; stop listening.
-        _, pending = await asyncio.wait(readers, timeout=DRAIN_GRACE_SECONDS)
-        for task in pending:
-            task.cancel()
+        # Also on CancelledError (/stop, the turn's limit): nothing outlives the call.
+        await _kill_session(pid, pipes, mark)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_GRACE_SECONDS):
+                await collector.closed.wait()
+        transport.close()  # stop reading, whatever still holds a pipe
 
-    parts = [text.rstrip("\n") for text in (out.text(), err.text())]
+    parts = [text.rstrip("\n") for text in (collector.out.text(), collector.err.text())]
     body = parts[0]
     if parts[1]:
         body = f"{body}\n[stderr]\n{parts[1]}" if body else f"[stderr]\n{parts[1]}"
     if timed_out:
         partial = f"\noutput before it was killed:\n{body}" if body else ""
         raise ToolError(f"command timed out after {timeout:g} s{partial}")
-    code = proc.returncode
+    code = transport.get_returncode()
     status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
     return f"{body or '(no output)'}\n{status}"

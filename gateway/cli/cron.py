@@ -223,10 +223,12 @@ async def _run_here(config: Config, job_id: str) -> int:
     """No gateway is running: start the configured channels briefly so the reply can be
     delivered, run the job, flush, stop."""
     from clawgate.agent.runtime import AgentRuntime
+    from clawgate.agent.tools.shell import forbid_environ_reads
     from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon import Gateway, build_channels
     from clawgate.kernel.bus import MessageBus
 
+    forbid_environ_reads()  # the job's exec calls must not read our environment or memory
     bus = MessageBus()
     channels = build_channels(config, bus)
     gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), channels, bus)

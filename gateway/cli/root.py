@@ -125,10 +125,12 @@ def agent(
 
 async def _run_terminal(config: Config, message: str | None, session: str) -> int:
     from clawgate.agent.runtime import AgentRuntime
+    from clawgate.agent.tools.shell import forbid_environ_reads
     from clawgate.channels.terminal import TerminalChannel
     from clawgate.gateway.daemon import Gateway
     from clawgate.kernel.bus import MessageBus
 
+    forbid_environ_reads()  # exec'd commands must not read our environment or memory
     bus = MessageBus()
     terminal = TerminalChannel(bus, session)
     gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), [terminal], bus)

@@ -58,6 +58,8 @@ class AgentConfig(_Section):
     request_timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     max_concurrent_turns: int = Field(8, ge=1)
+    # Wall-clock limit of one model turn, tools included: a stuck turn frees its slot.
+    turn_timeout_seconds: float = Field(600.0, gt=0)
     # Send received images to the model as image content (needs a vision model).
     vision: bool = True
     # e.g. "openai/whisper-1"; empty: voice messages reach the model as a file with a note.
@@ -120,6 +122,8 @@ class ToolsConfig(_Section):
     # exec in group and allowed chats: off, since anyone there could drive it.
     exec_in_groups: bool = False
     exec_timeout: float = Field(60.0, gt=0)
+    # Extra environment variable names exec passes on (beyond PATH, HOME, LANG, LC_*, ...).
+    exec_env_allow: list[str] = Field(default_factory=list)
     max_result_chars: int = Field(16_000, ge=1000)
 
 
