@@ -1,6 +1,6 @@
 """The pooled recall eval: twelve people's histories over one year in one workspace.
 
-    python bench/recall_pooled/build.py OUT_DIR     # writes OUT_DIR/memory/ and queries.jsonl
+    python bench/recall_pooled/corpus.py OUT_DIR     # writes OUT_DIR/memory/ and queries.jsonl
 
 Deterministic (seeded); written before any ranking parameter of issue 17 was tuned, and the
 only data that tuning looked at. Ten people write in English, two in Chinese; each has
