@@ -125,6 +125,24 @@ class LLMClient:
             self._litellm = _import_litellm()
         return self._litellm
 
+    @property
+    def ready(self) -> bool:
+        """litellm is loaded: a call now pays no import."""
+        return self._litellm is not None
+
+    async def warm_up(self) -> None:
+        """Load litellm in a thread, so the first reply after a start does not wait for it.
+
+        A daemon calls this once its channels are up; a failure is only logged, since the
+        first model call would meet (and report) it again.
+        """
+        if self._litellm is not None:
+            return
+        try:
+            self._litellm = await asyncio.to_thread(_import_litellm)
+        except Exception:
+            log.exception("loading litellm in the background failed")
+
     async def chat(
         self,
         messages: list[dict[str, Any]],
