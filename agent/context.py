@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from clawgate.agent.skills_loader import Skill, load_skills
+from clawgate.agent.skills_loader import Skill, SkillReader, load_skills
 from clawgate.kernel.bus import Trust
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class ContextBuilder:
         self.builtin_skills_dir = builtin_skills_dir
         self.extra_parts = tuple(extra_parts)
         self._cache = _FileCache()
+        self._skills = SkillReader()
 
     async def system_prompt_parts(
         self, *, trust: Trust, session_key: str, now: datetime, incoming_text: str = ""
@@ -128,7 +129,7 @@ class ContextBuilder:
             text = self._read_capped(self.workspace / MEMORY_FILE)
             if text:
                 files["memory"] = text
-        skills = load_skills(self.workspace, self.builtin_skills_dir, read=self._cache.read)
+        skills = load_skills(self.workspace, self.builtin_skills_dir, parse=self._skills)
         return _Snapshot(files=files, skills=skills)
 
     def _read_capped(self, path: Path) -> str | None:

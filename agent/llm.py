@@ -9,6 +9,7 @@ message a person can read; the API key never appears in them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import logging
@@ -30,6 +31,16 @@ log = logging.getLogger(__name__)
 # 1, 2, 4 ... s between attempts; a server's Retry-After is honoured up to the same cap.
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 _CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window")
+# Where litellm keeps the loggers a user may register; all empty unless someone sets one.
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
 
 T = TypeVar("T")
 
@@ -79,6 +90,22 @@ def _import_litellm() -> ModuleType:
     return litellm
 
 
+def _unlogged(litellm: ModuleType) -> contextlib.AbstractContextManager[None]:
+    """Where no litellm callback is registered, run the call as litellm runs its own sub-calls.
+
+    After every response litellm otherwise builds a logging payload and schedules success
+    handlers that no one receives (~1 ms of CPU per call, bench/model_call.py). The switch is
+    litellm's internal one, so any litellm without it, or with a callback set, logs as usual.
+    """
+    if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
+        return contextlib.nullcontext()
+    try:
+        from litellm._internal_context import internal_sub_call
+    except ImportError:
+        return contextlib.nullcontext()
+    return internal_sub_call()
+
+
 class LLMClient:
     """Chat completions and embeddings for one `AgentConfig`, with retries and fallbacks."""
 
@@ -97,6 +124,24 @@ class LLMClient:
         if self._litellm is None:
             self._litellm = _import_litellm()
         return self._litellm
+
+    @property
+    def ready(self) -> bool:
+        """litellm is loaded: a call now pays no import."""
+        return self._litellm is not None
+
+    async def warm_up(self) -> None:
+        """Load litellm in a thread, so the first reply after a start does not wait for it.
+
+        A daemon calls this once its channels are up; a failure is only logged, since the
+        first model call would meet (and report) it again.
+        """
+        if self._litellm is not None:
+            return
+        try:
+            self._litellm = await asyncio.to_thread(_import_litellm)
+        except Exception:
+            log.exception("loading litellm in the background failed")
 
     async def chat(
         self,
@@ -134,7 +179,8 @@ class LLMClient:
         for name in models:
 
             async def attempt(name: str = name) -> Any:
-                return await litellm.acompletion(model=name, **params)
+                with _unlogged(litellm):
+                    return await litellm.acompletion(model=name, **params)
 
             try:
                 response = await self._with_retries(name, attempt)
@@ -163,14 +209,15 @@ class LLMClient:
         call = getattr(self._lib(), function)
 
         async def attempt() -> Any:
-            return await call(
-                model=model,
-                api_base=self._config.api_base,
-                api_key=self._api_key,
-                timeout=self._config.request_timeout,
-                max_retries=0,
-                **arguments,
-            )
+            with _unlogged(self._lib()):
+                return await call(
+                    model=model,
+                    api_base=self._config.api_base,
+                    api_key=self._api_key,
+                    timeout=self._config.request_timeout,
+                    max_retries=0,
+                    **arguments,
+                )
 
         try:
             return await self._with_retries(model, attempt)

@@ -79,8 +79,20 @@ def _str_list(value: Any, key: str) -> list[str]:
     raise SkillFormatError(f"'{key}' must be a list of strings")
 
 
-def parse_skill(path: Path, text: str) -> Skill:
-    """Build a Skill from one SKILL.md's text; raises SkillFormatError on bad front matter."""
+@dataclass(frozen=True)
+class _Declared:
+    """What a SKILL.md says, checked; whether its requirements are met is looked up apart,
+    since a binary or a variable can appear while the file stays the same."""
+
+    name: str
+    description: str
+    always: bool
+    body: str
+    bins: tuple[str, ...]
+    env: tuple[str, ...]
+
+
+def _declared(path: Path, text: str) -> _Declared:
     meta, body = split_front_matter(text)
     name = meta.get("name", path.parent.name)
     description = meta.get("description", "")
@@ -94,23 +106,61 @@ def parse_skill(path: Path, text: str) -> Skill:
         raise SkillFormatError("'always' must be true or false")
     if not isinstance(requires, dict):
         raise SkillFormatError("'requires' must be a mapping with 'bins' and/or 'env'")
-    missing = [
-        f"bin: {b}" for b in _str_list(requires.get("bins"), "requires.bins") if not shutil.which(b)
-    ]
-    missing += [
-        f"env: {e}" for e in _str_list(requires.get("env"), "requires.env") if not os.environ.get(e)
-    ]
-    return Skill(
+    return _Declared(
         name=name.strip(),
         description=" ".join(description.split()),
         always=always,
-        path=path,
         body=body,
+        bins=tuple(_str_list(requires.get("bins"), "requires.bins")),
+        env=tuple(_str_list(requires.get("env"), "requires.env")),
+    )
+
+
+def _skill(path: Path, declared: _Declared) -> Skill:
+    missing = [f"bin: {b}" for b in declared.bins if not shutil.which(b)]
+    missing += [f"env: {e}" for e in declared.env if not os.environ.get(e)]
+    return Skill(
+        name=declared.name,
+        description=declared.description,
+        always=declared.always,
+        path=path,
+        body=declared.body,
         missing=tuple(missing),
     )
 
 
-def _skills_in(directory: Path, read: Callable[[Path], str]) -> dict[str, Skill]:
+def parse_skill(path: Path, text: str) -> Skill:
+    """Build a Skill from one SKILL.md's text; raises SkillFormatError on bad front matter."""
+    return _skill(path, _declared(path, text))
+
+
+class SkillReader:
+    """Reads a SKILL.md into a Skill, parsing its text again only when the file's
+    (mtime_ns, size) changes: the YAML parse is most of the cost of a turn's prompt.
+
+    Used from worker threads; a race between two turns at worst parses a file twice.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[Path, tuple[int, int, _Declared | str]] = {}
+
+    def __call__(self, path: Path) -> Skill:
+        stat = path.stat()
+        cached = self._entries.get(path)
+        if cached and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+            declared = cached[2]
+        else:
+            try:
+                declared = _declared(path, _read_text(path))
+            except SkillFormatError as exc:
+                declared = str(exc)  # the message, raised afresh each turn as before
+            self._entries[path] = (stat.st_mtime_ns, stat.st_size, declared)
+        if isinstance(declared, str):
+            raise SkillFormatError(declared)
+        return _skill(path, declared)
+
+
+def _skills_in(directory: Path, parse: Callable[[Path], Skill]) -> dict[str, Skill]:
     found: dict[str, Skill] = {}
     if not directory.is_dir():
         return found
@@ -119,7 +169,7 @@ def _skills_in(directory: Path, read: Callable[[Path], str]) -> dict[str, Skill]
         if not path.is_file():
             continue
         try:
-            skill = parse_skill(path, read(path))
+            skill = parse(path)
         except (SkillFormatError, OSError) as exc:
             log.warning("skipping skill %s: %s", path, exc)
             continue
@@ -131,14 +181,14 @@ def load_skills(
     workspace: Path,
     builtin_dir: Path | None = None,
     *,
-    read: Callable[[Path], str] | None = None,
+    parse: Callable[[Path], Skill] | None = None,
 ) -> list[Skill]:
     """Every skill, built-in and workspace, sorted by name; workspace skills win on a name clash.
 
-    Blocking: call it through `asyncio.to_thread` from async code. `read` lets a caller
-    supply a cached reader so unchanged SKILL.md files are not reread on every turn.
+    Blocking: call it through `asyncio.to_thread` from async code. `parse` lets a caller
+    supply a `SkillReader`, so unchanged SKILL.md files are not parsed again on every turn.
     """
-    reader = read or _read_text
+    reader = parse or (lambda path: parse_skill(path, _read_text(path)))
     skills = _skills_in(BUILTIN_SKILLS_DIR if builtin_dir is None else builtin_dir, reader)
     skills.update(_skills_in(workspace / "skills", reader))
     return [skills[name] for name in sorted(skills)]

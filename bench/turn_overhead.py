@@ -4,7 +4,10 @@ For sessions of 10, 1,000 and 10,000 stored messages: time inside the litellm ca
 outside it (context building, persistence, fsync, history repair), p50/p99 each; and the
 wall time of `clawgate --help`.
 
-Run: python bench/turn_overhead.py [--turns 200]
+Run: python bench/turn_overhead.py [--turns 200] [--no-recall]
+
+--no-recall turns memory.auto_recall off, to see the turn without the memory search that
+otherwise runs on every owner turn.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Message, State
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
-from clawgate.kernel.config import AgentConfig, Config
+from clawgate.kernel.config import AgentConfig, Config, MemoryConfig
 from tests.fakes.llm import FakeLLM, text
 
 LIVE_TAIL = 40  # what consolidation leaves unconsolidated in a long session
@@ -52,10 +55,15 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def measure(
-    size: int, turns: int, fake: FakeLLM, root: Path
+    size: int, turns: int, fake: FakeLLM, root: Path, recall: bool
 ) -> tuple[list[float], list[float]]:
     agent = AgentConfig(model="openai/fake", api_base=fake.url, api_key="x", max_retries=0)
-    config = Config(workspace=root / f"ws{size}", data_dir=root / "data", agent=agent)
+    config = Config(
+        workspace=root / f"ws{size}",
+        data_dir=root / "data",
+        agent=agent,
+        memory=MemoryConfig(auto_recall=recall),
+    )
     onboard(root / "data" / f"config{size}.toml", workspace=config.workspace)
     runtime = AgentRuntime.build(config)
     llm = TimedLLM(agent)
@@ -94,16 +102,17 @@ def help_time() -> float:
     return min(runs)
 
 
-async def main_async(turns: int) -> None:
+async def main_async(turns: int, recall: bool) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     async with FakeLLM() as fake:
         fake.handler = lambda request: text("ok")
         with tempfile.TemporaryDirectory() as tmp:
+            print(f"auto-recall {'on' if recall else 'off'}")
             print(
                 f"{'messages':>9} {'inside p50':>11} {'inside p99':>11} {'outside p50':>12} {'outside p99':>12}  (ms)"
             )
             for size in (10, 1_000, 10_000):
-                inside, outside = await measure(size, turns, fake, Path(tmp))
+                inside, outside = await measure(size, turns, fake, Path(tmp), recall)
                 print(
                     f"{size:>9} {_pct(inside, 0.5):>11.2f} {_pct(inside, 0.99):>11.2f}"
                     f" {_pct(outside, 0.5):>12.2f} {_pct(outside, 0.99):>12.2f}"
@@ -114,7 +123,11 @@ async def main_async(turns: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=200)
-    asyncio.run(main_async(parser.parse_args().turns))
+    parser.add_argument(
+        "--no-recall", dest="recall", action="store_false", help="memory.auto_recall off"
+    )
+    args = parser.parse_args()
+    asyncio.run(main_async(args.turns, args.recall))
 
 
 if __name__ == "__main__":

@@ -104,6 +104,8 @@ class Gateway:
                 await self.bus.publish_inbound(message)
             if self.status is not None:
                 self._chores = [
+                    # The daemon will need litellm: load it now, not on the first message.
+                    tasks.create_task(self.runtime.llm.warm_up(), name="litellm import"),
                     tasks.create_task(self.status.run(), name="status"),
                     tasks.create_task(_housekeeping(self.runtime.config), name="housekeeping"),
                 ]

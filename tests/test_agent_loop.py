@@ -235,6 +235,7 @@ async def test_daemon_wiring_reports_channels_and_writes_status(tmp_path, fake_l
         await wait_until(lambda: read_status(config.data_dir) is not None)
         report = read_status(config.data_dir)
         assert report is not None and report["channels"]["test"]["state"] == "running"
+        await wait_until(lambda: runtime.llm.ready)  # loaded in the background, not on demand
     finally:
         await gateway.stop(grace=2)
     assert read_status(config.data_dir) is None  # removed on a clean stop

@@ -7,10 +7,12 @@ others stop before any model is needed.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -25,7 +27,8 @@ import typer
 from typer.testing import CliRunner
 
 from clawgate.agent.session import Message, SessionStore
-from clawgate.gateway.cli.root import ClawgateGroup
+from clawgate.gateway.cli.root import LAZY_SUB_APPS, ClawgateGroup
+from clawgate.gateway.cli.root import app as clawgate_app
 from clawgate.gateway.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
 from clawgate.kernel.errors import ConfigError, CronError
@@ -329,6 +332,44 @@ async def test_model_free_commands_import_no_heavy_library(tmp_path: Path) -> No
     assert "exit agent 2" in lines
     assert "exit sessions 0" in lines
     assert lines[-1] == "heavy []"
+
+
+def test_help_imports_neither_the_sub_apps_nor_rich() -> None:
+    # Sub-apps load when named and help is plain: --help pays for neither.
+    script = textwrap.dedent(
+        """
+        import sys
+        from clawgate.gateway.cli import app
+
+        try:
+            app(["--help"], prog_name="clawgate")
+        except SystemExit:
+            pass
+        loaded = [m for m in sys.modules if m.startswith(("clawgate.gateway.cli.", "rich"))]
+        print("loaded", sorted(loaded))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=QUICK_RUN_TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr
+    for name in LAZY_SUB_APPS:
+        assert name in result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        "loaded ['clawgate.gateway.cli.context', 'clawgate.gateway.cli.ops',"
+        " 'clawgate.gateway.cli.root', 'clawgate.gateway.cli.status']"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(LAZY_SUB_APPS))
+def test_a_lazy_sub_app_is_listed_with_its_own_help_and_runs(name: str) -> None:
+    module, attribute, listed = LAZY_SUB_APPS[name]
+    sub_app = getattr(importlib.import_module(module), attribute)
+    assert listed == sub_app.info.help
+    result = CliRunner().invoke(clawgate_app, [name, "--help"])
+    assert result.exit_code == 0
+    assert f"Usage: clawgate {name} [OPTIONS] COMMAND [ARGS]..." in result.stdout
+    assert listed in " ".join(result.stdout.split())
 
 
 def test_user_errors_become_one_line_and_bugs_keep_their_traceback() -> None:

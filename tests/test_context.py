@@ -108,6 +108,45 @@ async def test_changed_file_is_picked_up_and_unchanged_file_is_cached(workspace:
     assert "## SOUL.md" not in await prompt(builder, Trust.OWNER)
 
 
+async def test_a_skill_is_parsed_once_until_its_file_changes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import clawgate.agent.skills_loader as skills_loader
+
+    parsed: list[str] = []
+    real_load = skills_loader.yaml.safe_load
+
+    def counting_load(text: str) -> object:
+        parsed.append(text)
+        return real_load(text)
+
+    monkeypatch.setattr(skills_loader.yaml, "safe_load", counting_load)
+    builder = ContextBuilder(workspace, builtin_skills_dir=workspace / "none")
+    path = skill(workspace, "weather", "description: first-version")
+    stamp = path.stat().st_mtime_ns
+    assert "weather: first-version" in await prompt(builder, Trust.OWNER)
+    assert "weather: first-version" in await prompt(builder, Trust.OWNER)
+    assert len(parsed) == 1
+
+    # Edited in place: the next turn has the new text.
+    skill(workspace, "weather", "description: other-version")
+    os.utime(path, ns=(stamp + 1_000_000_000, stamp + 1_000_000_000))
+    text = await prompt(builder, Trust.OWNER)
+    assert "weather: other-version" in text and "first-version" not in text
+    assert len(parsed) == 2
+
+    # A broken edit is reported on every turn, as before, without being parsed again.
+    skill(workspace, "weather", "always: sometimes")
+    with caplog.at_level(logging.WARNING, logger="clawgate.agent.skills_loader"):
+        for _ in range(2):
+            assert "weather" not in await prompt(builder, Trust.OWNER)
+    assert [r.getMessage().count("'always' must be") for r in caplog.records] == [1, 1]
+    assert len(parsed) == 3
+
+    path.unlink()
+    assert "## skills" not in await prompt(builder, Trust.OWNER)
+
+
 async def test_extra_parts_only_for_owner(workspace: Path) -> None:
     calls: list[tuple[Trust, str]] = []
 

@@ -472,11 +472,12 @@ def test_inbound_messages_of_any_shape_get_a_reply_and_a_loadable_session(
     finally:
         loop.run_until_complete(harness.__aexit__(None, None, None))
         loop.run_until_complete(fake.stop())
-        # litellm leaves a logging worker task behind; end it before the loop goes.
+        # litellm may leave a logging worker task behind; end it before the loop goes.
         leftover = asyncio.all_tasks(loop)
         for task in leftover:
             task.cancel()
-        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+        if leftover:
+            loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
     assert count.n >= FUZZ_EXAMPLES

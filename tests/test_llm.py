@@ -360,3 +360,41 @@ def test_importing_the_client_does_not_import_litellm() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- litellm's logging ---
+
+
+async def test_no_success_logging_is_scheduled_when_no_callback_is_registered(
+    client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client._lib()  # imports litellm the way the client does, cost map offline
+    import litellm.utils
+
+    scheduled: list[object] = []
+    monkeypatch.setattr(
+        litellm.utils, "_schedule_async_success_logging", lambda **kw: scheduled.append(kw)
+    )
+    fake_llm.script(text("Hi"))
+    assert (await client.chat(USER)).content == "Hi"
+    assert scheduled == []
+
+
+async def test_a_registered_litellm_callback_still_sees_each_call(
+    client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    litellm = client._lib()
+    from litellm.integrations.custom_logger import CustomLogger
+
+    logged = asyncio.Event()
+
+    class Recorder(CustomLogger):
+        async def async_log_success_event(self, *args: Any, **kwargs: Any) -> None:
+            logged.set()
+
+    for name in ("success_callback", "_async_success_callback", "_async_failure_callback"):
+        monkeypatch.setattr(litellm, name, [])
+    monkeypatch.setattr(litellm, "callbacks", [Recorder()])
+    fake_llm.script(text("Hi"))
+    assert (await client.chat(USER)).content == "Hi"
+    await asyncio.wait_for(logged.wait(), timeout=10)

@@ -2,11 +2,15 @@
 the one handler that turns a user's error into one line.
 
 Heavy libraries (litellm, telegram, discord) load only in the commands that use them, so
-`clawgate --help` and the file-reading commands stay instant."""
+`clawgate --help` and the file-reading commands stay instant. For the same reason the
+sub-apps (`memory`, `pairing`, `service`, `cron`) are imported only when one of them runs,
+and help is click's plain text: rich's help renderer alone costs more than the rest of
+`--help`."""
 
 from __future__ import annotations
 
-import asyncio
+import importlib
+import inspect
 import json
 import logging
 import sys
@@ -17,10 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from clawgate.gateway.cli.context import CliContext, cli_context, fail
-from clawgate.gateway.cli.cron import cron_app
-from clawgate.gateway.cli.memory import memory_app
-from clawgate.gateway.cli.ops import doctor, service_app
-from clawgate.gateway.cli.pairing import pairing_app
+from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.status import housekeeping, status
 
 if TYPE_CHECKING:
@@ -36,8 +37,59 @@ def exit_code(exc: ClawgateError) -> int:
     return 2 if isinstance(exc, ConfigError | LockHeld) else 1
 
 
+# name -> (module, its typer app, the line `clawgate --help` shows without importing it).
+LAZY_SUB_APPS = {
+    "memory": (
+        "clawgate.gateway.cli.memory",
+        "memory_app",
+        "Read long-term memory and check that nothing was lost.",
+    ),
+    "pairing": (
+        "clawgate.gateway.cli.pairing",
+        "pairing_app",
+        "Approve who may chat with the assistant in private.",
+    ),
+    "service": ("clawgate.gateway.cli.ops", "service_app", "Run the gateway as a systemd service."),
+    "cron": (
+        "clawgate.gateway.cli.cron",
+        "cron_app",
+        "Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
+    ),
+}
+
+
 class ClawgateGroup(TyperGroup):
-    """The root command: the one place a user's error becomes `clawgate: <one line>`."""
+    """The root command: the one place a user's error becomes `clawgate: <one line>`, and
+    the sub-apps of LAZY_SUB_APPS, loaded when named."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY_SUB_APPS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in LAZY_SUB_APPS or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        module, attribute, _ = LAZY_SUB_APPS[cmd_name]
+        sub_app = getattr(importlib.import_module(module), attribute)
+        # Built as `add_typer` would have built it, with the root's plain help.
+        holder = typer.Typer(rich_markup_mode=None, add_completion=False)
+        holder.add_typer(sub_app, name=cmd_name)
+        command = typer.main.get_group(holder).commands[cmd_name]
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Listed from LAZY_SUB_APPS' help lines: describing a sub-app must not import it."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_SUB_APPS:
+                rows.append((name, LAZY_SUB_APPS[name][2]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, _first_paragraph(command.short_help or command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     # Any: typer's group is built on its private copy of click, whose Context we do not import.
     def invoke(self, ctx: Any) -> Any:
@@ -52,6 +104,11 @@ class ClawgateGroup(TyperGroup):
             fail(one_line(exc), code=exit_code(exc))
 
 
+def _first_paragraph(text: str) -> str:
+    # Whole, as rich's help showed it; click's own short help stops at the first sentence.
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
+
 app = typer.Typer(
     name="clawgate",
     cls=ClawgateGroup,
@@ -59,13 +116,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 sessions_app = typer.Typer(help="Inspect conversation transcripts.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
-app.add_typer(memory_app, name="memory")
-app.add_typer(pairing_app, name="pairing")
-app.add_typer(service_app, name="service")
-app.add_typer(cron_app, name="cron")
 
 
 @app.callback()
@@ -118,6 +172,8 @@ def agent(
         fail(
             'no model configured: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
         )
+    import asyncio
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, stream=sys.stderr)
     code = asyncio.run(_run_terminal(config, message, session))
     raise typer.Exit(code)
@@ -154,6 +210,8 @@ def gateway(
     ] = False,
 ) -> None:
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
+    import asyncio
+
     from clawgate.gateway.daemon import check_ready, serve
     from clawgate.gateway.lock import InstanceLock
     from clawgate.gateway.ops.logs import setup_logging
