@@ -10,14 +10,17 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from clawgate.agent.history import MISSING_RESULT
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Consolidation, Delivery, load_session
+from clawgate.agent.tools import Tool, ToolContext, ToolParams
 from clawgate.channels.telegram import create_channel
+from clawgate.gateway.cron import turns as turns_module
 from clawgate.gateway.cron.heartbeat import Heartbeat
 from clawgate.gateway.cron.models import Schedule, StateFile
 from clawgate.gateway.cron.scheduler import CRON_KEEP_RUNS
@@ -372,6 +375,61 @@ async def test_heartbeat_never_runs_while_the_owner_has_a_turn_in_flight(
     await running.gateway.dispatcher.wait_idle(5)
     fake_llm.script(text("Plants watered? Not yet."))
     assert await heartbeat.tick() == "delivered"
+
+
+class Hold(Tool["Hold.Params"]):
+    """A tool that runs until the test releases it, like a long `exec`."""
+
+    name: ClassVar[str] = "hold"
+    description: ClassVar[str] = "Wait until released."
+
+    class Params(ToolParams):
+        pass
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        self.started.set()
+        await self.release.wait()
+        return "the real result"
+
+
+async def test_a_scheduled_reply_waits_for_the_running_turn_and_its_tool_call(
+    config: Config, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before the fix a delivery waited a bounded time (60 s) for the chat to be idle, then
+    # appended anyway; a shorter bound stands for a tool call that outlasts it.
+    monkeypatch.setattr(turns_module, "IDLE_WAIT_SECONDS", 0.2, raising=False)
+
+    def model(body: dict[str, Any]) -> Any:
+        if "[scheduled job" in json.dumps(body["messages"]):
+            return text("Reminder: stretch.")
+        return text("Held.") if body["messages"][-1]["role"] == "tool" else tool_call("hold")
+
+    fake_llm.handler = model
+    hold = Hold()
+    async with SchedulerHarness(config, tools=[hold]) as harness:
+        write_jobs(harness.store, a_job("stretch"))
+        await wait_until(lambda: "stretch" in harness.scheduler.jobs, timeout=5)
+        await harness.channel.say("run the long thing")
+        await asyncio.wait_for(hold.started.wait(), 5)
+        run = asyncio.create_task(harness.scheduler.run_job("stretch"))
+        await wait_until(lambda: len(cron_requests(fake_llm)) == 1, timeout=5)
+        await asyncio.sleep(0.5)  # longer than the old bounded wait
+        assert not run.done()  # the delivery waits for the turn, however long it takes
+        hold.release.set()
+        assert (await harness.channel.next_reply("1")).text == "Held."
+        assert (await harness.channel.next_reply("1")).text == "Reminder: stretch."
+        assert (await asyncio.wait_for(run, 5)).ok
+        messages = harness.session(TARGET)
+    assert [(m["role"], m.get("content")) for m in messages[2:]] == [
+        ("tool", "the real result"),
+        ("assistant", "Held."),
+        ("assistant", "[scheduled: job stretch] Reminder: stretch."),
+    ]
+    assert MISSING_RESULT not in json.dumps(fake_llm.requests)
 
 
 # -- through the fake Telegram server ---------------------------------------------------------
