@@ -6,7 +6,12 @@ only holds in-memory triggers rebuilt from them at start and whenever the file c
 `cron/state.json`, which only this module writes.
 
 A run is an ordinary agent turn in the session `cron:<job id>` (see turns.py); its reply
-is appended to the target session and published on the bus like any other reply.
+is appended to the target session and published on the bus like any other reply, in that
+session's dispatcher queue (never inside one of its turns).
+
+A one-shot found late (the daemon was down, the machine slept, the clock jumped) runs once:
+within `cron.missed_grace_minutes` as if on time, within `cron.missed_limit_hours` with a
+note saying how late, later than that not at all, and the target chat is told it was missed.
 """
 
 from __future__ import annotations
@@ -251,9 +256,10 @@ class CronScheduler:
         )  # fmt: skip
 
     def _lateness(self, job: CronJob, now: datetime) -> timedelta | None:
-        """How late a scheduled one-shot runs beyond its grace, or None if not late."""
+        """How late a scheduled one-shot runs beyond its grace, or None if not late (with a
+        zero grace, the milliseconds any run takes to start do not count)."""
         at = job.at_time(self.timezone)
-        if at is None or now - at <= self.grace:
+        if at is None or now - at <= max(self.grace, timedelta(minutes=1)):
             return None
         return now - at
 
