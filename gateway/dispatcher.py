@@ -7,7 +7,8 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from clawgate.agent.commands import parse_command
 from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
@@ -19,6 +20,30 @@ Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]
 # Told of each message's fate: True once it is queued for a turn, False when it is ignored.
 Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
 INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Work queued in a session's FIFO like a message, e.g. a scheduled reply's delivery."""
+
+    work: Callable[[], Awaitable[Any]]
+    done: asyncio.Future[Any]
+
+    async def run(self) -> None:
+        if self.done.done():
+            return  # its caller gave up waiting (cancelled): nothing to deliver to
+        try:
+            result = await self.work()
+        except asyncio.CancelledError:
+            self.done.cancel()
+            raise
+        except Exception as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+            return
+        if not self.done.done():
+            self.done.set_result(result)
 
 
 class Dispatcher:
@@ -46,7 +71,7 @@ class Dispatcher:
         self._on_admitted = on_admitted
         self.rate_limiter = rate_limiter or RateLimiter(messages_per_minute)
         self._slots = asyncio.Semaphore(max_concurrent)
-        self._queues: dict[str, deque[InboundMessage]] = {}
+        self._queues: dict[str, deque[InboundMessage | _Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, asyncio.Task[OutboundMessage | None]] = {}
         self._idle = asyncio.Event()
@@ -76,6 +101,18 @@ class Dispatcher:
         self._queues.setdefault(key, deque()).append(message)
         if self._on_admitted is not None:
             await self._on_admitted(message, True)
+        self._ensure_worker(key)
+
+    async def run_in_session(self, key: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` in session `key`'s FIFO: after the turns queued before it (and their
+        replies), before those queued after. A scheduled reply appended in the middle of a
+        turn would land between a tool call and its result."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(key, deque()).append(_Job(work, done))
+        self._ensure_worker(key)
+        return await done
+
+    def _ensure_worker(self, key: str) -> None:
         if key not in self._workers:
             self._idle.clear()
             self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
@@ -104,12 +141,18 @@ class Dispatcher:
         try:
             while queue:
                 message = queue.popleft()
+                if isinstance(message, _Job):
+                    await message.run()
+                    continue
                 async with self._slots:
                     reply = await self._run_one(key, message)
                 if reply is not None:
                     await self.bus.publish_outbound(reply)
         finally:
             del self._workers[key]
+            for item in queue:
+                if isinstance(item, _Job):
+                    item.done.cancel()  # shutdown cancelled the worker: it never runs
             if not queue:
                 self._queues.pop(key, None)
             if not self._workers:

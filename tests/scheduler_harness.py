@@ -3,10 +3,12 @@ the scheduler and cron CLI tests need it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from clawgate.agent.session import load_session
+from clawgate.agent.tools import Tool
 from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.store import CronStore
@@ -18,12 +20,16 @@ TARGET = "test:1"
 
 
 class SchedulerHarness(Harness):
-    """The test harness with the daemon's scheduler switched on (fast file polling)."""
+    """The test harness with the daemon's scheduler switched on (fast file polling); `tools`
+    are added to the cron tools."""
 
-    def __init__(self, config: Config, **options: Any) -> None:
+    def __init__(self, config: Config, *, tools: Sequence[Tool] = (), **options: Any) -> None:
         options.setdefault("poll_interval", 0.05)
         super().__init__(
-            config, extra_tools=cron_tools(config), scheduler=True, scheduler_options=options
+            config,
+            extra_tools=[*cron_tools(config), *tools],
+            scheduler=True,
+            scheduler_options=options,
         )
 
     @property

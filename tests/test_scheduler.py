@@ -7,17 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from clawgate.agent.history import MISSING_RESULT
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Consolidation, Delivery, load_session
+from clawgate.agent.tools import Tool, ToolContext, ToolParams
 from clawgate.channels.telegram import create_channel
+from clawgate.gateway.cron import turns as turns_module
 from clawgate.gateway.cron.heartbeat import Heartbeat
 from clawgate.gateway.cron.models import Schedule, StateFile
 from clawgate.gateway.cron.scheduler import CRON_KEEP_RUNS
@@ -138,42 +142,88 @@ async def test_jobs_and_state_survive_a_restart(config: Config, fake_llm: FakeLL
     assert len(cron_requests(fake_llm)) == 1
 
 
-async def test_missed_one_shot_fires_once_and_recurring_jobs_do_not_replay(
+async def test_missed_one_shots_run_late_with_a_note_or_are_reported_past_the_limit(
     config: Config, fake_llm: FakeLLM
 ) -> None:
     fake_llm.handler = lambda body: text("Call the bank!")
     now = datetime.now(UTC)
     store = CronStore(config.workspace / "cron")
     hourly = a_job("hourly", schedule=Schedule(every=3600), created_at=now - timedelta(hours=5))
+    ancient = now - timedelta(hours=30, minutes=1)  # the limit is 24 h
     write_jobs(
         store,
         a_job("recent", schedule=Schedule(at=now - timedelta(minutes=10))),  # grace is 60 min
-        a_job("stale", schedule=Schedule(at=now - timedelta(hours=3))),
+        a_job("stale", schedule=Schedule(at=now - timedelta(hours=3, minutes=1))),
+        a_job("ancient", schedule=Schedule(at=ancient)),
         hourly,
     )
     state = StateFile()
     state.of("hourly").last_run = now - timedelta(hours=4)
     store.save_state(state)
     async with SchedulerHarness(config) as harness:
-        replies = {(await harness.channel.next_reply("1")).text for _ in range(2)}
-        assert replies == {
+        replies = sorted([(await harness.channel.next_reply("1")).text for _ in range(3)])
+        assert replies[0].startswith("(this reminder was due at ")
+        assert replies[0].endswith(", 3 h ago) Call the bank!")
+        assert replies[1:] == [
             "Call the bank!",
-            "Missed: the scheduled job 'job stale' was due at "
-            f"{(now - timedelta(hours=3)):%Y-%m-%d %H:%M} UTC while I was offline, so it did not run.",
-        }
-        await wait_until(lambda: not harness.store.load().get("recent").enabled, timeout=5)
+            f"Missed: the scheduled job 'job ancient' was due at {ancient:%Y-%m-%d %H:%M} UTC, "
+            "30 h ago - later than the 24 h limit for late runs, so it did not run.",
+        ]
+
+        def settled() -> bool:
+            jobs = harness.store.load()
+            return not any(jobs.get(j).enabled for j in ("recent", "stale", "ancient"))
+
+        await wait_until(settled, timeout=5)
         nxt = harness.scheduler.next_run("hourly")
         assert nxt is not None and now < nxt <= now + timedelta(hours=1)
-    jobs = store.load()
-    assert (
-        not jobs.get("stale").enabled and store.load_state().jobs["stale"].last_status == "missed"
-    )
-    assert len(cron_requests(fake_llm)) == 1  # only "recent" ran; "hourly" replayed nothing
+    states = store.load_state().jobs
+    assert [states[j].last_status for j in ("recent", "stale", "ancient")] == ["ok", "ok", "missed"]
+    assert all(states[j].next_run is None for j in ("recent", "stale", "ancient"))
+    assert len(cron_requests(fake_llm)) == 2  # "hourly" replayed nothing, "ancient" never ran
+    late = [r for r in cron_requests(fake_llm) if "it runs late" in json.dumps(r["messages"])]
+    assert len(late) == 1  # the model knows the reminder is late
     async with SchedulerHarness(config) as again:
         assert again.scheduler.next_run("recent") is None
         await asyncio.sleep(0.2)
         assert again.channel.sent.get("1") is None or again.channel.sent["1"].empty()
-    assert len(cron_requests(fake_llm)) == 1
+    assert len(cron_requests(fake_llm)) == 2
+
+
+class Shifted:
+    """The real time plus an offset a test moves, like a machine waking from sleep."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+async def test_a_one_shot_missed_across_a_clock_jump_runs_late_with_a_note(
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    config = make(tmp_path, agent_config, cron=CronConfig(missed_grace_minutes=0))
+    fake_llm.handler = lambda body: text("Call the bank!")
+    clock = Shifted()
+    async with SchedulerHarness(config, clock=clock) as harness:
+        await harness.ask("hi")  # the first model call imports litellm: not inside the timing
+        due = clock() + timedelta(seconds=2)
+        write_jobs(harness.store, a_job("nap", schedule=Schedule(at=due)))
+        await wait_until(lambda: harness.scheduler.next_run("nap") is not None, timeout=5)
+        clock.offset = timedelta(hours=3)
+        # The machine sleeps: the event loop and APScheduler's timer stop past the due time.
+        time.sleep(4)  # noqa: ASYNC251
+        reply = await harness.channel.next_reply("1")
+        assert reply.text.startswith("(this reminder was due at ")
+        assert reply.text.endswith(", 3 h ago) Call the bank!")
+
+        def done() -> bool:
+            state = harness.store.load_state().jobs.get("nap")
+            return state is not None and state.last_status == "ok" and state.next_run is None
+
+        await wait_until(done, timeout=5)
+        assert not harness.store.load().get("nap").enabled
 
 
 # -- the direct run path ----------------------------------------------------------------------
@@ -372,6 +422,61 @@ async def test_heartbeat_never_runs_while_the_owner_has_a_turn_in_flight(
     await running.gateway.dispatcher.wait_idle(5)
     fake_llm.script(text("Plants watered? Not yet."))
     assert await heartbeat.tick() == "delivered"
+
+
+class Hold(Tool["Hold.Params"]):
+    """A tool that runs until the test releases it, like a long `exec`."""
+
+    name: ClassVar[str] = "hold"
+    description: ClassVar[str] = "Wait until released."
+
+    class Params(ToolParams):
+        pass
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        self.started.set()
+        await self.release.wait()
+        return "the real result"
+
+
+async def test_a_scheduled_reply_waits_for_the_running_turn_and_its_tool_call(
+    config: Config, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before the fix a delivery waited a bounded time (60 s) for the chat to be idle, then
+    # appended anyway; a shorter bound stands for a tool call that outlasts it.
+    monkeypatch.setattr(turns_module, "IDLE_WAIT_SECONDS", 0.2, raising=False)
+
+    def model(body: dict[str, Any]) -> Any:
+        if "[scheduled job" in json.dumps(body["messages"]):
+            return text("Reminder: stretch.")
+        return text("Held.") if body["messages"][-1]["role"] == "tool" else tool_call("hold")
+
+    fake_llm.handler = model
+    hold = Hold()
+    async with SchedulerHarness(config, tools=[hold]) as harness:
+        write_jobs(harness.store, a_job("stretch"))
+        await wait_until(lambda: "stretch" in harness.scheduler.jobs, timeout=5)
+        await harness.channel.say("run the long thing")
+        await asyncio.wait_for(hold.started.wait(), 5)
+        run = asyncio.create_task(harness.scheduler.run_job("stretch"))
+        await wait_until(lambda: len(cron_requests(fake_llm)) == 1, timeout=5)
+        await asyncio.sleep(0.5)  # longer than the old bounded wait
+        assert not run.done()  # the delivery waits for the turn, however long it takes
+        hold.release.set()
+        assert (await harness.channel.next_reply("1")).text == "Held."
+        assert (await harness.channel.next_reply("1")).text == "Reminder: stretch."
+        assert (await asyncio.wait_for(run, 5)).ok
+        messages = harness.session(TARGET)
+    assert [(m["role"], m.get("content")) for m in messages[2:]] == [
+        ("tool", "the real result"),
+        ("assistant", "Held."),
+        ("assistant", "[scheduled: job stretch] Reminder: stretch."),
+    ]
+    assert MISSING_RESULT not in json.dumps(fake_llm.requests)
 
 
 # -- through the fake Telegram server ---------------------------------------------------------

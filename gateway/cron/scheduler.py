@@ -6,7 +6,12 @@ only holds in-memory triggers rebuilt from them at start and whenever the file c
 `cron/state.json`, which only this module writes.
 
 A run is an ordinary agent turn in the session `cron:<job id>` (see turns.py); its reply
-is appended to the target session and published on the bus like any other reply.
+is appended to the target session and published on the bus like any other reply, in that
+session's dispatcher queue (never inside one of its turns).
+
+A one-shot found late (the daemon was down, the machine slept, the clock jumped) runs once:
+within `cron.missed_grace_minutes` as if on time, within `cron.missed_limit_hours` with a
+note saying how late, later than that not at all, and the target chat is told it was missed.
 """
 
 from __future__ import annotations
@@ -49,12 +54,23 @@ HEARTBEAT_JOB = "heartbeat"
 SHUTDOWN_GRACE_SECONDS = 10.0
 
 
-def job_prompt(job: CronJob) -> str:
+def job_prompt(job: CronJob, note: str = "") -> str:
     # The bracketed header also keeps a message such as "/new" from being taken as a command.
+    late = f"; it runs late {note.strip()}" if note else ""
     return (
         f"[scheduled job {job.name!r} (id {job.id}); this is not a live message - your reply "
-        f"is sent to {job.deliver_to}] {job.message}"
+        f"is sent to {job.deliver_to}{late}] {job.message}"
     )
+
+
+def how_long(delta: timedelta) -> str:
+    """A rough duration for a person: "5 min", "3 h", "2 days"."""
+    minutes = int(delta.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    if minutes < 48 * 60:
+        return f"{minutes // 60} h"
+    return f"{minutes // (24 * 60)} days"
 
 
 class CronScheduler:
@@ -74,6 +90,8 @@ class CronScheduler:
         self.runtime = runtime
         self.timezone = config.agent.timezone
         self.grace = timedelta(minutes=config.cron.missed_grace_minutes)
+        self.missed_limit_hours = config.cron.missed_limit_hours
+        self.missed_limit = timedelta(hours=self.missed_limit_hours)
         self.cron_enabled = config.cron.enabled
         self.store = CronStore(config.workspace / "cron", writer=runtime.writer)
         self.turns = ScheduledTurns(runtime, bus, dispatcher)
@@ -225,31 +243,45 @@ class CronScheduler:
         if state.last_status == "ok" and state.last_run is not None and state.last_run >= at:
             return  # ran; the daemon stopped before it could disable the job
         due = state.retry_at or at
-        now = self.clock()
-        grace = int(self.grace.total_seconds())
-        if due > now:
+        if due > self.clock():
             trigger = DateTrigger(run_date=due)
-        elif now - due <= self.grace:
-            trigger = DateTrigger()  # missed while down, still within grace: once, now
-            log.info("cron: %s (%s) was due at %s; running it now", job.id, job.name, due)
         else:
-            await self._missed(job, due)
-            return
+            trigger = DateTrigger()  # missed while down: once, now (run_job weighs how late)
+            log.info("cron: %s (%s) was due at %s; running it now", job.id, job.name, due)
+        # No misfire limit: a one-shot found late after a sleep or a clock jump still reaches
+        # run_job, which runs it with a note or reports it missed, and updates its state.
         self._aps.add_job(
             self._fire, trigger, args=[job.id], id=job.id, name=job.name,
-            misfire_grace_time=max(grace, 1),
+            misfire_grace_time=None,
         )  # fmt: skip
 
-    async def _missed(self, job: CronJob, due: datetime) -> None:
-        log.warning("cron: %s (%s) was due at %s, beyond the grace; not run", job.id, job.name, due)
+    def _lateness(self, job: CronJob, now: datetime) -> timedelta | None:
+        """How late a scheduled one-shot runs beyond its grace, or None if not late (with a
+        zero grace, the milliseconds any run takes to start do not count)."""
+        at = job.at_time(self.timezone)
+        if at is None or now - at <= max(self.grace, timedelta(minutes=1)):
+            return None
+        return now - at
+
+    async def _missed(self, job: CronJob, late: timedelta) -> RunResult:
+        at = job.at_time(self.timezone)
+        assert at is not None
+        log.warning("cron: %s (%s) was due at %s, beyond the limit; not run", job.id, job.name, at)
         state = self.state.of(job.id)
         state.last_status, state.retry_at = "missed", None
         await self._disable(job)
-        shown = due.astimezone(job.tz(self.timezone)).strftime("%Y-%m-%d %H:%M %Z")
         await self._notify(
-            job, f"Missed: the scheduled job {job.name!r} was due at {shown} while I was offline, "
-            "so it did not run.",
+            job, f"Missed: the scheduled job {job.name!r} was due at {self._shown(job, at)}, "
+            f"{how_long(late)} ago - later than the {self.missed_limit_hours} h limit for late "
+            "runs, so it did not run.",
         )  # fmt: skip
+        await self._save_state()
+        return RunResult(ok=False, error="missed")
+
+    def _shown(self, job: CronJob, at: datetime) -> str:
+        local = at.astimezone(job.tz(self.timezone))
+        today = self.clock().astimezone(local.tzinfo).date() == local.date()
+        return local.strftime("%H:%M" if today else "%Y-%m-%d %H:%M %Z")
 
     def _unschedule(self, job_id: str) -> None:
         if self._aps is None:
@@ -263,9 +295,13 @@ class CronScheduler:
 
         if self._aps is None:
             return
+        job = self.jobs.get(job_id)
+        # A one-shot's retry must not be skipped as misfired either: it is the only run left.
+        one_shot = job is not None and job.is_one_shot
+        grace = None if one_shot else max(int(self.grace.total_seconds()), 1)
         self._aps.add_job(
             self._fire, DateTrigger(run_date=when), args=[job_id], id=f"retry:{job_id}",
-            replace_existing=True, misfire_grace_time=int(self.grace.total_seconds()) or 1,
+            replace_existing=True, misfire_grace_time=grace,
         )  # fmt: skip
 
     def next_run(self, job_id: str) -> datetime | None:
@@ -324,7 +360,15 @@ class CronScheduler:
                 if job is None or not job.enabled:
                     return RunResult(ok=False, error="job removed or disabled")
             started = self.clock()
-            result = await self._run_turn(job)
+            late = None if manual or not job.is_one_shot else self._lateness(job, started)
+            note = ""
+            if late is not None:
+                if late > self.missed_limit:
+                    return await self._missed(job, late)
+                at = job.at_time(self.timezone)
+                assert at is not None
+                note = f"(this reminder was due at {self._shown(job, at)}, {how_long(late)} ago) "
+            result = await self._run_turn(job, note)
             state = self.state.of(job.id)
             state.last_run, state.runs = started, state.runs + 1
             state.last_status = "ok" if result.ok else "error"
@@ -340,17 +384,20 @@ class CronScheduler:
                 self._aps.remove_job(f"retry:{job_id}")
         self.state.of(job_id).retry_at = None
 
-    async def _run_turn(self, job: CronJob) -> RunResult:
+    async def _run_turn(self, job: CronJob, note: str = "") -> RunResult:
+        """`note` says how late the run is: the model reads it, the chat sees it first."""
         try:
             trust = await self.turns.target_trust(job.deliver_to)
             reply = await self.turns.turn(
-                "cron", job.id, job_prompt(job), trust, keep_runs=CRON_KEEP_RUNS
+                "cron", job.id, job_prompt(job, note), trust, keep_runs=CRON_KEEP_RUNS
             )
             if reply is None:
                 return RunResult(ok=False, error="the turn produced no reply")
             if reply.is_error:
                 return RunResult(ok=False, error=reply.text)
-            await self.turns.deliver(job.deliver_to, reply.text, label=f"[scheduled: {job.name}] ")
+            await self.turns.deliver(
+                job.deliver_to, note + reply.text, label=f"[scheduled: {job.name}] "
+            )
             return RunResult(ok=True, text=reply.text)
         except Exception as exc:
             log.exception("cron: job %s failed", job.id)

@@ -7,7 +7,6 @@ with mode "trimmed", see agent/scheduled.py), so it never replays a growing hist
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from clawgate.agent.scheduled import trim_history
@@ -17,11 +16,6 @@ from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Tru
 if TYPE_CHECKING:
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.gateway.dispatcher import Dispatcher
-
-# A reply is appended to the target session only between that session's turns: inside a
-# turn it would separate the model's tool calls from their results.
-IDLE_WAIT_SECONDS = 60.0
-IDLE_POLL_SECONDS = 0.2
 
 
 class ScheduledTurns:
@@ -66,9 +60,14 @@ class ScheduledTurns:
         return reply
 
     async def deliver(self, deliver_to: str, text: str, *, label: str) -> None:
-        """Append `label + text` to the target session and send `text` to its chat."""
+        """Append `label + text` to the target session and send `text` to its chat, in that
+        session's turn order: never while one of its turns (and its tool calls) runs."""
+        await self.dispatcher.run_in_session(
+            deliver_to, lambda: self._append_and_send(deliver_to, text, label)
+        )
+
+    async def _append_and_send(self, deliver_to: str, text: str, label: str) -> None:
         channel, chat_id = deliver_to.split(":", 1)
-        await self._until_idle(deliver_to)
         sessions = self.runtime.sessions
         target = await sessions.get(deliver_to)
         stored = sessions.append(target, Message(role="assistant", content=label + text))
@@ -76,10 +75,3 @@ class ScheduledTurns:
         await self.bus.publish_outbound(
             OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])
         )
-
-    async def _until_idle(self, key: str) -> None:
-        # The dispatcher has no per-session event to wait on; a short bounded poll it is.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + IDLE_WAIT_SECONDS
-        while self.dispatcher.busy(key) and loop.time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(IDLE_POLL_SECONDS)

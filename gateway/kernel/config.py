@@ -149,6 +149,9 @@ class MemoryConfig(_Section):
 class CronConfig(_Section):
     enabled: bool = True
     missed_grace_minutes: int = Field(60, ge=0)
+    # A one-shot later than the grace still runs, with a note saying how late, up to this
+    # many hours; later than that the target chat is told it was missed.
+    missed_limit_hours: int = Field(24, ge=0)
     allow_from_groups: bool = False
 
 
