@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -171,10 +170,10 @@ class ContextBuilder:
         lines = [
             "You are the user's personal assistant, running in clawgate, a self-hosted gateway.",
             f"Current date and time: {local:%Y-%m-%d %H:%M} ({local:%A}), time zone {self.zone.key}.",
-            f"Workspace: {self.workspace}",
             f"Session: {session_key} (trust: {trust.value}).",
         ]
         if trust is Trust.OWNER:
+            lines.insert(2, f"Workspace: {self.workspace}")
             lines.append("You are talking privately with the owner.")
         else:
             who = (
@@ -182,10 +181,11 @@ class ContextBuilder:
                 if trust is Trust.GROUP
                 else "a shared chat with a guest, not the owner"
             )
-            public = self.workspace / "public"
+            # Relative: the absolute path tells a shared chat the owner's user name and layout.
             lines.append(
                 f"This is {who}. The owner's private memory is unavailable here and must never "
-                f"be revealed; file tools are limited to {public}{os.sep}."
+                "be revealed; file tools are limited to the shared folder; give them paths "
+                "relative to it."
             )
         return "\n".join(lines)
 

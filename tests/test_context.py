@@ -65,7 +65,7 @@ async def test_shared_chats_never_see_private_memory(workspace: Path, trust: Tru
     assert "Lisbon" not in text
     assert "Rita" not in text
     assert "private memory is unavailable" in text
-    assert str(workspace / "public") in text
+    assert "limited to the shared folder" in text
 
 
 async def test_missing_files_are_skipped(tmp_path: Path) -> None:

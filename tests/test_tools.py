@@ -237,7 +237,7 @@ async def test_write_file_creates_parents_and_keeps_private_modes(workspace: Pat
         "Wrote 6 bytes to a/b/c.md"
     )
     assert (workspace / "a/b/c.md").read_text() == "héllo"
-    assert stat.S_IMODE((workspace / "a/b/c.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((workspace / "a/b/c.md").stat().st_mode) == 0o600
     memory = workspace / "memory" / "MEMORY.md"
     memory.chmod(0o600)
     await call(ctx, "write_file", path="memory/MEMORY.md", content="new facts")

@@ -26,6 +26,8 @@ from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
 
 SCHEMA_VERSION = "1"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -111,7 +113,7 @@ def cjk_text(text: str) -> str:
 async def open_db(db_path: Path, workspace: Path) -> aiosqlite.Connection:
     """Open (creating if needed) the database; one of another schema version is derived
     data from another release, so it is deleted and built again."""
-    await asyncio.to_thread(db_path.parent.mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(private_dir, db_path.parent)
     db = await _connect(db_path)
     try:
         rows = await fetch(db, "SELECT name FROM sqlite_master WHERE name = 'meta'")
@@ -159,7 +161,29 @@ async def _forget_other_chunking(db: aiosqlite.Connection) -> None:
     await db.execute("COMMIT")
 
 
+def private_dir(folder: Path) -> None:
+    """Create `folder` and its missing parents 0700, whatever the umask: the index holds
+    MEMORY.md's text. An existing index folder is narrowed too (it is ours alone)."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for path in reversed(missing):
+        path.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        os.chmod(path, PRIVATE_DIR)
+    os.chmod(folder, PRIVATE_DIR)
+
+
+def _private_files(db_path: Path, *, create: bool) -> None:
+    """Pre-create the database 0600 (SQLite would honour the umask) and narrow the -wal and
+    -shm files, which SQLite gives the database's mode at best."""
+    if create:
+        os.close(os.open(db_path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{db_path}{suffix}")
+        if path.exists():
+            os.chmod(path, PRIVATE_FILE)
+
+
 async def _connect(db_path: Path) -> aiosqlite.Connection:
+    await asyncio.to_thread(_private_files, db_path, create=True)
     db = aiosqlite.connect(db_path, isolation_level=None)
     # aiosqlite's worker thread is not a daemon: an index its owner never closed would keep
     # the interpreter from exiting. The data is derived and SQLite (WAL) survives a kill.
@@ -171,6 +195,7 @@ async def _connect(db_path: Path) -> aiosqlite.Connection:
         await db.execute("PRAGMA busy_timeout = 10000")
         await db.execute("PRAGMA journal_mode = WAL")
         await db.execute("PRAGMA synchronous = NORMAL")
+        await asyncio.to_thread(_private_files, db_path, create=False)
     except BaseException:
         await db.close()
         raise

@@ -55,7 +55,8 @@ class Replay(Enum):
     """What to do with a message whose platform id this session has already stored."""
 
     ANSWERED = "answered"  # its reply was handed out or delivered: send nothing
-    SUPERSEDED = "superseded"  # never answered, but later messages were: do not reopen it
+    # never answered, but later messages were (or /new came after): do not reopen it
+    SUPERSEDED = "superseded"
     UNSENT = "unsent"  # replied, but the reply never left: send that reply
     UNFINISHED = "unfinished"  # the turn never finished: finish it, storing nothing twice
 
@@ -68,6 +69,9 @@ class ReplayDecision:
 
 def replay(session: Session, user_seq: int) -> ReplayDecision:
     """The decision for a re-delivered copy of the user message stored at `user_seq`."""
+    if user_seq < session.first_seq:
+        # Stored in a transcript /new has archived since: that conversation is closed.
+        return ReplayDecision(Replay.SUPERSEDED)
     reply = reply_to(session, user_seq)
     if reply is not None:
         if answered(session, reply["seq"]):

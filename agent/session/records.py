@@ -105,6 +105,9 @@ class SessionHeader(Line):
     created_at: str | None = None
     # Seqs continue across /new: the first seq this transcript holds.
     first_seq: int = 1
+    # The last platform ids (-> seq) of the transcript /new archived, so a copy re-delivered
+    # after /new is still recognised. Left out of the line when there are none.
+    earlier_message_ids: dict[str, StrictInt] | None = None
 
 
 class State(Line):

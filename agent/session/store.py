@@ -43,6 +43,9 @@ _SAFE = re.compile(r"[A-Za-z0-9-]")
 R = TypeVar("R", bound=RecordKind)
 # Set by the store, not by whoever appends a message.
 _STAMPS = {"seq", "timestamp"}
+# How many platform message ids of an archived transcript the next one remembers: far more
+# than a channel re-delivers after a restart.
+CARRIED_MESSAGE_IDS = 200
 
 
 def session_filename(key: str) -> str:
@@ -219,11 +222,16 @@ class SessionStore:
         except FileNotFoundError:
             pass
         self.writer.mkdir(self.directory)
+        earlier = {i: s for i, s in session.message_ids.items() if s < session.first_seq}
         header = SessionHeader(
-            key=session.key, created_at=utc_now_iso(), first_seq=session.next_seq
+            key=session.key,
+            created_at=utc_now_iso(),
+            first_seq=session.next_seq,
+            earlier_message_ids=earlier or None,
         )
         # The header has always been written with json's default separators; it stays so.
-        self.writer.append(session.path, json.dumps(header.model_dump(), ensure_ascii=False) + "\n")
+        line = json.dumps(header.model_dump(exclude_none=True), ensure_ascii=False)
+        self.writer.append(session.path, line + "\n")
         session.needs_newline = False
 
     async def sync(self, session: Session) -> None:
@@ -242,11 +250,15 @@ class SessionStore:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         target = self.archive_dir / f"{session.path.stem}.{stamp}.jsonl"
         await asyncio.to_thread(self.writer.move, session.path, target)
+        # A message of the old transcript re-delivered after /new (a restart before the
+        # platform saw it acknowledged) must not start a turn in the new one.
+        carried = list(session.message_ids.items())[-CARRIED_MESSAGE_IDS:]
         fresh = Session(
             key=session.key,
             path=session.path,
             next_seq=session.next_seq,
             first_seq=session.next_seq,
+            message_ids=dict(carried),
         )
         # The old object now stands for the archived transcript: a consolidation still running
         # on it appends its records there, never to the fresh file.
@@ -277,6 +289,7 @@ def _apply_record(session: Session, record: SessionHeader | RecordKind) -> None:
     if isinstance(record, SessionHeader):
         session.first_seq = record.first_seq
         session.next_seq = max(session.next_seq, record.first_seq)
+        session.message_ids.update(record.earlier_message_ids or {})
     elif isinstance(record, State):
         session.state.update(record.to_dict(exclude={"type", "timestamp"}))
     else:

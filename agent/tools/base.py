@@ -98,8 +98,8 @@ class ToolContext:
         """Create a non-owner's `root` (public/) if missing: the loop does it once per turn,
         before any tool runs. (The workspace, an owner's root, exists from the start.)"""
         if not self.trust.is_owner and not self.root.is_dir():
-            # Only shared files live in public/, so they are readable by the owner's other tools.
-            self.writer.mkdir(self.root, mode=0o755)
+            # Private like every other folder: the gateway's user is the only one reading it.
+            self.writer.mkdir(self.root, mode=0o700)
 
     @cached_property
     def redact(self) -> Redactor:

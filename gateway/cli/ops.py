@@ -23,6 +23,12 @@ def doctor(
             "--online", help="Also send one tiny request to the model and each chat platform."
         ),
     ] = False,
+    fix_modes: Annotated[
+        bool,
+        typer.Option(
+            "--fix-modes", help="Remove group/other access from every path the check flags."
+        ),
+    ] = False,
 ) -> None:
     """Check the config, file permissions, workspace and installed packages. Exit 1 on problems."""
     import asyncio
@@ -32,7 +38,7 @@ def doctor(
     from clawgate.gateway.ops.doctor import Report, diagnose, note, render
     from clawgate.gateway.ops.online import online_checks
 
-    config, findings = diagnose(cli_context(ctx).config_path)
+    config, findings = diagnose(cli_context(ctx).config_path, fix_modes=fix_modes)
     if online:
         if config is None:
             findings.append(note("online checks skipped: the config does not load"))

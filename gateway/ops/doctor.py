@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 Level = Literal["ok", "note", "problem"]
 COMPROMISED_LITELLM = frozenset({"1.82.7", "1.82.8"})
-# Workspace folders holding private data: transcripts, memory, owner downloads.
-PRIVATE_WORKSPACE_DIRS = ("sessions", "memory", "media")
+# Workspace folders holding private data: transcripts, memory, owner downloads, and what
+# shared chats put in public/ (readable by them through the bot, not by other local users).
+PRIVATE_WORKSPACE_DIRS = ("sessions", "memory", "media", "public")
 DISK_FOLDERS = ("media", "public/media", "sessions/archive", "memory/.versions")
 _LISTED_PATHS = 5
 
@@ -72,8 +73,10 @@ def diagnose(
     environ: Mapping[str, str] | None = None,
     writer: DiskWriter | None = None,
     package_version: Callable[[str], str] = importlib.metadata.version,
+    fix_modes: bool = False,
 ) -> tuple[Config | None, list[Finding]]:
-    """Every offline check; the config is None when it does not load (that is a problem)."""
+    """Every offline check; the config is None when it does not load (that is a problem).
+    With `fix_modes`, open modes are narrowed first, so the check reports what remains."""
     findings: list[Finding] = []
     config: Config | None = None
     try:
@@ -83,6 +86,8 @@ def diagnose(
     else:
         where = config_path if config_path.exists() else f"defaults (no file at {config_path})"
         findings.append(ok(f"config loads: {where}"))
+    if fix_modes:
+        findings += fix_permissions(config_path, config)
     findings += check_permissions(config_path, config)
     if config is not None:
         findings += check_model(config)
@@ -102,22 +107,8 @@ def check_permissions(config_path: Path, config: Config | None) -> list[Finding]
     An open mode below a private folder of the same tree (a 0755 `channels/` in a 0700
     data_dir) cannot be reached by anyone else: that is a note, not a problem.
     """
-    config_path = config_path.absolute()
-    # (label, the tree whose private folders shield what lies below them, paths)
-    targets: list[tuple[str, Path | None, list[Path]]] = [
-        ("config file", None, _existing([config_path]))
-    ]
-    if config is not None:
-        workspace = config.workspace.absolute()
-        data_dir = config.data_dir.absolute()
-        # The workspace is judged by its private folders only, wherever it lives.
-        walked = list(_walk(data_dir, skip={workspace, config_path}))
-        targets.append(("data_dir", data_dir, walked))
-        private = [workspace / name for name in PRIVATE_WORKSPACE_DIRS]
-        walked = [p for root in private for p in _walk(root, skip=set())]
-        targets.append(("workspace data", workspace, walked))
     findings: list[Finding] = []
-    for label, tree, paths in targets:
+    for label, tree, paths in _permission_targets(config_path, config):
         exposed = [(p, mode) for p in paths if (mode := _mode(p)) is not None and mode & 0o077]
         reachable = [(p, m) for p, m in exposed if tree is None or not _shielded(p, tree)]
         shielded = [(p, m) for p, m in exposed if (p, m) not in reachable]
@@ -132,6 +123,47 @@ def check_permissions(config_path: Path, config: Config | None) -> list[Finding]
             )
         if paths and not exposed:
             findings.append(ok(f"{label}: private (no group/other access)"))
+    return findings
+
+
+def _permission_targets(
+    config_path: Path, config: Config | None
+) -> list[tuple[str, Path | None, list[Path]]]:
+    """(label, the tree whose private folders shield what lies below them, paths)."""
+    config_path = config_path.absolute()
+    targets: list[tuple[str, Path | None, list[Path]]] = [
+        ("config file", None, _existing([config_path]))
+    ]
+    if config is not None:
+        workspace = config.workspace.absolute()
+        data_dir = config.data_dir.absolute()
+        # The workspace is judged by its private folders only, wherever it lives.
+        walked = list(_walk(data_dir, skip={workspace, config_path}))
+        targets.append(("data_dir", data_dir, walked))
+        private = [workspace / name for name in PRIVATE_WORKSPACE_DIRS]
+        walked = [p for root in private for p in _walk(root, skip=set())]
+        targets.append(("workspace data", workspace, walked))
+    return targets
+
+
+def fix_permissions(config_path: Path, config: Config | None) -> list[Finding]:
+    """`doctor --fix-modes`: take group/other access off every path the check flags
+    (problems and notes alike); the owner's own bits stay as they are."""
+    fixed: list[Path] = []
+    failed: list[str] = []
+    for _label, _tree, paths in _permission_targets(config_path, config):
+        for path in paths:
+            mode = _mode(path)
+            if mode is None or not mode & 0o077:
+                continue
+            try:
+                os.chmod(path, mode & ~0o077)  # _mode skipped symlinks
+            except OSError as exc:
+                failed.append(f"{path}: {one_line(exc)}")
+            else:
+                fixed.append(path)
+    findings = [ok(f"modes fixed (go-rwx): {len(fixed)} path{'' if len(fixed) == 1 else 's'}")]
+    findings += [problem(f"could not fix mode: {line}") for line in failed]
     return findings
 
 
