@@ -117,3 +117,14 @@ def test_doctor_fix_modes_fixes_what_it_flagged(tmp_path: Path) -> None:
     assert mode(leaked) == 0o600
     assert mode(leaked.parent) == 0o700
     assert mode(public) == 0o700
+
+
+def test_disk_writer_mkdir_makes_every_missing_parent_private(
+    tmp_path: Path, open_umask: None
+) -> None:
+    tmp_path.chmod(0o755)
+    target = tmp_path / "data" / "channels" / "telegram"
+    DiskWriter().mkdir(target)
+    for folder in (tmp_path / "data", tmp_path / "data" / "channels", target):
+        assert mode(folder) == 0o700, folder
+    assert mode(tmp_path) == 0o755  # a folder that existed is not the writer's to change

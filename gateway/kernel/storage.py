@@ -92,13 +92,28 @@ class DiskWriter:
 
     def mkdir(self, path: Path, *, mode: int = 0o700) -> None:
         self._check(path)
-        path.mkdir(parents=True, exist_ok=True, mode=mode)
+        make_dirs(path, mode=mode)
 
     def move(self, source: Path, target: Path) -> None:
         """Rename within one filesystem; the file exists under exactly one name at every moment."""
         self._check(target)
         os.replace(source, target)
         fsync_dir(target.parent)
+
+
+def make_dirs(path: Path, *, mode: int = 0o700) -> None:
+    """Create `path` and its missing parents with `mode` whatever the umask (mkdir's
+    `parents=True` gives the in-between folders the umask's mode); existing ones are left."""
+    missing: list[Path] = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=mode)
+        except FileExistsError:
+            continue
+        os.chmod(folder, mode)
 
 
 def _ends_mid_line(fd: int) -> bool:
