@@ -17,7 +17,13 @@ from clawgate.agent.guard import (
     ContextTooLarge,
     truncate_tool_results,
 )
-from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse
+from clawgate.agent.llm import (
+    ContextOverflow,
+    LLMClient,
+    LLMResponse,
+    ModelMisconfigured,
+    failure_reply,
+)
 from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
@@ -273,18 +279,14 @@ class AgentLoop:
                 log.warning("%s: %s", session.key, exc)
                 return self._too_long(session)
             except ModelUnavailable as exc:
-                if images:
+                if images and not isinstance(exc, ModelMisconfigured):
                     # Most likely a model without vision: the text and file note still work.
                     log.warning("%s: retrying without images: %s", session.key, exc)
                     images = []
                     continue
                 log.warning("%s: %s", session.key, exc)
                 self.sessions.append(session, TurnError(error=str(exc)))
-                return TurnResult(
-                    f"Sorry, I couldn't reach the model: {exc} Your message is saved; "
-                    "try again in a moment.",
-                    is_error=True,
-                )
+                return TurnResult(failure_reply(exc), is_error=True)
             steps += 1
             level = 0  # a compaction that made room holds for the next step
             _add_usage(total, response)
