@@ -26,6 +26,9 @@ HELP = """Commands:
 /context - where the context window goes
 /help - this list"""
 
+# The answer to a message with no text and no attachment: no model call guesses at it.
+EMPTY_MESSAGE = "Your message was empty. Send some text, or /help for commands."
+
 COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
 
 

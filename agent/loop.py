@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from clawgate.agent.commands import CommandHandler, parse_command
+from clawgate.agent.commands import EMPTY_MESSAGE, CommandHandler, parse_command
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import (
     ContextGuard,
@@ -145,6 +145,8 @@ class AgentLoop:
                     current, Command(name=command[0], message_id=message.message_id)
                 )
             return self._outbound(message, TurnResult(text))
+        if not message.text.strip() and not message.media:
+            return self._outbound(message, TurnResult(EMPTY_MESSAGE))
         if message.message_id and message.message_id in session.message_ids:
             return await self._redelivered(
                 message, session, session.message_ids[message.message_id]

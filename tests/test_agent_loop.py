@@ -1,6 +1,7 @@
 import asyncio
 import json
 
+from clawgate.agent.commands import EMPTY_MESSAGE
 from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
@@ -239,3 +240,10 @@ async def test_daemon_wiring_reports_channels_and_writes_status(tmp_path, fake_l
     finally:
         await gateway.stop(grace=2)
     assert read_status(config.data_dir) is None  # removed on a clean stop
+
+
+async def test_empty_or_blank_message_gets_a_hint_without_a_model_call(harness, fake_llm):
+    for blank in ("", "   \n\t "):
+        reply = await harness.ask(blank)
+        assert reply.text == EMPTY_MESSAGE and not reply.is_error
+    assert fake_llm.requests == []
