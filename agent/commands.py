@@ -124,6 +124,8 @@ class CommandHandler:
                 return f"Could not compact: {exc}"
             if not count:
                 return "Nothing to compact yet."
+            if count == 1:
+                return "Compacted 1 older message into a summary (the transcript keeps it)."
             return f"Compacted {count} older messages into a summary (the transcript keeps them)."
         if name == "context":
             return await self._context_report(message, session)

@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import json
 
 from clawgate.agent.commands import EMPTY_MESSAGE
@@ -8,7 +9,7 @@ from clawgate.agent.session import load_session
 from clawgate.channels.manager import ChannelStates
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.ops.status import read_status
-from clawgate.kernel.bus import MessageBus, Trust
+from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, RecordingChannel, make_config, wait_until
 
@@ -247,3 +248,16 @@ async def test_empty_or_blank_message_gets_a_hint_without_a_model_call(harness, 
         reply = await harness.ask(blank)
         assert reply.text == EMPTY_MESSAGE and not reply.is_error
     assert fake_llm.requests == []
+
+
+async def test_compact_counts_in_words(harness):
+    class OneAtATime:
+        async def compact(self, session, *, model):
+            return 1
+
+    commands = dataclasses.replace(harness.runtime.commands, guard=OneAtATime())
+    message = InboundMessage(channel="test", sender_id="1", chat_id="1", text="/compact")
+    session = await harness.runtime.sessions.get("test:1")
+    assert await commands.run("compact", "", message, session) == (
+        "Compacted 1 older message into a summary (the transcript keeps it)."
+    )
