@@ -90,6 +90,7 @@ class CommandHandler:
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
         if name == "new":
             archived = await self.sessions.archive(session)
+            self.usage.forget(session.key)
             if archived is not None:
                 for hook in self.on_archived:
                     hook(session, archived)  # starts background work; /new answers at once

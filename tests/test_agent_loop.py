@@ -261,3 +261,11 @@ async def test_compact_counts_in_words(harness):
     assert await commands.run("compact", "", message, session) == (
         "Compacted 1 older message into a summary (the transcript keeps it)."
     )
+
+
+async def test_status_after_new_shows_no_tokens_of_the_old_session(harness, fake_llm):
+    fake_llm.script(text("Hello."))
+    await harness.ask("hi")
+    assert "Tokens (last turn): 0" not in (await harness.ask("/status")).text
+    await harness.ask("/new")
+    assert "Tokens (last turn): 0 (prompt 0, completion 0)" in (await harness.ask("/status")).text
