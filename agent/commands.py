@@ -115,7 +115,7 @@ class CommandHandler:
                     f"Tokens (last turn): {usage.get('total_tokens', 0)}"
                     f" (prompt {usage.get('prompt_tokens', 0)},"
                     f" completion {usage.get('completion_tokens', 0)})",
-                    *self._channel_lines(),
+                    *self._channel_lines(message.trust.is_owner),
                 ]
             )
         if name == "compact":
@@ -134,12 +134,13 @@ class CommandHandler:
             return "Hi! I'm your assistant. Send me a message, or /help for commands."
         return HELP
 
-    def _channel_lines(self) -> list[str]:
+    def _channel_lines(self, owner: bool) -> list[str]:
         if self.channel_status is None:
             return []
+        # An error text can name hosts, ids or token fragments: only an owner reads it.
         return [
             f"Channel {name}: {info.get('state')}"
-            + (f" ({info['last_error']})" if info.get("last_error") else "")
+            + (f" ({info['last_error']})" if owner and info.get("last_error") else "")
             for name, info in sorted(self.channel_status().items())
         ]
 

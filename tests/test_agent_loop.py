@@ -269,3 +269,21 @@ async def test_status_after_new_shows_no_tokens_of_the_old_session(harness, fake
     assert "Tokens (last turn): 0" not in (await harness.ask("/status")).text
     await harness.ask("/new")
     assert "Tokens (last turn): 0 (prompt 0, completion 0)" in (await harness.ask("/status")).text
+
+
+async def test_status_shows_channel_errors_to_owners_only(harness):
+    def states():
+        return {"telegram": {"state": "retrying", "last_error": "Unauthorized: host x.internal"}}
+
+    commands = dataclasses.replace(harness.runtime.commands, channel_status=states)
+    session = await harness.runtime.sessions.get("test:1")
+    for trust, line in [
+        (Trust.OWNER, "Channel telegram: retrying (Unauthorized: host x.internal)"),
+        (Trust.ALLOWED, "Channel telegram: retrying"),
+        (Trust.GROUP, "Channel telegram: retrying"),
+    ]:
+        message = InboundMessage(
+            channel="test", sender_id="1", chat_id="1", text="/status", trust=trust
+        )
+        status = await commands.run("status", "", message, session)
+        assert status.splitlines()[-1] == line
