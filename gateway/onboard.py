@@ -13,6 +13,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from clawgate.kernel.config import load_config
+from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
 TEMPLATE_PACKAGE = "clawgate.workspace"
@@ -163,3 +164,17 @@ def onboard(
         _make_dir(workspace / folder, writer, result, track=False)
     _make_dir(workspace / "sessions", writer, result, track=True)
     return result
+
+
+def next_steps(config_path: Path, environ: dict[str, str] | None = None) -> list[str]:
+    """What to do after onboard: set a model only if none is set (file or environment)."""
+    try:
+        model = load_config(config_path, environ).agent.model
+    except ConfigError as exc:
+        return [f"Next: fix the config: {exc}"]
+    if model:
+        return [f"Next: talk to your assistant ({model}) with `clawgate agent`."]
+    return [
+        f"Next: set [agent] model (and api_key / api_base) in {config_path},",
+        "then talk to your assistant with `clawgate agent`.",
+    ]

@@ -145,6 +145,7 @@ def onboard(
     ] = None,
 ) -> None:
     """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
+    from clawgate.gateway.onboard import next_steps
     from clawgate.gateway.onboard import onboard as run_onboard
 
     config_path = cli_context(ctx).config_path
@@ -153,8 +154,7 @@ def onboard(
         typer.echo(f"created  {path}")
     for path in result.kept:
         typer.echo(f"kept     {path}")
-    typer.echo(f"\nNext: set [agent] model (and api_key / api_base) in {config_path},")
-    typer.echo("then talk to your assistant with `clawgate agent`.")
+    typer.echo("\n" + "\n".join(next_steps(config_path)))
 
 
 @app.command()
