@@ -214,6 +214,7 @@ def gateway(
 
     from clawgate.gateway.daemon import check_ready, serve
     from clawgate.gateway.lock import InstanceLock
+    from clawgate.gateway.onboard import prepare_workspace
     from clawgate.gateway.ops.logs import setup_logging
 
     config = cli_context(ctx).config()
@@ -227,6 +228,12 @@ def gateway(
             verbose=verbose,
             secrets=config.secrets(),
         )
+        if prepare_workspace(config.workspace):
+            typer.echo(
+                f"clawgate: {config.workspace} had no workspace files: created them as "
+                "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
+                err=True,
+            )
         asyncio.run(serve(config))
 
 
