@@ -26,6 +26,9 @@ HELP = """Commands:
 /context - where the context window goes
 /help - this list"""
 
+# The answer to a message with no text and no attachment: no model call guesses at it.
+EMPTY_MESSAGE = "Your message was empty. Send some text, or /help for commands."
+
 COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
 
 
@@ -87,6 +90,7 @@ class CommandHandler:
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
         if name == "new":
             archived = await self.sessions.archive(session)
+            self.usage.forget(session.key)
             if archived is not None:
                 for hook in self.on_archived:
                     hook(session, archived)  # starts background work; /new answers at once
@@ -111,7 +115,7 @@ class CommandHandler:
                     f"Tokens (last turn): {usage.get('total_tokens', 0)}"
                     f" (prompt {usage.get('prompt_tokens', 0)},"
                     f" completion {usage.get('completion_tokens', 0)})",
-                    *self._channel_lines(),
+                    *self._channel_lines(message.trust.is_owner),
                 ]
             )
         if name == "compact":
@@ -121,6 +125,8 @@ class CommandHandler:
                 return f"Could not compact: {exc}"
             if not count:
                 return "Nothing to compact yet."
+            if count == 1:
+                return "Compacted 1 older message into a summary (the transcript keeps it)."
             return f"Compacted {count} older messages into a summary (the transcript keeps them)."
         if name == "context":
             return await self._context_report(message, session)
@@ -128,12 +134,13 @@ class CommandHandler:
             return "Hi! I'm your assistant. Send me a message, or /help for commands."
         return HELP
 
-    def _channel_lines(self) -> list[str]:
+    def _channel_lines(self, owner: bool) -> list[str]:
         if self.channel_status is None:
             return []
+        # An error text can name hosts, ids or token fragments: only an owner reads it.
         return [
             f"Channel {name}: {info.get('state')}"
-            + (f" ({info['last_error']})" if info.get("last_error") else "")
+            + (f" ({info['last_error']})" if owner and info.get("last_error") else "")
             for name, info in sorted(self.channel_status().items())
         ]
 

@@ -14,6 +14,7 @@ import email.utils
 import json
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,12 @@ log = logging.getLogger(__name__)
 # 1, 2, 4 ... s between attempts; a server's Retry-After is honoured up to the same cap.
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 _CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window")
+# litellm raises these (often as HTTP 500 or 400) before any request leaves the machine.
+_KEY_MARKERS = ("missing credentials", "api key", "api_key", "apikey")
+_MODEL_MARKERS = ("model not found", "llm provider not provided", "does not exist")
+_KEY_HINT = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environment variable"
+# A refused or unresolvable api_base is tried this often before it is called a setting error.
+_UNREACHABLE_ATTEMPTS = 2
 # Where litellm keeps the loggers a user may register; all empty unless someone sets one.
 _CALLBACK_LISTS = (
     "callbacks",
@@ -65,14 +72,31 @@ class ContextOverflow(ModelUnavailable):
     """The provider says the request exceeds the model's context window; retrying cannot help."""
 
 
+class ModelMisconfigured(ModelUnavailable):
+    """A setting is wrong (key, model name, api_base): waiting and retrying cannot help."""
+
+
+def failure_reply(exc: ModelUnavailable) -> str:
+    """What a person reads when a turn found no model: the cause, and whether waiting helps."""
+    cause = str(exc).rstrip(" .")
+    if isinstance(exc, ModelMisconfigured):
+        return f"Sorry, I couldn't reach the model: {cause}. Your message is saved."
+    return (
+        f"Sorry, I couldn't reach the model: {cause}. Your message is saved; try again in a moment."
+    )
+
+
 class _NextModel(Exception):
     """This model gave no answer, but a fallback might; `attempts` is None if not retried."""
 
-    def __init__(self, model: str, reason: str, attempts: int | None) -> None:
+    def __init__(
+        self, model: str, reason: str, attempts: int | None, hint: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.model = model
         self.reason = reason
         self.attempts = attempts
+        self.hint = hint  # set when a setting is at fault: the sentence that says which
 
     def describe(self) -> str:
         tries = f" after {self.attempts} attempts" if self.attempts else ""
@@ -188,7 +212,7 @@ class LLMClient:
                 failures.append(exc)
                 continue
             return _to_response(response, name)
-        raise ModelUnavailable(self._scrub(_summary(failures)))
+        raise self._unavailable(failures)
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
         """One vector per text, in order; same retry policy as chat, no fallbacks."""
@@ -222,7 +246,16 @@ class LLMClient:
         try:
             return await self._with_retries(model, attempt)
         except _NextModel as exc:
-            raise ModelUnavailable(self._scrub(_summary([exc]))) from None
+            raise self._unavailable([exc]) from None
+
+    def _unavailable(self, failures: list[_NextModel]) -> ModelUnavailable:
+        hints = [f.hint for f in failures if f.hint]
+        if len(hints) == len(failures):
+            kind: type[ModelUnavailable] = ModelMisconfigured
+            message = hints[0] if len(failures) == 1 else f"{_summary(failures)}. {hints[0]}"
+        else:
+            kind, message = ModelUnavailable, _summary(failures)
+        return kind(self._scrub(message))
 
     @property
     def _attempts(self) -> int:
@@ -231,9 +264,10 @@ class LLMClient:
     async def _with_retries(self, model: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run `attempt` up to 1 + max_retries times; raise _NextModel when they all fail."""
         started = time.monotonic()
+        unreachable = 0
 
         async def once() -> T:
-            nonlocal started
+            nonlocal started, unreachable
             started = time.monotonic()
             try:
                 # litellm's timeout bounds each read; this bounds the whole attempt.
@@ -242,7 +276,20 @@ class LLMClient:
             except TimeoutError:
                 raise Retry("timed out") from None
             except Exception as exc:
-                raise self._classify(model, exc) from None
+                retry = self._classify(model, exc)
+                refusal = _refusal(exc) if self._config.api_base else None
+                if refusal is None:
+                    raise retry from None
+                unreachable += 1
+                if unreachable < _UNREACHABLE_ATTEMPTS:
+                    raise retry from None
+                raise _NextModel(
+                    model,
+                    f"could not connect ({refusal})",
+                    unreachable,
+                    f"Could not connect to agent.api_base {self._config.api_base} ({refusal}); "
+                    "check agent.api_base.",
+                ) from None
 
         def log_retry(number: int, failure: Retry, delay: float) -> None:
             log.warning(
@@ -279,23 +326,48 @@ class LLMClient:
         ):
             self._fail(
                 ContextOverflow,
-                f"The conversation is too long for the context window of {model}",
+                f"The conversation is too long for the context window of {model}: send /compact "
+                "or /new, or set agent.context_window_tokens to the model's real window.",
                 exc,
             )
-        if isinstance(exc, litellm.AuthenticationError):
-            self._fail(
-                ModelUnavailable, f"The model provider rejected the API key for {model}", exc
+        # The scrubbed key reads "[api key]"; it must not pass for a complaint about keys.
+        lowered = detail.lower().replace("[api key]", "")
+        if (
+            isinstance(exc, litellm.AuthenticationError)
+            or status == 401
+            or (
+                not isinstance(exc, litellm.RateLimitError)
+                and any(marker in lowered for marker in _KEY_MARKERS)
             )
-        if isinstance(exc, litellm.PermissionDeniedError):
-            self._fail(ModelUnavailable, f"The model provider refused access to {model}", exc)
+        ):
+            self._fail(ModelMisconfigured, _key_message(model, lowered), exc)
+        if isinstance(exc, litellm.PermissionDeniedError) or status == 403:
+            self._fail(
+                ModelMisconfigured,
+                f"The model provider refused access to {model}: check that agent.api_key "
+                "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+                exc,
+            )
         if isinstance(exc, litellm.RateLimitError):
             return Retry("rate limited (HTTP 429)", _retry_after(exc))
         if isinstance(exc, litellm.Timeout):
             return Retry("timed out")
         if isinstance(exc, litellm.APIConnectionError):
             return Retry("could not connect")
-        if isinstance(exc, litellm.NotFoundError):
-            raise _NextModel(model, f"not found ({detail})" if detail else "not found", None)
+        if (
+            isinstance(exc, litellm.NotFoundError)
+            or status == 404
+            or (
+                isinstance(exc, litellm.BadRequestError)
+                and any(marker in lowered for marker in _MODEL_MARKERS)
+            )
+        ):
+            raise _NextModel(
+                model,
+                f"not found ({detail})" if detail else "not found",
+                None,
+                _model_message(model, lowered),
+            )
         if isinstance(status, int) and status >= 500:
             # litellm reports a refused connection as a 500 "Connection error."
             reason = "could not connect" if "connection error" in detail.lower() else None
@@ -330,6 +402,35 @@ class LLMClient:
         if self._api_key:
             text = text.replace(self._api_key, "[api key]")
         return text
+
+
+def _key_message(model: str, detail: str) -> str:
+    if "missing" in detail or "no key" in detail:
+        return f"No API key is set for {model}: set {_KEY_HINT}."
+    return f"The model provider rejected the API key for {model}: check {_KEY_HINT}."
+
+
+def _model_message(model: str, detail: str) -> str:
+    if "provider not provided" in detail:
+        return (
+            f"The model name {model} does not say which provider serves it: set agent.model "
+            "with a provider prefix, e.g. openai/gpt-4o-mini."
+        )
+    return f"The model provider does not know the model {model}: check agent.model."
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """'connection refused' or 'host not found' when the failure is one, else None."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # the chain is short; the bound guards against a cycle
+        if seen is None:
+            return None
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return "host not found"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _summary(failures: list[_NextModel]) -> str:

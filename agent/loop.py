@@ -10,14 +10,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from clawgate.agent.commands import CommandHandler, parse_command
+from clawgate.agent.commands import EMPTY_MESSAGE, CommandHandler, parse_command
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import (
     ContextGuard,
     ContextTooLarge,
     truncate_tool_results,
 )
-from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse
+from clawgate.agent.llm import (
+    ContextOverflow,
+    LLMClient,
+    LLMResponse,
+    ModelMisconfigured,
+    failure_reply,
+)
 from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
@@ -139,6 +145,8 @@ class AgentLoop:
                     current, Command(name=command[0], message_id=message.message_id)
                 )
             return self._outbound(message, TurnResult(text))
+        if not message.text.strip() and not message.media:
+            return self._outbound(message, TurnResult(EMPTY_MESSAGE))
         if message.message_id and message.message_id in session.message_ids:
             return await self._redelivered(
                 message, session, session.message_ids[message.message_id]
@@ -273,18 +281,14 @@ class AgentLoop:
                 log.warning("%s: %s", session.key, exc)
                 return self._too_long(session)
             except ModelUnavailable as exc:
-                if images:
+                if images and not isinstance(exc, ModelMisconfigured):
                     # Most likely a model without vision: the text and file note still work.
                     log.warning("%s: retrying without images: %s", session.key, exc)
                     images = []
                     continue
                 log.warning("%s: %s", session.key, exc)
                 self.sessions.append(session, TurnError(error=str(exc)))
-                return TurnResult(
-                    f"Sorry, I couldn't reach the model: {exc} Your message is saved; "
-                    "try again in a moment.",
-                    is_error=True,
-                )
+                return TurnResult(failure_reply(exc), is_error=True)
             steps += 1
             level = 0  # a compaction that made room holds for the next step
             _add_usage(total, response)

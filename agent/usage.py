@@ -15,3 +15,7 @@ class TurnUsage:
 
     def last(self, session_key: str) -> dict[str, int]:
         return self._last.get(session_key, {})
+
+    def forget(self, session_key: str) -> None:
+        """The session started afresh (/new): its last turn belongs to the archived one."""
+        self._last.pop(session_key, None)

@@ -13,6 +13,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from clawgate.kernel.config import load_config
+from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
 TEMPLATE_PACKAGE = "clawgate.workspace"
@@ -157,9 +158,38 @@ def onboard(
     if workspace is None:
         workspace = load_config(config_path).workspace
 
+    _lay_down(workspace, writer, result)
+    return result
+
+
+def _lay_down(workspace: Path, writer: DiskWriter, result: OnboardResult) -> None:
     _copy_template(resources.files(TEMPLATE_PACKAGE), workspace, writer, result)
     # Empty folders do not survive packaging (a wheel holds files only): make them here.
     for folder in ("memory", "skills", "public"):
         _make_dir(workspace / folder, writer, result, track=False)
     _make_dir(workspace / "sessions", writer, result, track=True)
-    return result
+
+
+def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> bool:
+    """Lay down the starter workspace where `onboard` never ran (no AGENTS.md); True if it did.
+
+    A workspace that has its AGENTS.md is left alone: a file its owner deleted stays deleted.
+    """
+    if (workspace / "AGENTS.md").exists():
+        return False
+    _lay_down(workspace, writer or DiskWriter(), OnboardResult())
+    return True
+
+
+def next_steps(config_path: Path, environ: dict[str, str] | None = None) -> list[str]:
+    """What to do after onboard: set a model only if none is set (file or environment)."""
+    try:
+        model = load_config(config_path, environ).agent.model
+    except ConfigError as exc:
+        return [f"Next: fix the config: {exc}"]
+    if model:
+        return [f"Next: talk to your assistant ({model}) with `clawgate agent`."]
+    return [
+        f"Next: set [agent] model (and api_key / api_base) in {config_path},",
+        "then talk to your assistant with `clawgate agent`.",
+    ]

@@ -1,13 +1,15 @@
 import asyncio
+import dataclasses
 import json
 
+from clawgate.agent.commands import EMPTY_MESSAGE
 from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.manager import ChannelStates
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.ops.status import read_status
-from clawgate.kernel.bus import MessageBus, Trust
+from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, RecordingChannel, make_config, wait_until
 
@@ -239,3 +241,49 @@ async def test_daemon_wiring_reports_channels_and_writes_status(tmp_path, fake_l
     finally:
         await gateway.stop(grace=2)
     assert read_status(config.data_dir) is None  # removed on a clean stop
+
+
+async def test_empty_or_blank_message_gets_a_hint_without_a_model_call(harness, fake_llm):
+    for blank in ("", "   \n\t "):
+        reply = await harness.ask(blank)
+        assert reply.text == EMPTY_MESSAGE and not reply.is_error
+    assert fake_llm.requests == []
+
+
+async def test_compact_counts_in_words(harness):
+    class OneAtATime:
+        async def compact(self, session, *, model):
+            return 1
+
+    commands = dataclasses.replace(harness.runtime.commands, guard=OneAtATime())
+    message = InboundMessage(channel="test", sender_id="1", chat_id="1", text="/compact")
+    session = await harness.runtime.sessions.get("test:1")
+    assert await commands.run("compact", "", message, session) == (
+        "Compacted 1 older message into a summary (the transcript keeps it)."
+    )
+
+
+async def test_status_after_new_shows_no_tokens_of_the_old_session(harness, fake_llm):
+    fake_llm.script(text("Hello."))
+    await harness.ask("hi")
+    assert "Tokens (last turn): 0" not in (await harness.ask("/status")).text
+    await harness.ask("/new")
+    assert "Tokens (last turn): 0 (prompt 0, completion 0)" in (await harness.ask("/status")).text
+
+
+async def test_status_shows_channel_errors_to_owners_only(harness):
+    def states():
+        return {"telegram": {"state": "retrying", "last_error": "Unauthorized: host x.internal"}}
+
+    commands = dataclasses.replace(harness.runtime.commands, channel_status=states)
+    session = await harness.runtime.sessions.get("test:1")
+    for trust, line in [
+        (Trust.OWNER, "Channel telegram: retrying (Unauthorized: host x.internal)"),
+        (Trust.ALLOWED, "Channel telegram: retrying"),
+        (Trust.GROUP, "Channel telegram: retrying"),
+    ]:
+        message = InboundMessage(
+            channel="test", sender_id="1", chat_id="1", text="/status", trust=trust
+        )
+        status = await commands.run("status", "", message, session)
+        assert status.splitlines()[-1] == line

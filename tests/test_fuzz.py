@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from clawgate.agent.commands import EMPTY_MESSAGE
 from clawgate.agent.session import Delivery, Message, SessionStore, load_session
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cron.models import JobsFile
@@ -447,6 +448,10 @@ def test_inbound_messages_of_any_shape_get_a_reply_and_a_loadable_session(
             reply = loop.run_until_complete(
                 harness.ask(body, chat_id=chat_id, trust=trust, sender="Ann")
             )
+            if not body.strip():
+                # Nothing to answer: a hint, and no model call.
+                assert reply.text == EMPTY_MESSAGE and len(fake.requests) == requests_before
+                return
             if reply.is_error:
                 # Only a message too big for the context window may fail, and it says so.
                 replies["error"] += 1

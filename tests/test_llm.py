@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent.llm import ContextOverflow, LLMClient, LLMResponse, ToolCall
+from clawgate.agent.llm import (
+    ContextOverflow,
+    LLMClient,
+    LLMResponse,
+    ModelMisconfigured,
+    ToolCall,
+    failure_reply,
+)
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 from tests.fakes.llm import (
@@ -304,15 +311,104 @@ async def test_unknown_model_skips_to_fallback_and_all_failures_are_summarised(
     assert len(fake_llm.requests) == 3
 
 
-async def test_connection_refused_is_retried_then_reported(
+async def test_wrong_api_base_is_tried_twice_and_named(
     agent_config: AgentConfig, sleep: RecordingSleep
 ) -> None:
     async with FakeLLM() as gone:
         url = gone.url
-    config = agent_config.model_copy(update={"api_base": url, "max_retries": 1})
-    with pytest.raises(ModelUnavailable, match="after 2 attempts: could not connect"):
+    config = agent_config.model_copy(update={"api_base": url})  # max_retries=2
+    with pytest.raises(ModelMisconfigured) as caught:
         await LLMClient(config, sleep=sleep).chat(USER)
-    assert sleep.delays == [1.0]
+    assert str(caught.value) == (
+        f"Could not connect to agent.api_base {url} (connection refused); check agent.api_base."
+    )
+    assert sleep.delays == [1.0]  # two attempts, not three
+    assert failure_reply(caught.value).endswith("check agent.api_base. Your message is saved.")
+
+
+KEY_FIX = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environment variable."
+
+
+async def test_missing_api_key_names_the_setting_and_sends_nothing(
+    agent_config: AgentConfig,
+    fake_llm: FakeLLM,
+    sleep: RecordingSleep,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = agent_config.model_copy(update={"api_key": None})
+    with pytest.raises(ModelMisconfigured) as caught:
+        await LLMClient(config, sleep=sleep).chat(USER)
+    assert str(caught.value) == f"No API key is set for openai/fake-model: set {KEY_FIX}"
+    assert fake_llm.requests == [] and sleep.delays == []
+    reply = failure_reply(caught.value)
+    assert "try again" not in reply and reply.endswith(". Your message is saved.")
+    assert ".." not in reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            error(401, "Incorrect API key provided"),
+            f"The model provider rejected the API key for openai/fake-model: check {KEY_FIX}",
+        ),
+        (
+            error(403, "Project does not have access to model"),
+            "The model provider refused access to openai/fake-model: check that agent.api_key "
+            "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+        ),
+        (
+            error(404, "The model `fake-model` does not exist"),
+            "The model provider does not know the model openai/fake-model: check agent.model.",
+        ),
+        (
+            error(400, "model not found: fake-model"),
+            "The model provider does not know the model openai/fake-model: check agent.model.",
+        ),
+    ],
+    ids=["401", "403", "404", "400-model"],
+)
+async def test_setting_errors_are_named_and_not_retried(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep, reply: Any, expected: str
+) -> None:
+    fake_llm.handler = lambda body: reply
+    with pytest.raises(ModelMisconfigured) as caught:
+        await client.chat(USER)
+    assert str(caught.value) == expected
+    assert len(fake_llm.requests) == 1 and sleep.delays == []
+    assert "try again" not in failure_reply(caught.value)
+
+
+async def test_model_without_provider_names_agent_model(
+    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    config = agent_config.model_copy(update={"model": "no-such-model-xyz"})
+    with pytest.raises(ModelMisconfigured, match=r"set agent\.model with a provider prefix"):
+        await LLMClient(config, sleep=sleep).chat(USER)
+    assert fake_llm.requests == [] and sleep.delays == []
+
+
+async def test_context_overflow_names_the_fix(client: LLMClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(context_overflow())
+    with pytest.raises(ContextOverflow) as caught:
+        await client.chat(USER)
+    assert str(caught.value).endswith("set agent.context_window_tokens to the model's real window.")
+    assert len(fake_llm.requests) == 1
+
+
+async def test_only_transient_errors_say_try_again(
+    client: LLMClient, fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    fake_llm.handler = lambda body: error(503, "overloaded")
+    with pytest.raises(ModelUnavailable) as caught:
+        await client.chat(USER)
+    assert not isinstance(caught.value, ModelMisconfigured)
+    assert len(fake_llm.requests) == 3
+    assert failure_reply(caught.value) == (
+        "Sorry, I couldn't reach the model: The model openai/fake-model did not answer after "
+        "3 attempts: server error (HTTP 503). Your message is saved; try again in a moment."
+    )
 
 
 async def test_api_key_never_appears_in_errors_or_logs(

@@ -4,7 +4,7 @@ import stat
 import tomllib
 from pathlib import Path
 
-from clawgate.gateway.onboard import config_template, onboard
+from clawgate.gateway.onboard import config_template, next_steps, onboard
 from clawgate.kernel.config import load_config
 
 TEMPLATE_FILES = [
@@ -96,3 +96,20 @@ def test_second_run_keeps_everything(tmp_path: Path) -> None:
     assert third.created == []
     created_files = {p for p in first.created if p.is_file()}
     assert created_files <= set(third.kept)
+
+
+def test_next_steps_ask_for_a_model_only_while_none_is_set(tmp_path: Path) -> None:
+    config_path = tmp_path / "config.toml"
+    onboard(config_path, tmp_path / "ws")
+    assert "set [agent] model" in next_steps(config_path, {})[0]
+    by_env = next_steps(config_path, {"CLAWGATE_AGENT__MODEL": "openai/gpt-4o-mini"})
+    assert by_env == ["Next: talk to your assistant (openai/gpt-4o-mini) with `clawgate agent`."]
+
+    text = config_path.read_text().replace(
+        '# model = "ollama/llama3.1"', 'model = "ollama/llama3.1"'
+    )
+    config_path.write_text(text)
+    onboard(config_path, tmp_path / "ws")
+    assert next_steps(config_path, {}) == [
+        "Next: talk to your assistant (ollama/llama3.1) with `clawgate agent`."
+    ]

@@ -65,6 +65,12 @@ SHARED_INSTRUCTIONS = (
 )
 
 MAX_ENTRY_CHARS = 8_000
+# The store stamps each entry itself; a model that imitates HISTORY.md's format starts its
+# summary with a stamp (and maybe the session key) of its own: "[2026-05-01 09:30] (cli:x) ".
+_STAMP = re.compile(
+    r"^\s*[\[(]?\d{4}-\d{2}-\d{2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?"
+    r"(?:\s*(?:UTC|Z|[+-]\d{2}:?\d{2}))?[\])]?(?:\s*\([^()\s]+\))?\s*[-\u2013\u2014:]?\s*"
+)
 _ERRORISH = re.compile(
     r"^\s*(error|exception|traceback|i'?m sorry|sorry,|i cannot|i can't|as an ai)\b", re.I
 )
@@ -185,7 +191,7 @@ def validate(
     """(history_entry, new MEMORY.md or None to keep it), lone surrogates replaced. Raises
     ConsolidationRefused."""
     arguments = without_surrogates(arguments)
-    entry = (_as_text(arguments.get("history_entry")) or "").strip()
+    entry = _STAMP.sub("", (_as_text(arguments.get("history_entry")) or "").strip(), count=1)
     if not entry:
         raise ConsolidationRefused("empty history_entry")
     if _ERRORISH.match(entry):

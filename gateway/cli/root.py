@@ -145,6 +145,7 @@ def onboard(
     ] = None,
 ) -> None:
     """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
+    from clawgate.gateway.onboard import next_steps
     from clawgate.gateway.onboard import onboard as run_onboard
 
     config_path = cli_context(ctx).config_path
@@ -153,8 +154,7 @@ def onboard(
         typer.echo(f"created  {path}")
     for path in result.kept:
         typer.echo(f"kept     {path}")
-    typer.echo(f"\nNext: set [agent] model (and api_key / api_base) in {config_path},")
-    typer.echo("then talk to your assistant with `clawgate agent`.")
+    typer.echo("\n" + "\n".join(next_steps(config_path)))
 
 
 @app.command()
@@ -214,6 +214,7 @@ def gateway(
 
     from clawgate.gateway.daemon import check_ready, serve
     from clawgate.gateway.lock import InstanceLock
+    from clawgate.gateway.onboard import prepare_workspace
     from clawgate.gateway.ops.logs import setup_logging
 
     config = cli_context(ctx).config()
@@ -227,6 +228,12 @@ def gateway(
             verbose=verbose,
             secrets=config.secrets(),
         )
+        if prepare_workspace(config.workspace):
+            typer.echo(
+                f"clawgate: {config.workspace} had no workspace files: created them as "
+                "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
+                err=True,
+            )
         asyncio.run(serve(config))
 
 
