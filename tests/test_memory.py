@@ -4,23 +4,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.audit import audit_sessions
-from clawgate.agent.memory.consolidate import Consolidator
-from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import (
     Archived,
     Consolidation,
     Message,
-    SessionStore,
-    State,
     load_session,
 )
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import error, gate, raw_tool_call, text
 from tests.harness import Harness, make_config
-from tests.memory_helpers import is_consolidation, save
+from tests.memory_helpers import is_consolidation, make_consolidator, owner_session, save
 
 MEMORY = "# Memory\n\n- Ann lives in Porto\n- Ann's cat is Miso\n- Ann works on clawgate\n- Ann likes tea\n"
 
@@ -31,24 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-async def _owner_session(tmp_path, count=10, trust=Trust.OWNER):
-    sessions = SessionStore(tmp_path / "workspace" / "sessions")
-    session = await sessions.get("test:1")
-    sessions.append(session, State(trust=trust.value))
-    for i in range(count):
-        role = "user" if i % 2 == 0 else "assistant"
-        sessions.append(session, Message(role=role, content=f"message {i} about Lisbon"))
-    return sessions, session
-
-
-def _consolidator(tmp_path, sessions, agent_config, **kwargs):
-    (tmp_path / "workspace" / "memory").mkdir(parents=True, exist_ok=True)
-    store = MemoryStore(tmp_path / "workspace", writer=kwargs.pop("writer", DiskWriter()))
-    agent_config.max_retries = 0
-    llm = LLMClient(agent_config)
-    return store, Consolidator(store=store, sessions=sessions, llm=llm, memory_window=6, **kwargs)
 
 
 def _snapshot(tmp_path):
@@ -141,8 +118,8 @@ async def test_burst_during_slow_consolidation_skips_nothing(tmp_path, fake_llm,
 async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
     tmp_path, fake_llm, agent_config, reply, reason
 ):
-    sessions, session = await _owner_session(tmp_path)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     store.memory_path.write_text(MEMORY)
     before, lines_before = _snapshot(tmp_path), session.path.read_text()
     fake_llm.script(reply)
@@ -159,8 +136,8 @@ async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
 async def test_json_in_text_double_encoded_args_and_unforced_retry(
     tmp_path, fake_llm, agent_config
 ):
-    sessions, session = await _owner_session(tmp_path, count=0)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path, count=0)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     replies = [
         [text('Here you go: {"history_entry": "From text.", "memory_update": null}')],
         [raw_tool_call("save_memory", json.dumps(json.dumps({"history_entry": "Double."})))],
@@ -177,9 +154,9 @@ async def test_json_in_text_double_encoded_args_and_unforced_retry(
 
 
 async def test_three_spaced_failures_archive_the_raw_messages(tmp_path, fake_llm, agent_config):
-    sessions, session = await _owner_session(tmp_path)
+    sessions, session = await owner_session(tmp_path)
     clock = Clock()
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config, clock=clock)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
     fake_llm.handler = lambda request: error(500, "down")
     for attempt in range(3):
         task = consolidator.maybe_schedule(session)
@@ -204,8 +181,8 @@ async def test_disk_refusing_writes_loses_nothing(tmp_path, fake_llm, agent_conf
                 raise OSError(28, "No space left on device")
 
     writer = FullDisk()
-    sessions, session = await _owner_session(tmp_path)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config, writer=writer)
+    sessions, session = await owner_session(tmp_path)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, writer=writer)
     fake_llm.script(save())
     assert not (await consolidator.consolidate(session)).ok
     assert session.last_consolidated == 0 and not store.history_path.exists()
@@ -296,7 +273,7 @@ async def test_new_during_consolidation_makes_no_duplicates(tmp_path, fake_llm, 
 
 
 async def test_audit_reports_a_deleted_line(tmp_path, fake_llm, agent_config):
-    sessions, session = await _owner_session(tmp_path)
+    sessions, session = await owner_session(tmp_path)
     assert audit_sessions(sessions.directory).ok
     lines = session.path.read_text().splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines) if '"seq":3' in line)

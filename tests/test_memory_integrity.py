@@ -6,19 +6,16 @@ import asyncio
 import logging
 import time
 
-from clawgate.agent.llm import LLMClient
 from clawgate.agent.loop import TOO_LONG
 from clawgate.agent.memory.audit import audit_sessions
-from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import Archived, Consolidation, Message, SessionStore, State
+from clawgate.agent.session import Archived, Consolidation, Message
 from clawgate.gateway.ops.housekeeping import sweep
-from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import Config, HousekeepingConfig
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import error, gate, text, tool_call
 from tests.harness import Harness, make_config
-from tests.memory_helpers import is_consolidation, save
+from tests.memory_helpers import is_consolidation, make_consolidator, owner_session, save
 
 HALF_EMOJI = "\ud83d"  # the first half of a surrogate pair, alone: no character
 TEN_FACTS = "# Memory\n\n" + "".join(f"- fact number {i}\n" for i in range(10))
@@ -46,24 +43,6 @@ class BrokenHistory(DiskWriter):
             raise RuntimeError("the disk driver hiccupped")
 
 
-async def _session(tmp_path, key="test:1", count=10, trust=Trust.OWNER, cache_size=256):
-    sessions = SessionStore(tmp_path / "workspace" / "sessions", cache_size=cache_size)
-    session = await sessions.get(key)
-    sessions.append(session, State(trust=trust.value))
-    for i in range(count):
-        role = "user" if i % 2 == 0 else "assistant"
-        sessions.append(session, Message(role=role, content=f"message {i} about Lisbon"))
-    return sessions, session
-
-
-def _consolidator(tmp_path, sessions, agent_config, **kwargs):
-    (tmp_path / "workspace" / "memory").mkdir(parents=True, exist_ok=True)
-    store = MemoryStore(tmp_path / "workspace", writer=kwargs.pop("writer", DiskWriter()))
-    agent_config.max_retries = 0
-    llm = LLMClient(agent_config)
-    return store, Consolidator(store=store, sessions=sessions, llm=llm, memory_window=6, **kwargs)
-
-
 def _history_entries(store: MemoryStore) -> list[str]:
     if not store.history_path.exists():
         return []
@@ -76,8 +55,8 @@ def _history_entries(store: MemoryStore) -> list[str]:
 async def test_half_an_emoji_in_history_entry_is_written_not_raised(
     tmp_path, fake_llm, agent_config
 ):
-    sessions, session = await _session(tmp_path)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     fake_llm.script(save(f"Ann sent {HALF_EMOJI} from Lisbon."))
     task = consolidator.maybe_schedule(session)
     assert task is not None
@@ -91,9 +70,9 @@ async def test_half_an_emoji_in_history_entry_is_written_not_raised(
 
 
 async def test_half_an_emoji_in_memory_update_lands_once(tmp_path, fake_llm, agent_config):
-    sessions, session = await _session(tmp_path)
+    sessions, session = await owner_session(tmp_path)
     clock = Clock()
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config, clock=clock)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
     store.memory_path.write_text("# Memory\n\n- Ann lives in Porto\n")
     update = f"# Memory\n\n- Ann lives in Porto\n- Ann's favourite emoji is {HALF_EMOJI}\n"
     fake_llm.handler = lambda request: save("Ann named her emoji.", memory=update)
@@ -109,10 +88,10 @@ async def test_half_an_emoji_in_memory_update_lands_once(tmp_path, fake_llm, age
 
 
 async def test_any_exception_backs_off_then_archives_raw(tmp_path, fake_llm, agent_config):
-    sessions, session = await _session(tmp_path)
+    sessions, session = await owner_session(tmp_path)
     clock = Clock()
     writer = BrokenHistory(failures=3)
-    store, consolidator = _consolidator(
+    store, consolidator = make_consolidator(
         tmp_path, sessions, agent_config, clock=clock, writer=writer
     )
     fake_llm.handler = lambda request: save("A fine summary.")
@@ -133,13 +112,13 @@ async def test_any_exception_backs_off_then_archives_raw(tmp_path, fake_llm, age
 
 
 async def test_archive_retries_any_exception(tmp_path, fake_llm, agent_config):
-    sessions, session = await _session(tmp_path, count=4)
+    sessions, session = await owner_session(tmp_path, count=4)
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    store, consolidator = _consolidator(
+    store, consolidator = make_consolidator(
         tmp_path, sessions, agent_config, writer=BrokenHistory(failures=2), sleep=sleep
     )
     await sessions.archive(session)
@@ -155,8 +134,8 @@ async def test_archive_retries_any_exception(tmp_path, fake_llm, agent_config):
 async def test_memory_md_that_is_not_utf8_never_blocks_consolidation(
     tmp_path, fake_llm, agent_config, caplog
 ):
-    sessions, session = await _session(tmp_path)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     original = b"# Memory\n\n- Ann likes caf\xe9 au lait\n- Ann lives in Porto\n"  # Latin-1
     store.memory_path.write_bytes(original)
     seen = "# Memory\n\n- Ann likes caf\ufffd au lait\n- Ann lives in Porto\n"
@@ -190,8 +169,8 @@ async def test_memory_md_that_is_not_utf8_never_blocks_consolidation(
 
 
 async def _attempt(tmp_path, fake_llm, agent_config, memory: str, reply):
-    sessions, session = await _session(tmp_path)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     store.memory_path.write_text(memory)
     fake_llm.script(reply)
     outcome = await consolidator.consolidate(session)
@@ -273,8 +252,8 @@ async def test_listed_removals_within_a_third_are_applied(tmp_path, fake_llm, ag
 
 
 async def test_backup_survives_a_clock_that_went_back(tmp_path, fake_llm, agent_config):
-    sessions, session = await _session(tmp_path, count=0)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path, count=0)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     store.versions_dir.mkdir(parents=True)
     # Twenty backups written while the clock ran a year ahead (before NTP pulled it back).
     for i in range(20):
@@ -311,8 +290,8 @@ async def test_backup_survives_a_clock_that_went_back(tmp_path, fake_llm, agent_
 async def test_eviction_during_a_consolidation_never_covers_a_seq_twice(
     tmp_path, fake_llm, agent_config
 ):
-    sessions, session = await _session(tmp_path, cache_size=2)
-    store, consolidator = _consolidator(tmp_path, sessions, agent_config)
+    sessions, session = await owner_session(tmp_path, cache_size=2)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
     release = asyncio.Event()
     fake_llm.handler = lambda request: (
         gate(release, save("First part.")) if len(fake_llm.requests) == 1 else save("Again.")
@@ -341,9 +320,9 @@ async def test_eviction_during_a_consolidation_never_covers_a_seq_twice(
 
 
 async def test_failure_backoff_survives_eviction(tmp_path, fake_llm, agent_config):
-    sessions, session = await _session(tmp_path, cache_size=1)
+    sessions, session = await owner_session(tmp_path, cache_size=1)
     clock = Clock()
-    _, consolidator = _consolidator(tmp_path, sessions, agent_config, clock=clock)
+    _, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
     fake_llm.handler = lambda request: error(500, "down")
     task = consolidator.maybe_schedule(session)
     assert task is not None and not (await task).ok
