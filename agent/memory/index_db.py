@@ -24,6 +24,7 @@ import aiosqlite
 
 from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
+from clawgate.kernel.storage import make_dirs
 
 SCHEMA_VERSION = "1"
 PRIVATE_DIR = 0o700
@@ -164,10 +165,7 @@ async def _forget_other_chunking(db: aiosqlite.Connection) -> None:
 def private_dir(folder: Path) -> None:
     """Create `folder` and its missing parents 0700, whatever the umask: the index holds
     MEMORY.md's text. An existing index folder is narrowed too (it is ours alone)."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()]
-    for path in reversed(missing):
-        path.mkdir(mode=PRIVATE_DIR, exist_ok=True)
-        os.chmod(path, PRIVATE_DIR)
+    make_dirs(folder, mode=PRIVATE_DIR)
     os.chmod(folder, PRIVATE_DIR)
 
 

@@ -135,20 +135,11 @@ def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
         # Rewriting a private file (MEMORY.md is 0600) must not widen who can read it.
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else NEW_FILE_MODE
         if not path.parent.is_dir():
-            _make_dirs(ctx, path.parent)
+            ctx.writer.mkdir(path.parent, mode=NEW_DIR_MODE)
         ctx.writer.replace(path, data, mode=mode)
     except OSError as exc:
         raise ToolError(f"could not write {shown}: {one_line(exc)}") from None
     return len(data)
-
-
-def _make_dirs(ctx: ToolContext, folder: Path) -> None:
-    """Create `folder` and its missing parents 0700 one level at a time: mkdir's `parents`
-    would give the intermediate ones the umask's mode."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()]
-    for path in reversed(missing):
-        ctx.writer.mkdir(path, mode=NEW_DIR_MODE)
-        os.chmod(path, NEW_DIR_MODE)
 
 
 def closest_match(text: str, wanted: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from clawgate.kernel.config import LoggingConfig
 from clawgate.kernel.errors import one_line
 from clawgate.kernel.secrets import Redactor
+from clawgate.kernel.storage import make_dirs
 
 LOG_DIR = "logs"
 LOG_FILE = "clawgate.log"
@@ -130,8 +131,8 @@ def setup_logging(
         return
     path = log_file_path(data_dir)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path.parent, 0o700)
+        make_dirs(path.parent)
+        os.chmod(path.parent, 0o700)  # an existing logs/ folder is narrowed too
         handler = PrivateRotatingFileHandler(
             path, maxBytes=config.max_bytes, backupCount=config.backups, encoding="utf-8"
         )
