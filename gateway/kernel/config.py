@@ -140,7 +140,8 @@ class MemorySearchConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    # "" or "builtin": the offline embedder; "none": keyword only; else a litellm model name.
+    # "" or "builtin": the offline embedder; "none": keyword only; "minilm" or "local:PATH": a
+    # local sentence-transformer run in numpy; else a litellm embedding model name.
     embedding_model: str = "builtin"
     auto_recall: bool = True
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
