@@ -21,7 +21,7 @@ from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.ratelimit import RateLimiter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ChannelError, ConfigError
+from clawgate.kernel.errors import ChannelError
 
 log = logging.getLogger(__name__)
 
@@ -154,28 +154,6 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def check_ready(config: Config) -> None:
-    """The gateway needs a model and at least one chat channel; say exactly what to set."""
-    if not config.agent.model:
-        raise ConfigError(
-            'no model configured: set [agent] model in the config (e.g. "openai/gpt-4o-mini") '
-            "or CLAWGATE_AGENT__MODEL"
-        )
-    enabled = [name for name, ch in config.channels if getattr(ch, "enabled", False)]
-    if not enabled:
-        raise ConfigError(
-            "no chat channel enabled: set [channels.telegram] enabled = true and token "
-            "(or the same for discord)"
-        )
-    for name in enabled:
-        channel_config = getattr(config.channels, name)
-        if channel_config.token is None or not channel_config.token.get_secret_value():
-            raise ConfigError(
-                f"channels.{name} is enabled but has no token: set [channels.{name}] token "
-                f"or CLAWGATE_CHANNELS__{name.upper()}__TOKEN"
-            )
 
 
 def build_channels(config: Config, bus: MessageBus) -> list[Channel]:

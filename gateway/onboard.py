@@ -7,12 +7,14 @@ overwrites a file, so a self-hoster's edits survive a second run.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from clawgate.kernel.config import load_config
+from clawgate.kernel.config import Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
@@ -181,15 +183,66 @@ def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> b
     return True
 
 
-def next_steps(config_path: Path, environ: dict[str, str] | None = None) -> list[str]:
-    """What to do after onboard: set a model only if none is set (file or environment)."""
+def executable() -> str:
+    """How to run clawgate again: plain `clawgate` when that is on PATH and is this program,
+    else this program's real path (e.g. .venv/bin/clawgate)."""
+    me = Path(sys.argv[0]).resolve()
+    found = shutil.which("clawgate")
+    if found and Path(found).resolve() == me:
+        return "clawgate"
+    return str(me) if me.name == "clawgate" else "clawgate"
+
+
+def next_steps(
+    config_path: Path, environ: dict[str, str] | None = None, *, program: str = "clawgate"
+) -> list[str]:
+    """What to do next, from what the config has: the missing pieces, or how to start and
+    how the owner pairs."""
     try:
-        model = load_config(config_path, environ).agent.model
+        config = load_config(config_path, environ)
     except ConfigError as exc:
         return [f"Next: fix the config: {exc}"]
-    if model:
-        return [f"Next: talk to your assistant ({model}) with `clawgate agent`."]
+    model = config.agent.model
+    if not model:
+        return [
+            f"Next: set [agent] model (and api_key / api_base) in {config_path}",
+            f"(or run `{program} onboard` in a terminal), then talk to your assistant with "
+            f"`{program} agent`.",
+        ]
+    missing = missing_setup(config)
+    if missing:
+        return [
+            f"Ready to chat in the terminal: `{program} agent` ({model}).",
+            f"For the gateway: {'; '.join(missing)}.",
+        ]
     return [
-        f"Next: set [agent] model (and api_key / api_base) in {config_path},",
-        "then talk to your assistant with `clawgate agent`.",
+        f"Ready. Start the gateway: `{program} gateway` ({model}).",
+        "Then send your bot a message from your own account: it answers with a pairing code.",
+        f"Approve it as the owner: `{program} pairing approve CODE --owner`.",
+        f"Or chat in the terminal: `{program} agent`.",
     ]
+
+
+def missing_setup(config: Config) -> list[str]:
+    problems = []
+    if not config.agent.model:
+        problems.append(
+            'no model: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
+        )
+    key_env = config.agent.api_key_env
+    if key_env and config.agent.api_key is None:
+        problems.append(f"agent.api_key_env names {key_env}, which is not set in the environment")
+    enabled = [name for name, ch in config.channels if getattr(ch, "enabled", False)]
+    if not enabled:
+        problems.append(
+            "no chat channel enabled: set [channels.telegram] enabled = true and token "
+            "(or the same for discord)"
+        )
+    for name in enabled:
+        channel_config = getattr(config.channels, name)
+        if channel_config.token is None or not channel_config.token.get_secret_value():
+            problems.append(
+                f"channels.{name} is enabled but has no token: set [channels.{name}] token "
+                f"or CLAWGATE_CHANNELS__{name.upper()}__TOKEN"
+            )
+    return problems

@@ -262,8 +262,10 @@ async def test_gateway_not_ready_says_what_to_set(
     run = await clawgate(tmp_path, "--config", str(config), "gateway")
 
     assert run.code == 2
-    [line] = run.stderr_lines()
-    assert expected in line
+    first, *problems, last = run.stderr_lines()
+    assert first == "clawgate: not ready to start:"
+    assert any(expected in line for line in problems), problems
+    assert "`clawgate onboard`" in last
     assert not (tmp_path / "data" / "gateway.lock").exists()
 
 

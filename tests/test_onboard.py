@@ -103,13 +103,14 @@ def test_next_steps_ask_for_a_model_only_while_none_is_set(tmp_path: Path) -> No
     onboard(config_path, tmp_path / "ws")
     assert "set [agent] model" in next_steps(config_path, {})[0]
     by_env = next_steps(config_path, {"CLAWGATE_AGENT__MODEL": "openai/gpt-4o-mini"})
-    assert by_env == ["Next: talk to your assistant (openai/gpt-4o-mini) with `clawgate agent`."]
+    assert by_env[0] == "Ready to chat in the terminal: `clawgate agent` (openai/gpt-4o-mini)."
+    assert "no chat channel enabled" in by_env[1]
 
     text = config_path.read_text().replace(
         '# model = "ollama/llama3.1"', 'model = "ollama/llama3.1"'
     )
     config_path.write_text(text)
     onboard(config_path, tmp_path / "ws")
-    assert next_steps(config_path, {}) == [
-        "Next: talk to your assistant (ollama/llama3.1) with `clawgate agent`."
-    ]
+    assert next_steps(config_path, {})[0] == (
+        "Ready to chat in the terminal: `clawgate agent` (ollama/llama3.1)."
+    )

@@ -143,10 +143,38 @@ def onboard(
     workspace: Annotated[
         Path | None, typer.Option(help="Workspace folder (default ~/.clawgate/workspace).")
     ] = None,
+    model: Annotated[str | None, typer.Option(help='The model, e.g. "openai/gpt-4o-mini".')] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Endpoint of a self-hosted or OpenAI-compatible server.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="The API key (stored in the 0600 config).")
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="Read the API key from this environment variable at start instead."),
+    ] = None,
+    telegram_token: Annotated[
+        str | None, typer.Option(help="Telegram bot token from @BotFather.")
+    ] = None,
+    discord_token: Annotated[str | None, typer.Option(help="Discord bot token.")] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Ask nothing: use the flags and what is set.")
+    ] = False,
+    no_check: Annotated[
+        bool, typer.Option("--no-check", help="Save without the live model and bot checks.")
+    ] = False,
 ) -> None:
-    """Create the config file and the workspace. Safe to re-run: never overwrites your files."""
-    from clawgate.gateway.onboard import next_steps
+    """Set clawgate up: config, workspace, model, bots. Asks when run in a terminal; safe to
+    re-run (never overwrites your files, only sets what you answer)."""
+    import asyncio
+    import os
+
+    from pydantic import SecretStr
+
+    from clawgate.gateway.onboard import executable, next_steps
     from clawgate.gateway.onboard import onboard as run_onboard
+    from clawgate.gateway.onboard_setup import Asker, Setup, run_setup
 
     config_path = cli_context(ctx).config_path
     result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
@@ -154,7 +182,26 @@ def onboard(
         typer.echo(f"created  {path}")
     for path in result.kept:
         typer.echo(f"kept     {path}")
-    typer.echo("\n" + "\n".join(next_steps(config_path)))
+    flags = Setup(
+        model=model,
+        api_base=api_base,
+        api_key=SecretStr(api_key) if api_key else None,
+        api_key_env=api_key_env,
+        telegram_token=SecretStr(telegram_token) if telegram_token else None,
+        discord_token=SecretStr(discord_token) if discord_token else None,
+    )
+    asker = None
+    if not yes and sys.stdin.isatty():
+        typer.echo("\nA few questions (Ctrl-C to stop; nothing is written until the end).\n")
+        asker = Asker(typer.prompt, typer.confirm, typer.echo)
+    changed = asyncio.run(
+        run_setup(config_path, flags, asker, live=not no_check, environ=dict(os.environ))
+    )
+    if changed:
+        typer.echo(f"\nwrote {config_path}:")
+        for line in changed:
+            typer.echo(f"  {line}")
+    typer.echo("\n" + "\n".join(next_steps(config_path, program=executable())))
 
 
 @app.command()
@@ -212,13 +259,19 @@ def gateway(
     """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
     import asyncio
 
-    from clawgate.gateway.daemon import check_ready, serve
+    from clawgate.gateway.daemon import serve
     from clawgate.gateway.lock import InstanceLock
-    from clawgate.gateway.onboard import prepare_workspace
+    from clawgate.gateway.onboard import missing_setup, prepare_workspace
     from clawgate.gateway.ops.logs import setup_logging
 
     config = cli_context(ctx).config()
-    check_ready(config)
+    problems = missing_setup(config)
+    if problems:
+        # All at once, one a line: a newcomer fixes the config in one go.
+        typer.echo("clawgate: not ready to start:", err=True)
+        for problem in problems:
+            typer.echo(f"  - {problem}", err=True)
+        fail("`clawgate onboard` asks for each of these, or set them in the config.")
     with InstanceLock(config.data_dir):
         # Inside the lock: a refused second gateway must not write (or rotate) the log.
         setup_logging(

@@ -49,6 +49,9 @@ class AgentConfig(_Section):
     model: str = ""
     api_base: str | None = None
     api_key: SecretStr | None = None
+    # The environment variable that holds the key (e.g. "OPENAI_API_KEY"), read at start:
+    # keeps the key out of the file, and names the variable in errors when it is missing.
+    api_key_env: str | None = None
     fallback_models: list[str] = Field(default_factory=list)
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int = Field(4096, gt=0)
@@ -283,6 +286,11 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
     overrides = _apply_env(data, env)
+    agent = data.get("agent")
+    if isinstance(agent, dict) and agent.get("api_key_env") and not agent.get("api_key"):
+        found = env.get(str(agent["api_key_env"]), "")
+        if found:
+            agent["api_key"] = found
     try:
         return Config.model_validate(data)
     except ValidationError as exc:

@@ -20,12 +20,12 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
     """One model request and one identity call per enabled channel, side by side."""
     checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
     if config.agent.model:
-        checks.append(("model", _ping_model(config, timeout)))
+        checks.append(("model", ping_model(config, timeout)))
     telegram, discord = config.channels.telegram, config.channels.discord
     if telegram.enabled and telegram.token is not None and telegram.token.get_secret_value():
-        checks.append(("telegram", _ping_telegram(config, timeout)))
+        checks.append(("telegram", ping_telegram(config, timeout)))
     if discord.enabled and discord.token is not None and discord.token.get_secret_value():
-        checks.append(("discord", _ping_discord(config, timeout)))
+        checks.append(("discord", ping_discord(config, timeout)))
     results = await asyncio.gather(*(_guarded(coro, timeout) for _, coro in checks))
     # Network errors may quote a request URL, and Telegram's carry the token in theirs.
     redact = Redactor(config.secrets())
@@ -48,7 +48,7 @@ async def _guarded(
         return False, f"failed: {one_line(exc)}"
 
 
-async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
+async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
     from clawgate.agent.llm import LLMClient
 
     # The configured model alone, once: a fallback answering would hide its failure.
@@ -67,7 +67,7 @@ async def _ping_model(config: Config, timeout: float) -> tuple[bool, str]:
     return True, f"{response.model} answered"
 
 
-async def _ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
+async def ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
     from telegram import Bot
     from telegram.error import InvalidToken, TelegramError
     from telegram.request import HTTPXRequest
@@ -97,7 +97,7 @@ async def _ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
     return True, f"getMe ok: @{me.username} (id {me.id})"
 
 
-async def _ping_discord(config: Config, timeout: float) -> tuple[bool, str]:
+async def ping_discord(config: Config, timeout: float) -> tuple[bool, str]:
     import aiohttp
 
     settings = config.channels.discord

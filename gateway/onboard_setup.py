@@ -1,0 +1,297 @@
+"""`clawgate onboard`'s setup: the model, its key and the chat bots, each checked live
+before anything is written, then set in the config file with its comments kept.
+
+Answers come from flags (`--model`, `--api-key-env`, `--telegram-token`, ... - unattended)
+and, when stdin is a terminal and `--yes` is not given, from questions for whatever is still
+missing. The live checks are the ones `clawgate doctor --online` runs: a one-token model
+call, Telegram's getMe, Discord's /users/@me.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from clawgate.kernel.config import Config
+from clawgate.kernel.errors import ConfigError, describe_validation
+from clawgate.kernel.storage import DiskWriter
+
+CHECK_TIMEOUT = 20.0
+MODEL_EXAMPLES = "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3.1"
+# The variable each provider's SDK reads when no key is configured: offered as the default.
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+}
+KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "llamafile"}
+
+
+class Setup(BaseModel):
+    """What onboard sets in the config; None leaves a key as it is."""
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    telegram_token: SecretStr | None = None
+    discord_token: SecretStr | None = None
+
+    def is_empty(self) -> bool:
+        return all(value is None for value in self.model_dump().values())
+
+
+def provider(model: str) -> str:
+    return model.split("/", 1)[0].lower() if "/" in model else "openai"
+
+
+def apply(document: tomlkit.TOMLDocument, setup: Setup) -> list[str]:
+    """Set the answers in a parsed config; the lines say what changed (secrets hidden)."""
+    changed: list[str] = []
+    agent = _table(document, "agent")
+    if setup.model is not None:
+        agent["model"] = setup.model
+        changed.append(f"agent.model = {setup.model}")
+    if setup.api_base is not None:
+        agent["api_base"] = setup.api_base
+        changed.append(f"agent.api_base = {setup.api_base}")
+    if setup.api_key is not None:
+        agent["api_key"] = setup.api_key.get_secret_value()
+        agent.pop("api_key_env", None)
+        changed.append("agent.api_key = (hidden)")
+    elif setup.api_key_env is not None:
+        agent["api_key_env"] = setup.api_key_env
+        agent.pop("api_key", None)
+        changed.append(f"agent.api_key_env = {setup.api_key_env} (read from the environment)")
+    channels = _table(document, "channels")
+    for name, token in (("telegram", setup.telegram_token), ("discord", setup.discord_token)):
+        if token is not None:
+            section = _table(channels, name)
+            section["enabled"] = True
+            section["token"] = token.get_secret_value()
+            changed.append(f"channels.{name}: enabled, token = (hidden)")
+    return changed
+
+
+def _table(parent: Any, name: str) -> Any:
+    if name not in parent:
+        parent[name] = tomlkit.table()
+    return parent[name]
+
+
+def preview(config_path: Path, setup: Setup, environ: dict[str, str]) -> tuple[str, Config]:
+    """The config text with the answers applied, and what it loads to: nothing is written.
+
+    Raises ConfigError (one line) when the result would not load.
+    """
+    text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
+    try:
+        document = tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        raise ConfigError(f"{config_path}: not valid TOML: {exc}") from None
+    apply(document, setup)
+    new_text = tomlkit.dumps(document)
+    data = tomllib.loads(new_text)
+    agent = data.get("agent", {})
+    if agent.get("api_key_env") and not agent.get("api_key"):
+        found = environ.get(agent["api_key_env"], "")
+        if found:
+            agent["api_key"] = found
+    try:
+        return new_text, Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{config_path}: {describe_validation(exc, whole='config')}") from None
+
+
+def save(config_path: Path, text: str, writer: DiskWriter | None = None) -> None:
+    # Atomic and private: the file holds the API key and the bot tokens.
+    (writer or DiskWriter()).replace(config_path, text, mode=0o600)
+
+
+async def check(config: Config, what: str, timeout: float = CHECK_TIMEOUT) -> tuple[bool, str]:
+    """One live check ("model", "telegram" or "discord"): (passed, one line)."""
+    from clawgate.gateway.ops.online import ping_discord, ping_model, ping_telegram
+    from clawgate.kernel.errors import one_line
+    from clawgate.kernel.secrets import Redactor
+
+    ping = {"model": ping_model, "telegram": ping_telegram, "discord": ping_discord}[what]
+    try:
+        async with asyncio.timeout(timeout + 5):
+            passed, detail = await ping(config, timeout)
+    except TimeoutError:
+        passed, detail = False, f"failed: no answer within {timeout:g} s"
+    except Exception as exc:
+        passed, detail = False, f"failed: {one_line(exc)}"
+    return passed, Redactor(config.secrets())(detail)
+
+
+class Asker:
+    """The questions, through callables so tests and the CLI share one flow."""
+
+    def __init__(
+        self,
+        prompt: Callable[..., str],
+        confirm: Callable[..., bool],
+        say: Callable[[str], None],
+    ) -> None:
+        self.prompt = prompt
+        self.confirm = confirm
+        self.say = say
+
+    def text(self, question: str, default: str = "", *, hidden: bool = False) -> str:
+        answer = self.prompt(
+            question, default=default, show_default=bool(default) and not hidden, hide_input=hidden
+        )
+        return str(answer).strip()
+
+
+def ask_model(asker: Asker, current: Config, setup: Setup) -> Setup:
+    """Model, endpoint and key, asked for what the flags did not give."""
+    agent = current.agent
+    model = setup.model or asker.text(
+        f"Model, as provider/name (e.g. {MODEL_EXAMPLES})", agent.model
+    )
+    while not model:
+        asker.say("A model is needed: the assistant cannot answer without one.")
+        model = asker.text("Model", "")
+    api_base = setup.api_base
+    if api_base is None and (provider(model) in KEYLESS_PROVIDERS or agent.api_base):
+        api_base = asker.text(
+            "API base URL (Enter for the provider's default)", agent.api_base or ""
+        )
+    elif api_base is None and provider(model) == "openai":
+        api_base = asker.text(
+            "API base URL, for an OpenAI-compatible server (Enter for OpenAI itself)",
+            agent.api_base or "",
+        )
+    answers = setup.model_copy(update={"model": model, "api_base": api_base or None})
+    if setup.api_key is not None or setup.api_key_env is not None:
+        return answers
+    if provider(model) in KEYLESS_PROVIDERS:
+        return answers
+    if agent.api_key is not None and not asker.confirm(
+        "Replace the API key set now?", default=False
+    ):
+        return answers
+    key = asker.text(
+        "API key (input hidden; Enter to read it from an environment variable instead)",
+        hidden=True,
+    )
+    if key:
+        return answers.model_copy(update={"api_key": SecretStr(key)})
+    variable = asker.text(
+        "Environment variable that holds the key", KEY_VARIABLES.get(provider(model), "")
+    )
+    return answers.model_copy(update={"api_key_env": variable or None})
+
+
+def ask_token(asker: Asker, name: str, current: Config) -> SecretStr | None:
+    settings = getattr(current.channels, name)
+    if settings.enabled and settings.token is not None:
+        if not asker.confirm(f"{name.title()} is set up. Change its token?", default=False):
+            return None
+    where = {
+        "telegram": "Telegram bot token, from @BotFather's /newbot",
+        "discord": "Discord bot token, from the Developer Portal's Bot page",
+    }[name]
+    token = asker.text(f"{where} (input hidden; Enter to skip)", hidden=True)
+    return SecretStr(token) if token else None
+
+
+async def run_setup(
+    config_path: Path,
+    flags: Setup,
+    asker: Asker | None,
+    *,
+    live: bool = True,
+    environ: dict[str, str],
+) -> list[str]:
+    """Ask (when `asker` is given) for what the flags left out, check it live, write it.
+
+    Returns what changed. Unattended, a failed check writes nothing and raises ConfigError;
+    asked, the person decides whether to try again, skip, or keep it anyway.
+    """
+    from clawgate.kernel.config import load_config
+
+    current = load_config(config_path, environ)
+    setup = flags
+    if asker is not None:
+        setup = await _ask_all(asker, config_path, current, setup, live=live, environ=environ)
+    elif live:
+        _, config = preview(config_path, setup, environ)
+        wanted = [
+            what
+            for what, given in (
+                ("model", setup.model or setup.api_key or setup.api_key_env or setup.api_base),
+                ("telegram", setup.telegram_token),
+                ("discord", setup.discord_token),
+            )
+            if given
+        ]
+        for what in wanted:
+            passed, line = await check(config, what)
+            if not passed:
+                raise ConfigError(
+                    f"{what} check {line}; nothing was written (--no-check saves it anyway)"
+                )
+    if setup.is_empty():
+        return []
+    text, _ = preview(config_path, setup, environ)
+    save(config_path, text)
+    return apply(tomlkit.document(), setup)
+
+
+async def _ask_all(
+    asker: Asker,
+    config_path: Path,
+    current: Config,
+    setup: Setup,
+    *,
+    live: bool,
+    environ: dict[str, str],
+) -> Setup:
+    asker.say("The model")
+    for _ in range(3):
+        setup = ask_model(asker, current, setup)
+        if not live:
+            break
+        _, config = preview(config_path, setup, environ)
+        asker.say("  checking the model with a one-word request...")
+        passed, line = await check(config, "model")
+        asker.say(f"  model: {line}")
+        if passed or not asker.confirm("Try other model settings?", default=True):
+            break
+        # Offer the last answers as defaults; the key is asked again, never shown.
+        last = {"model": setup.model or "", "api_base": setup.api_base}
+        current = current.model_copy(update={"agent": current.agent.model_copy(update=last)})
+        setup = setup.model_copy(
+            update={"model": None, "api_base": None, "api_key": None, "api_key_env": None}
+        )
+    for name in ("telegram", "discord"):
+        asker.say(f"\n{name.title()}")
+        field = f"{name}_token"
+        token = getattr(setup, field)
+        for _ in range(3):
+            token = token or ask_token(asker, name, current)
+            if token is None or not live:
+                break
+            _, config = preview(config_path, setup.model_copy(update={field: token}), environ)
+            passed, line = await check(config, name)
+            asker.say(f"  {name}: {line}")
+            if passed:
+                break
+            token = None
+            if not asker.confirm("Try another token?", default=True):
+                break
+        setup = setup.model_copy(update={field: token})
+    return setup
