@@ -20,7 +20,7 @@ from typing import Any
 
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
-from clawgate.kernel.errors import ChannelError
+from clawgate.kernel.errors import ChannelError, CredentialsRejected
 from clawgate.kernel.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ class _Supervised:
     last_error: str | None = None
     restarts: int = 0
     task: asyncio.Task[None] | None = None
+    rejected: bool = False  # the last start failed because the platform refused the token
 
 
 class ChannelStates:
@@ -156,6 +157,14 @@ class ChannelManager:
     def status(self) -> dict[str, dict[str, Any]]:
         return self.states.snapshot()
 
+    def rejected(self) -> dict[str, str]:
+        """Channels whose last start failed because their token was refused: their errors."""
+        return {
+            name: sup.last_error or "credentials rejected"
+            for name, sup in self._supervised.items()
+            if sup.rejected and sup.state == FAILED
+        }
+
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
         """Pass the dispatcher's decision on to the message's channel (an optional
         `admitted(message, accepted)`): typing only for what will be answered."""
@@ -181,7 +190,13 @@ class ChannelManager:
                 first_try.set()
                 died: str | None = None
                 if failure is None:
-                    log.info("channel %s ready", name)
+                    if getattr(sup.channel, "connected", lambda: True)():
+                        log.info("channel %s ready", name)
+                    else:
+                        log.warning(
+                            "channel %s started but cannot reach its platform yet; it keeps trying",
+                            name,
+                        )
                     started = self._clock()
                     died = await self._until_closed(sup.channel)
                     if died is None:
@@ -224,6 +239,7 @@ class ChannelManager:
                 await sup.channel.start()
         except Exception as exc:
             sup.last_error = _describe(exc)
+            sup.rejected = isinstance(exc, CredentialsRejected)
             self._set_state(sup, FAILED)
             # Release whatever the half-done start holds before the next attempt.
             await self._quiet_stop(sup.channel)

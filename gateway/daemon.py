@@ -21,7 +21,7 @@ from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.ratelimit import RateLimiter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ChannelError
+from clawgate.kernel.errors import ChannelError, CredentialsRejected
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,12 @@ async def serve(config: Config) -> None:
         daemon=True,
     )
     await gateway.start()
+    rejected = gateway.manager.rejected()
+    if rejected and len(rejected) == len(gateway.manager.channels):
+        # Every channel refused its token: a daemon that cannot hear anyone should not
+        # look healthy. With another channel up, the rejected one shows in status instead.
+        await gateway.stop()
+        raise CredentialsRejected("; ".join(rejected.values()))
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
     try:
         await stop.wait()

@@ -10,7 +10,7 @@ import aiohttp
 import discord
 import yarl
 
-from clawgate.kernel.errors import ChannelError
+from clawgate.kernel.errors import ChannelError, CredentialsRejected
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import DiscordConfig
@@ -73,7 +73,7 @@ def short(exc: BaseException) -> str:
 def explain(exc: BaseException, api_base: str) -> BaseException:
     """A ChannelError a person can act on, or the exception itself if it is a bug."""
     if isinstance(exc, discord.LoginFailure):
-        return ChannelError("Discord rejected the bot token: check [channels.discord] token")
+        return CredentialsRejected("Discord rejected the bot token: check [channels.discord] token")
     if isinstance(exc, discord.PrivilegedIntentsRequired):
         return ChannelError(
             "Discord refused the message content intent: enable it for the bot in the "
@@ -81,7 +81,9 @@ def explain(exc: BaseException, api_base: str) -> BaseException:
         )
     if isinstance(exc, discord.ConnectionClosed):
         if exc.code == 4004:
-            return ChannelError("Discord rejected the bot token: check [channels.discord] token")
+            return CredentialsRejected(
+                "Discord rejected the bot token: check [channels.discord] token"
+            )
         return ChannelError(f"Discord closed the gateway connection (code {exc.code})")
     if isinstance(exc, discord.GatewayNotFound):
         return ChannelError("Discord's gateway could not be found")

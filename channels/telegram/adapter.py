@@ -35,7 +35,7 @@ from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.channels.telegram.normalise import BotIdentity, Normaliser, is_stop
 from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
-from clawgate.kernel.errors import ChannelError, one_line
+from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
 from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class TelegramChannel(Channel):
         try:
             await self._identify()
         except InvalidToken:
-            raise ChannelError(
+            raise CredentialsRejected(
                 "telegram: the bot token was rejected; check [channels.telegram] token"
             ) from None
         except TelegramError as exc:
@@ -194,6 +194,11 @@ class TelegramChannel(Channel):
         bot = self._require_bot()
         me = await bot.get_me()
         self._identity.id, self._identity.username = me.id, me.username or ""
+        log.info("telegram: connected as @%s (id %d)", me.username, me.id)
+
+    def connected(self) -> bool:
+        """True once the Bot API has answered (getMe): until then the channel is not ready."""
+        return self._identity.id is not None
 
     def _require_bot(self) -> Bot:
         if self._bot is None:

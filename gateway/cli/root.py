@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 
 def exit_code(exc: ClawgateError) -> int:
     """2 when the setup must change before running again (a bad config, a gateway already
-    running: the systemd unit does not restart on 2), 1 when the work itself failed."""
-    from clawgate.kernel.errors import ConfigError, LockHeld
+    running, a refused bot token: the systemd unit does not restart on 2), 1 when the work
+    itself failed."""
+    from clawgate.kernel.errors import ConfigError, CredentialsRejected, LockHeld
 
-    return 2 if isinstance(exc, ConfigError | LockHeld) else 1
+    return 2 if isinstance(exc, ConfigError | LockHeld | CredentialsRejected) else 1
 
 
 # name -> (module, its typer app, the line `clawgate --help` shows without importing it).

@@ -44,6 +44,10 @@ class ChannelError(ClawgateError):
     pass
 
 
+class CredentialsRejected(ChannelError):
+    """The platform refused the bot's token: no retry helps until a person changes it."""
+
+
 class PairingError(ClawgateError):
     pass
 
