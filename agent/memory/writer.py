@@ -44,8 +44,8 @@ class MemoryRewrite:
 
 
 class MemoryWriter:
-    """Serialises every write to one workspace's `memory/` folder, across threads and
-    processes; its write operations each hold the lock for their whole read-modify-write."""
+    """Serialises every change to one workspace's `memory/` folder, across coroutines,
+    threads and processes: `hold()` for code already in a thread, `run()` from async code."""
 
     _shared: ClassVar[weakref.WeakValueDictionary[tuple[str, DiskWriter], MemoryWriter]] = (
         weakref.WeakValueDictionary()
