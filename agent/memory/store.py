@@ -127,7 +127,7 @@ class MemoryStore:
             current = self.read_memory()
             text = without_surrogates(rewrite.text)
             if current != rewrite.base:
-                text = merge_lines(without_surrogates(rewrite.base), text, current)
+                text = merge_lines(rewrite.base, text, current)
                 log.info("MEMORY.md changed during a consolidation; the rewrite was merged")
             self.replace_memory(text)
             return text
