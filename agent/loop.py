@@ -56,9 +56,9 @@ TOO_LONG = (
 )
 FLUSH_PROMPT = (
     "[clawgate] This session is about to be compacted: older messages will be replaced by a "
-    "summary. Before that, append anything worth remembering (facts, decisions, open tasks) "
-    "to the daily log {path} with edit_file or write_file (create it if missing; keep what is "
-    "there). Do not reply to the user; answer NO_REPLY when done."
+    "summary. Before that, add anything worth remembering (facts, decisions, open tasks) "
+    "to the daily log {path} with append_file (it creates the file if missing; never rewrite "
+    "the log). Do not reply to the user; answer NO_REPLY when done."
 )
 FLUSH_MAX_STEPS = 4
 NOT_SAVED = (

@@ -492,7 +492,7 @@ def test_inbound_messages_of_any_shape_get_a_reply_and_a_loadable_session(
 
 # -- tool arguments ------------------------------------------------------------------------
 
-FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "send_file")
+FILE_TOOLS = ("read_file", "write_file", "edit_file", "append_file", "list_dir", "send_file")
 
 
 def _paths(outside: Path) -> st.SearchStrategy[str]:

@@ -240,6 +240,7 @@ async def test_write_file_creates_parents_and_keeps_private_modes(workspace: Pat
     assert stat.S_IMODE((workspace / "a/b/c.md").stat().st_mode) == 0o600
     memory = workspace / "memory" / "MEMORY.md"
     memory.chmod(0o600)
+    await call(ctx, "read_file", path="memory/MEMORY.md")  # a memory file is read before a rewrite
     await call(ctx, "write_file", path="memory/MEMORY.md", content="new facts")
     assert memory.read_text() == "new facts"
     assert stat.S_IMODE(memory.stat().st_mode) == 0o600
@@ -473,13 +474,13 @@ async def test_unknown_and_hidden_tools_read_the_same(
     owner = await registry.execute("nope", "{}", make_ctx(workspace))
     assert owner == (
         "Error: unknown tool 'nope'. Available tools: "
-        "read_file, write_file, edit_file, list_dir, exec, send_file, echo"
+        "read_file, write_file, edit_file, append_file, list_dir, exec, send_file, echo"
     )
     group = make_ctx(workspace, Trust.GROUP)
     hidden = await registry.execute("exec", '{"command": "id"}', group)
     assert hidden == (
         "Error: unknown tool 'exec'. Available tools: "
-        "read_file, write_file, edit_file, list_dir, send_file, echo"
+        "read_file, write_file, edit_file, append_file, list_dir, send_file, echo"
     )
     names = [s["function"]["name"] for s in registry.schemas(Trust.GROUP, group.config)]
     assert "exec" not in names and "read_file" in names
@@ -491,6 +492,7 @@ def test_schemas_are_openai_function_format(registry: ToolRegistry) -> None:
         "read_file",
         "write_file",
         "edit_file",
+        "append_file",
         "list_dir",
         "exec",
         "send_file",

@@ -34,6 +34,7 @@ from clawgate.agent.memory.answer import (
     validate,
 )
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.memory.writer import MemoryRewrite
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
@@ -252,7 +253,7 @@ class Consolidator:
             entry, update = await self._ask_model(session, chunk, owner)
         await asyncio.to_thread(self.store.append_history, entry, session.key)
         if update is not None:
-            await asyncio.to_thread(self.store.replace_memory, update)
+            await self.store.arewrite_memory(update)
         # One record: the covered range and the new last_consolidated land together.
         self.sessions.append(
             session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
@@ -265,7 +266,7 @@ class Consolidator:
 
     async def _ask_model(
         self, session: Session, chunk: list[dict[str, Any]], owner: bool
-    ) -> tuple[str, str | None]:
+    ) -> tuple[str, MemoryRewrite | None]:
         current = await asyncio.to_thread(self.store.read_memory) if owner else ""
         parts = []
         if owner:
@@ -285,7 +286,9 @@ class Consolidator:
             response = await self.llm.chat(messages, tools=[SAVE_MEMORY_TOOL])
         if response.finish_reason == "length":
             raise ConsolidationRefused("the answer was cut off (finish_reason length)")
-        return validate(extract_arguments(response), current, owner=owner)
+        entry, update = validate(extract_arguments(response), current, owner=owner)
+        # The file may change while the model thinks: the store merges against what it saw.
+        return entry, None if update is None else MemoryRewrite(base=current, text=update)
 
     async def archive(self, session: Session) -> Outcome:
         """Consolidate the whole archived transcript (retrying with backoff, raw after three

@@ -5,7 +5,9 @@
     memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry", blank line between entries
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
 
-Writes hold `kernel.storage.locked(memory/.lock)`: the daemon and a CLI command may write at once.
+Every write holds the workspace's memory lock (writer.py) for its whole read-modify-write: the
+daemon, the model's file tools and a CLI command may write at once. A model's rewrite of
+MEMORY.md is merged with what the file became since the model saw it (merge.py).
 Every write replaces lone UTF-16 surrogates (as session writes do), so no text a model or a
 platform produced can make a memory write raise; a MEMORY.md that is not valid UTF-8 (an
 editor's stray byte) is read with replacement characters instead of failing.
@@ -13,7 +15,6 @@ editor's stray byte) is read with replacement characters instead of failing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -22,8 +23,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from clawgate.agent.memory.merge import merge_lines
+from clawgate.agent.memory.writer import MemoryRewrite, MemoryWriter
 from clawgate.agent.text import without_surrogates
-from clawgate.kernel.storage import DiskWriter, locked
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class MemoryStore:
         self.history_path = self.dir / "HISTORY.md"
         self.versions_dir = self.dir / ".versions"
         self.writer = writer or DiskWriter()
+        self.lock = MemoryWriter.for_workspace(workspace, self.writer)
         self.zone = ZoneInfo(timezone)
         self._clock = clock or (lambda: datetime.now(UTC))
         # The undecodable MEMORY.md content last warned about, so each bad version logs once.
@@ -60,8 +64,7 @@ class MemoryStore:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.writer.mkdir(self.dir)
-        with locked(self.dir / ".lock"):
+        with self.lock.hold():
             yield
 
     # Reads -----------------------------------------------------------------
@@ -117,6 +120,18 @@ class MemoryStore:
                 self._prune_versions()
             self.writer.replace(self.memory_path, final)
 
+    def rewrite_memory(self, rewrite: MemoryRewrite) -> str:
+        """Apply a model's whole-file rewrite: as it is if MEMORY.md is still what the model
+        saw, else merged with the lines added or removed since. Returns what was written."""
+        with self._locked():
+            current = self.read_memory()
+            text = without_surrogates(rewrite.text)
+            if current != rewrite.base:
+                text = merge_lines(rewrite.base, text, current)
+                log.info("MEMORY.md changed during a consolidation; the rewrite was merged")
+            self.replace_memory(text)
+            return text
+
     def _versions(self) -> list[Path]:
         """Backups, oldest first: by their counter, after any named by the old clock stamps
         (which all predate the counter)."""
@@ -162,10 +177,13 @@ class MemoryStore:
             return path
 
     async def areplace_memory(self, text: str) -> None:
-        await asyncio.to_thread(self.replace_memory, text)
+        await self.lock.run(self.replace_memory, text)
+
+    async def arewrite_memory(self, rewrite: MemoryRewrite) -> str:
+        return await self.lock.run(self.rewrite_memory, rewrite)
 
     async def aappend_history(self, entry: str, session_key: str) -> None:
-        await asyncio.to_thread(self.append_history, entry, session_key)
+        await self.lock.run(self.append_history, entry, session_key)
 
 
 def _version_number(path: Path) -> int:

@@ -3,7 +3,7 @@
 from typing import Any
 
 from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError, ToolParams
-from clawgate.agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from clawgate.agent.tools.files import AppendFile, EditFile, ListDir, ReadFile, WriteFile
 from clawgate.agent.tools.paths import resolve_path
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.tools.send_file import SendFile
@@ -12,10 +12,11 @@ from clawgate.agent.tools.shell import ExecTool
 
 def default_tools() -> list[Tool[Any]]:
     """One instance of every built-in tool, in the order the model sees them."""
-    return [ReadFile(), WriteFile(), EditFile(), ListDir(), ExecTool(), SendFile()]
+    return [ReadFile(), WriteFile(), EditFile(), AppendFile(), ListDir(), ExecTool(), SendFile()]
 
 
 __all__ = [
+    "AppendFile",
     "EditFile",
     "ExecTool",
     "ListDir",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -88,6 +88,9 @@ class ToolContext:
     channel: str = ""
     chat_id: str = ""
     outbox: Callable[[OutboundMessage], Awaitable[None]] | None = None
+    # What read_file saw this turn (sha-256 by resolved path), so write_file can refuse to
+    # overwrite a file that changed since (files.py).
+    reads: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def root(self) -> Path:

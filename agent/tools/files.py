@@ -1,16 +1,28 @@
-"""File tools: read_file, write_file, edit_file, list_dir. Every path goes through the guard."""
+"""File tools: read_file, write_file, edit_file, append_file, list_dir. Every path goes
+through the guard.
+
+Changes to a memory file (anything in `memory/`) run under the workspace's memory lock, the
+one consolidations and CLI commands take, for their whole read-modify-write (memory/writer.py).
+write_file is a compare-and-swap against what read_file returned in this turn: a file that
+changed since is not overwritten ("changed since you read it; read it again"), and a memory
+file that already has content must have been read in this turn first - the copy in the
+system prompt may be stale. append_file adds lines without rewriting, for logs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
+from clawgate.agent.memory.writer import MemoryWriter
 from clawgate.agent.text import without_surrogates
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.paths import resolve_path
@@ -22,6 +34,13 @@ NEW_FILE_MODE = 0o600
 NEW_DIR_MODE = 0o700
 # Below this similarity "closest match" would be noise, not a hint.
 MIN_MATCH_RATIO = 0.3
+CHANGED = "{shown} changed since you read it; read it again"
+NOT_READ = (
+    "{shown} is a memory file that already has content you have not read in this turn; read "
+    "it first (read_file), or add to it with append_file"
+)
+
+T = TypeVar("T")
 
 
 def _path(what: str) -> Any:
@@ -37,14 +56,18 @@ class ReadFile(Tool["ReadFile.Params"]):
 
     async def run(self, params: Params, ctx: ToolContext) -> str:
         path = resolve_path(params.path, ctx)
-        text = await asyncio.to_thread(_read_text, path, params.path)
+        raw = await asyncio.to_thread(_read_bytes, path, params.path)
+        ctx.reads[path] = _digest(raw)
+        text = raw.decode("utf-8", errors="replace")
         return text if text else f"({params.path} is empty)"
 
 
 class WriteFile(Tool["WriteFile.Params"]):
     name: ClassVar[str] = "write_file"
     description: ClassVar[str] = (
-        "Create or overwrite a text file with the given content; parent folders are created."
+        "Create or overwrite a text file with the given content; parent folders are created. "
+        "A file you read in this turn is not overwritten if it changed since: read it again. "
+        "To add lines to a log, use append_file instead."
     )
 
     class Params(ToolParams):
@@ -54,7 +77,7 @@ class WriteFile(Tool["WriteFile.Params"]):
     async def run(self, params: Params, ctx: ToolContext) -> str:
         shown = params.path
         path = resolve_path(shown, ctx)
-        size = await asyncio.to_thread(_write_text, ctx, path, shown, params.content)
+        size = await _changing(ctx, path, _write_checked, ctx, path, shown, params.content)
         return f"Wrote {size} bytes to {shown}"
 
 
@@ -75,17 +98,29 @@ class EditFile(Tool["EditFile.Params"]):
         if not old:
             raise ToolError("old_text must not be empty")
         path = resolve_path(shown, ctx)
-        text = await asyncio.to_thread(_read_text, path, shown)
-        count = text.count(old)
-        if count == 0:
-            hint = await asyncio.to_thread(closest_match, text, old)
-            raise ToolError(f"old_text not found in {shown}; {hint}")
-        if count > 1:
-            raise ToolError(
-                f"old_text occurs {count} times in {shown}; include more context to make it unique"
-            )
-        await asyncio.to_thread(_write_text, ctx, path, shown, text.replace(old, new, 1))
+        await _changing(ctx, path, _edit, ctx, path, shown, old, new)
         return f"Edited {shown}: replaced 1 occurrence"
+
+
+class AppendFile(Tool["AppendFile.Params"]):
+    name: ClassVar[str] = "append_file"
+    description: ClassVar[str] = (
+        "Add lines at the end of a text file, keeping everything already in it; the file and "
+        "its folders are created if missing. Use it to add to a daily log "
+        "(memory/YYYY-MM-DD.md) or any other log, instead of rewriting the file."
+    )
+
+    class Params(ToolParams):
+        path: str = _path("The file to add to")
+        content: str = Field(description="The lines to add at the end")
+
+    async def run(self, params: Params, ctx: ToolContext) -> str:
+        shown = params.path
+        if not params.content.strip():
+            raise ToolError("content is empty; there is nothing to append")
+        path = resolve_path(shown, ctx)
+        size = await _changing(ctx, path, _append, ctx, path, shown, params.content)
+        return f"Appended {size} bytes to {shown}"
 
 
 class ListDir(Tool["ListDir.Params"]):
@@ -103,7 +138,23 @@ class ListDir(Tool["ListDir.Params"]):
         return await asyncio.to_thread(_list, path, shown)
 
 
+async def _changing(ctx: ToolContext, path: Path, change: Callable[..., T], *args: Any) -> T:
+    """Run a file change in a thread; for a memory file, holding the memory lock throughout."""
+    memory = MemoryWriter.for_workspace(ctx.workspace, ctx.writer)
+    if memory.covers(path):
+        return await memory.run(change, *args)
+    return await asyncio.to_thread(change, *args)
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
 def _read_text(path: Path, shown: str) -> str:
+    return _read_bytes(path, shown).decode("utf-8", errors="replace")
+
+
+def _read_bytes(path: Path, shown: str) -> bytes:
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -124,10 +175,77 @@ def _read_text(path: Path, shown: str) -> str:
         raise ToolError(f"could not read {shown}: {one_line(exc)}") from None
     if len(raw) > MAX_READ_BYTES:
         raise ToolError(f"{shown} is too large to read (over 1 MB)")
-    return raw.decode("utf-8", errors="replace")
+    return raw
 
 
-def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
+def _existing(path: Path, shown: str) -> bytes | None:
+    """The file's bytes now, None if there is no file."""
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; give a file path")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolError(f"could not read {shown}: {one_line(exc)}") from None
+
+
+def _write_checked(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
+    """write_file: refuse to overwrite what the model has not seen, then replace."""
+    seen = ctx.reads.get(path)
+    if seen is not None or MemoryWriter.for_workspace(ctx.workspace, ctx.writer).covers(path):
+        current = _existing(path, shown)
+        if seen is None and current:
+            raise ToolError(NOT_READ.format(shown=shown))
+        if seen is not None and (current is None or _digest(current) != seen):
+            raise ToolError(CHANGED.format(shown=shown))
+    data = _write_text(ctx, path, shown, content)
+    # The model knows the whole file now: a later write_file in this turn builds on it.
+    ctx.reads[path] = _digest(data)
+    return len(data)
+
+
+def _edit(ctx: ToolContext, path: Path, shown: str, old: str, new: str) -> None:
+    raw = _read_bytes(path, shown)
+    text = raw.decode("utf-8", errors="replace")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"old_text not found in {shown}; {closest_match(text, old)}")
+    if count > 1:
+        raise ToolError(
+            f"old_text occurs {count} times in {shown}; include more context to make it unique"
+        )
+    data = _write_text(ctx, path, shown, text.replace(old, new, 1))
+    _follow(ctx, path, raw, data)
+
+
+def _append(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
+    before = _existing(path, shown) if path in ctx.reads else None
+    data = without_surrogates(content).encode("utf-8")
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    try:
+        if not path.parent.is_dir():
+            ctx.writer.mkdir(path.parent, mode=NEW_DIR_MODE)
+        # Whole lines or nothing; a file that ends mid-line gets its newline first.
+        ctx.writer.append(path, data, mode=NEW_FILE_MODE)
+        ctx.writer.fsync(path)
+    except OSError as exc:
+        raise ToolError(f"could not append to {shown}: {one_line(exc)}") from None
+    if before is not None:
+        joint = b"\n" if before and not before.endswith(b"\n") else b""
+        _follow(ctx, path, before, before + joint + data)
+    return len(data)
+
+
+def _follow(ctx: ToolContext, path: Path, before: bytes, after: bytes) -> None:
+    """After the model's own edit of a file it read, its reading still holds - unless
+    someone else had changed the file in between, which it has not seen."""
+    if ctx.reads.get(path) == _digest(before):
+        ctx.reads[path] = _digest(after)
+
+
+def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> bytes:
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give a file path")
     data = without_surrogates(content).encode("utf-8")
@@ -139,7 +257,7 @@ def _write_text(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
         ctx.writer.replace(path, data, mode=mode)
     except OSError as exc:
         raise ToolError(f"could not write {shown}: {one_line(exc)}") from None
-    return len(data)
+    return data
 
 
 def closest_match(text: str, wanted: str) -> str:

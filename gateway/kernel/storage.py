@@ -89,6 +89,9 @@ class DiskWriter:
         """Replace `path` whole: temp file in the same folder, fsync, rename. Never half-written."""
         self._check(path)
         replace_file(path, data, mode=mode)
+        with self._guard:
+            # The new content may end mid-line: the next append must look again.
+            self._clean.discard(path)
 
     def mkdir(self, path: Path, *, mode: int = 0o700) -> None:
         self._check(path)
