@@ -100,6 +100,7 @@ class AgentRuntime:
             usage=usage,
             channel_status=channel_status,
             on_archived=(lambda old, _path: consolidator.schedule_archive(old),),
+            check_model=llm.check_model,
         )
         loop = AgentLoop(
             config=config,
