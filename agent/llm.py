@@ -210,8 +210,9 @@ class LLMClient:
         except Exception as exc:
             try:
                 retry = classify(litellm, model, exc, self._redact)
-            except NextModel as missing:
-                return missing.hint or f"The model {model} is not available: {missing.reason}."
+            except NextModel:
+                # Not the hint's "check agent.model": here the name came from /model.
+                return f"The model provider does not know the model {model}."
             except ModelUnavailable as failed:
                 return str(failed)
             return f"Could not check the model {model}: {retry.reason}."
