@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -30,6 +30,13 @@ HELP = """Commands:
 EMPTY_MESSAGE = "Your message was empty. Send some text, or /help for commands."
 
 COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
+# What these change is shared by everyone in a group (and costs the owner money), so in a
+# group or an `allowed` chat only an owner-trusted message may run them.
+OWNER_ONLY = {
+    "new": "Only the owner can start a new session here.",
+    "model": "Only the owner can change the model here.",
+    "compact": "Only the owner can compact this session here.",
+}
 
 
 def _tokens(text: str) -> int:
@@ -65,6 +72,8 @@ def parse_command(text: str) -> Command | None:
 ArchiveHook = Callable[[Session, Any], object]
 # {channel: {state, last_error, ...}}, for /status's channel lines.
 ChannelStatus = Callable[[], dict[str, dict[str, Any]]]
+# None when the model name can be used, else one line saying why not (LLMClient.check_model).
+ModelCheck = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -83,11 +92,15 @@ class CommandHandler:
     channel_status: ChannelStatus | None = None
     # Called after /new moved a transcript aside (the memory system archives it from there).
     on_archived: tuple[ArchiveHook, ...] = ()
+    # Asked before /model switches; None takes any name (tests without a model endpoint).
+    check_model: ModelCheck | None = None
 
     def model_for(self, session: Session) -> str:
         return str(session.state.get("model") or self.default_model)
 
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
+        if name in OWNER_ONLY and not message.trust.is_owner and (arg or name != "model"):
+            return OWNER_ONLY[name]
         if name == "new":
             archived = await self.sessions.archive(session)
             self.usage.forget(session.key)
@@ -100,6 +113,10 @@ class CommandHandler:
         if name == "model":
             if not arg:
                 return f"Model: {self.model_for(session)}"
+            if self.check_model is not None and arg != self.default_model:
+                refused = await self.check_model(arg)
+                if refused is not None:
+                    return f"Model not changed: {refused}"
             self.sessions.append(session, State(model=arg))
             await self.sessions.sync(session)
             return f"Model for this session set to {arg}."

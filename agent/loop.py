@@ -288,7 +288,7 @@ class AgentLoop:
                     continue
                 log.warning("%s: %s", session.key, exc)
                 self.sessions.append(session, TurnError(error=str(exc)))
-                return TurnResult(failure_reply(exc), is_error=True)
+                return TurnResult(failure_reply(exc, message.trust), is_error=True)
             steps += 1
             level = 0  # a compaction that made room holds for the next step
             _add_usage(total, response)

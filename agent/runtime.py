@@ -27,6 +27,7 @@ from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
+from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,12 @@ class AgentRuntime:
     loop: AgentLoop
     search: MemorySearch
 
+    @property
+    def redact(self) -> Redactor:
+        """The one redactor (configured secrets in any case, token shapes) for everything
+        this assistant writes or sends: session records, replies, status."""
+        return self.sessions.redact
+
     @classmethod
     def build(
         cls,
@@ -67,7 +74,9 @@ class AgentRuntime:
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
-        sessions = SessionStore(workspace / "sessions", writer=writer)
+        sessions = SessionStore(
+            workspace / "sessions", writer=writer, redact=Redactor(config.secrets())
+        )
         llm = LLMClient(config.agent)
         # The search index is derived data under data_dir; it opens on the first search.
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
@@ -100,6 +109,7 @@ class AgentRuntime:
             usage=usage,
             channel_status=channel_status,
             on_archived=(lambda old, _path: consolidator.schedule_archive(old),),
+            check_model=llm.check_model,
         )
         loop = AgentLoop(
             config=config,

@@ -22,6 +22,7 @@ from clawgate.channels.base import Channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError, CredentialsRejected
 from clawgate.kernel.retry import Backoff
+from clawgate.kernel.secrets import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,12 @@ class ChannelManager:
         states: ChannelStates | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
+        redact: Redactor | None = None,
     ) -> None:
+        """`redact`: the gateway's redactor; every text sent and every error kept for
+        status passes it (by default only token-shaped values are caught)."""
         self.bus = bus
+        self.redact = redact or Redactor()
         self.channels = {channel.name: channel for channel in channels}
         # Called with (message, None) once sent, or (message, error) once given up on.
         self._on_delivery = on_delivery
@@ -206,7 +211,7 @@ class ChannelManager:
                 failures += 1
                 delay = RESTART_BACKOFF.delay(failures)
                 if died is not None:
-                    sup.last_error = died
+                    sup.last_error = self.redact(died)
                     self._set_state(sup, RESTARTING)
                     log.warning(
                         "channel %s stopped unexpectedly: %s; restarting in %s",
@@ -238,7 +243,7 @@ class ChannelManager:
             async with asyncio.timeout(START_TIMEOUT):
                 await sup.channel.start()
         except Exception as exc:
-            sup.last_error = _describe(exc)
+            sup.last_error = self.redact(_describe(exc))
             sup.rejected = isinstance(exc, CredentialsRejected)
             self._set_state(sup, FAILED)
             # Release whatever the half-done start holds before the next attempt.
@@ -272,6 +277,9 @@ class ChannelManager:
     # -- outbound --------------------------------------------------------------------------
 
     async def deliver(self, message: OutboundMessage) -> None:
+        text = self.redact(message.text)
+        if text != message.text:
+            message = message.model_copy(update={"text": text})
         channel = self.channels.get(message.channel)
         error: str | None = None
         if channel is None:

@@ -62,7 +62,11 @@ class Gateway:
         self.runtime = runtime
         self.bus = bus
         self.manager = ChannelManager(
-            bus, channels, on_delivery=runtime.record_delivery, states=channel_states
+            bus,
+            channels,
+            on_delivery=runtime.record_delivery,
+            states=channel_states,
+            redact=runtime.redact,
         )
         self.dispatcher = Dispatcher(
             bus,
@@ -79,7 +83,7 @@ class Gateway:
             )
         self.status: StatusWriter | None = None
         if daemon:
-            self.status = StatusWriter(runtime.config.data_dir, self._report)
+            self.status = StatusWriter(runtime.config.data_dir, self._report, runtime.redact)
         self._running: contextlib.AsyncExitStack | None = None
         self._dispatching: asyncio.Task[None] | None = None
         self._outbound: asyncio.Task[None] | None = None

@@ -93,7 +93,7 @@ class Dispatcher:
             self._turns[message.session_key].cancel()
             await self.bus.publish_outbound(_reply(message, "Stopped."))
             return
-        if command is None and not await self._within_limit(message):
+        if not await self._within_limit(message):
             if self._on_admitted is not None:
                 await self._on_admitted(message, False)
             return
@@ -119,7 +119,7 @@ class Dispatcher:
 
     async def _within_limit(self, message: InboundMessage) -> bool:
         """Apply the per-sender rate limit; an ignored message is neither stored nor answered.
-        Commands are not limited (they are how a user stops or resets a runaway chat)."""
+        Commands count too: only a /stop of a running turn (above) is never refused."""
         verdict = self.rate_limiter.check(message)
         if verdict is Verdict.ACCEPT:
             return True

@@ -1,9 +1,14 @@
 """Per-sender flood protection: a sliding one-minute window of `limits.messages_per_minute`.
 
-The dispatcher asks before it queues a message. Over the limit a message is ignored: never
-stored, never answered, never shown as being worked on (its channel hears it was refused);
-the sender is told so once per window, then nothing until the window has room again. The owner's terminal (`cli`) and the scheduler's own sessions (`cron`,
-`heartbeat`) are never limited. Owners in chat apps are: a stuck client can flood too.
+The dispatcher asks before it queues a message, slash commands included (each one writes
+records and may cost a model call). Over the limit a message is ignored: never stored, never
+answered, never shown as being worked on (its channel hears it was refused); the sender is
+told so once per window, then nothing until the window has room again. A backlog replayed
+after a restart counts like a flood happening now: what a sender queued while the gateway
+was down is answered up to the limit, whatever its age. The owner's terminal (`cli`) and
+the scheduler's own sessions (`cron`, `heartbeat`) are never limited. Owners in chat apps
+are: a stuck client can flood too. A scheduled run that reports to a shared chat is charged
+to that chat (`admit_scheduled`), so a job created from a group spends the group's budget.
 """
 
 from __future__ import annotations
@@ -11,7 +16,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime
 from enum import Enum
 
 from clawgate.kernel.bus import InboundMessage
@@ -59,21 +63,31 @@ class RateLimiter:
         # A message without a sender (rare: some channel posts) is counted per chat.
         return f"{message.channel}:{message.sender_id or 'chat ' + message.chat_id}"
 
+    @staticmethod
+    def chat_key(session_key: str) -> str:
+        """The budget of a chat as a whole: where its scheduled runs are counted."""
+        channel, _, chat_id = session_key.partition(":")
+        return f"{channel}:chat {chat_id}"
+
     def exempt(self, message: InboundMessage) -> bool:
-        if self.per_minute <= 0 or message.channel in EXEMPT_CHANNELS:
-            return True
-        # A message written more than a window ago is backlog (sent while the gateway was
-        # down, or replayed after a crash), not a flood happening now: it is answered.
-        age = datetime.now(UTC) - message.timestamp
-        return age.total_seconds() > self.window
+        return self.per_minute <= 0 or message.channel in EXEMPT_CHANNELS
 
     def check(self, message: InboundMessage) -> Verdict:
         """Decide on one message and record it; call once per message."""
         if self.exempt(message):
             return Verdict.ACCEPT
+        return self._take(self.sender_key(message))
+
+    def admit_scheduled(self, session_key: str) -> bool:
+        """Charge one scheduled run to the chat it reports to; False when that chat's budget
+        for this window is spent (the run is skipped, nobody is notified)."""
+        if self.per_minute <= 0:
+            return True
+        return self._take(self.chat_key(session_key)) is Verdict.ACCEPT
+
+    def _take(self, key: str) -> Verdict:
         now = self._clock()
         self._sweep(now)
-        key = self.sender_key(message)
         accepted = self._accepted.setdefault(key, deque())
         _expire(accepted, now - self.window)
         if len(accepted) < self.per_minute:

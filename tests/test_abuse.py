@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -341,7 +341,7 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         flood = [inbound(f"spam {i}") for i in range(12)]
         for message in flood:
             await harness.bus.publish_inbound(message)
-        # Someone else in the same group, and the flooder's own commands, are not held up.
+        # Someone else in the same group is not held up; the flooder's commands are.
         await harness.bus.publish_inbound(inbound("hello", sender="bob"))
         await harness.bus.publish_inbound(inbound("/help"))
         await asyncio.sleep(0)  # let the dispatcher take everything off the bus
@@ -352,17 +352,17 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         # No reply_to: a notice must not mark the sender's queued messages as answered.
         assert notices[0].reply_to is None and not notices[0].is_error
         assert sum(r.text == "ok" for r in replies) == 4  # 3 of Mallory's, 1 of Bob's
-        assert any("/new" in r.text for r in replies)  # /help answered
+        assert not any("/new" in r.text for r in replies)  # /help counted and dropped
         assert len(fake_llm.requests) == 4
         stored = (tmp_path / "workspace" / "sessions" / "test_-42.jsonl").read_text()
         assert "spam 3" not in stored and "spam 11" not in stored
-        # Backlog from before a restart is not a flood: an old message is answered.
+        # Backlog from before a restart counts like any flood: its age exempts nothing.
         old = inbound("sent while the gateway was down")
         old = old.model_copy(update={"timestamp": old.timestamp - timedelta(minutes=5)})
         await harness.bus.publish_inbound(old)
         await asyncio.sleep(0)
         await settle(harness)
-        assert [r.text for r in drained(harness, "-42")] == ["ok"]
+        assert drained(harness, "-42") == []
 
         # Within the same window: still silent.
         clock.now += 30
@@ -375,7 +375,7 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         await harness.bus.publish_inbound(inbound("back"))
         await settle(harness)
         assert [r.text for r in drained(harness, "-42")] == ["ok"]
-        assert len(fake_llm.requests) == 7  # 4 + the backlog message + Bob's ping + "back"
+        assert len(fake_llm.requests) == 6  # 4 + Bob's ping + "back"
 
 
 def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
@@ -396,6 +396,14 @@ def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
     owner = [limiter.check(inbound("x", sender="1001", trust=Trust.OWNER)) for _ in range(3)]
     assert owner[-1] is Verdict.NOTIFY
     assert {RateLimiter(0, clock=clock).check(inbound("x")) for _ in range(50)} == {Verdict.ACCEPT}
+    # Age exempts nothing: a backlog replayed after a restart is a flood like any other.
+    old = inbound("y", sender="late").model_copy(
+        update={"timestamp": datetime(2020, 1, 1, tzinfo=UTC)}
+    )
+    assert [limiter.check(old) for _ in range(3)][-1] is Verdict.NOTIFY
+    # Scheduled runs reporting to a chat spend that chat's own budget.
+    assert [limiter.admit_scheduled("test:-42") for _ in range(3)] == [True, True, False]
+    assert limiter.admit_scheduled("test:-43")
 
 
 def test_rate_limiter_forgets_quiet_senders() -> None:
@@ -443,16 +451,16 @@ async def test_telegram_flood_one_notice_then_silence(
     async with TelegramGateway(tg_config) as gateway:
         for i in range(6):
             telegram.user_says(OWNER, f"spam {i}")
-        # /status is a command: answered even over the limit.
+        # /status is a command, and counted like any message: over the limit, not answered.
         telegram.user_says(OWNER, "/status")
-        received = [await telegram.next_message(OWNER) for _ in range(4)]
+        received = [await telegram.next_message(OWNER) for _ in range(3)]
         await gateway.gateway.dispatcher.wait_idle(10)
         await asyncio.wait_for(gateway.bus.outbound.join(), 10)
     texts = [m["text"] for m in received]
     assert texts.count("ok") == 2
     assert texts.count(limit_notice(2)) == 1
-    assert any("Session:" in t for t in texts)
-    assert len(telegram.messages_to(OWNER)) == 4  # nothing more after the notice
+    assert not any("Session:" in t for t in texts)
+    assert len(telegram.messages_to(OWNER)) == 3  # nothing more after the notice
     assert len(fake_llm.requests) == 2
 
 

@@ -143,7 +143,9 @@ async def test_messages_of_one_session_are_answered_in_order(harness, fake_llm):
 
 async def test_model_status_help_and_new(harness, fake_llm):
     assert (await harness.ask("/model")).text == "Model: openai/fake-model"
+    fake_llm.script(text("p"))  # the one-token check that the endpoint serves the name
     assert "set to openai/other" in (await harness.ask("/model openai/other")).text
+    assert fake_llm.requests[-1]["max_tokens"] == 1
     fake_llm.script(text("from other"))
     await harness.ask("hi")
     assert fake_llm.requests[-1]["model"] == "other"
@@ -159,7 +161,33 @@ async def test_model_status_help_and_new(harness, fake_llm):
     await harness.ask("again")
     roles = [m["role"] for m in fake_llm.last_messages()]
     assert roles == ["system", "user"]
-    assert len(fake_llm.requests) == 3  # hi, the archive's consolidation, again
+    # The /model check, hi, the archive's consolidation, again.
+    assert len(fake_llm.requests) == 4
+
+
+async def test_model_name_is_checked_before_the_switch(harness, fake_llm):
+    fake_llm.script(error(404, "The model `no-such-model` does not exist"))
+    reply = (await harness.ask("/model openai/no-such-model")).text
+    assert reply.startswith("Model not changed:") and "no-such-model" in reply
+    assert "\n" not in reply
+    assert (await harness.ask("/model")).text == "Model: openai/fake-model"
+    assert [r["model"] for r in fake_llm.requests] == ["no-such-model"]
+
+
+async def test_shared_chats_cannot_switch_the_model_reset_or_compact(harness, fake_llm):
+    refusals = {
+        "/model openai/expensive": "Only the owner can change the model here.",
+        "/new": "Only the owner can start a new session here.",
+        "/compact": "Only the owner can compact this session here.",
+    }
+    for trust in (Trust.GROUP, Trust.ALLOWED):
+        for command, refusal in refusals.items():
+            assert (await harness.ask(command, chat_id=trust.value, trust=trust)).text == refusal
+        # Looking is harmless: the model's name is shown to anyone.
+        shown = await harness.ask("/model", chat_id=trust.value, trust=trust)
+        assert shown.text == "Model: openai/fake-model"
+    assert fake_llm.requests == []
+    assert not list((harness.workspace / "sessions" / "archive").glob("*.jsonl"))
 
 
 async def test_private_memory_only_in_owner_sessions(harness, fake_llm):
@@ -256,7 +284,9 @@ async def test_compact_counts_in_words(harness):
             return 1
 
     commands = dataclasses.replace(harness.runtime.commands, guard=OneAtATime())
-    message = InboundMessage(channel="test", sender_id="1", chat_id="1", text="/compact")
+    message = InboundMessage(
+        channel="test", sender_id="1", chat_id="1", text="/compact", trust=Trust.OWNER
+    )
     session = await harness.runtime.sessions.get("test:1")
     assert await commands.run("compact", "", message, session) == (
         "Compacted 1 older message into a summary (the transcript keeps it)."

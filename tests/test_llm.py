@@ -411,6 +411,24 @@ async def test_only_transient_errors_say_try_again(
     )
 
 
+async def test_a_model_litellm_knows_is_taken_without_a_call(fake_llm: FakeLLM) -> None:
+    # No api_base: the provider is litellm's own, and its model list is on this machine.
+    client = LLMClient(AgentConfig(model="openai/gpt-4o-mini", api_key="sk-test-secret"))
+    assert await client.check_model("gpt-4o-mini") is None
+    assert fake_llm.requests == []
+
+
+async def test_a_model_name_the_endpoint_does_not_serve_is_one_line(
+    client: LLMClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(error(404, f"model nope not found for key {KEY.upper()}"))
+    refused = await client.check_model("openai/nope")
+    assert refused == "The model provider does not know the model openai/nope."
+    fake_llm.script(text("p"))
+    assert await client.check_model("openai/other") is None
+    assert [(r["model"], r["max_tokens"]) for r in fake_llm.requests] == [("nope", 1), ("other", 1)]
+
+
 async def test_api_key_never_appears_in_errors_or_logs(
     client: LLMClient, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from clawgate.gateway.ops.logs import log_file_path, setup_logging, teardown_logging
 from clawgate.kernel.config import LoggingConfig
-from clawgate.kernel.secrets import REDACTED
+from clawgate.kernel.secrets import REDACTED, Redactor
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.process import ClawgateProcess, fake_model, write_config
@@ -108,6 +108,18 @@ def test_file_logging_can_be_switched_off(tmp_path: Path) -> None:
     setup_logging(LoggingConfig(file=False), tmp_path, json=False, verbose=False)
     log.info("stderr only")
     assert not (tmp_path / "logs").exists()
+
+
+def test_the_redactor_walks_records_and_keeps_what_it_did_not_change() -> None:
+    redact = Redactor(["sk-test-secret"])
+    clean = {"role": "user", "content": ["fine", {"text": "also fine"}], "seq": 3}
+    assert redact.data(clean) is clean  # the session store tells "changed" by identity
+    record = {"type": "turn_error", "error": "key SK-TEST-SECRET refused", "n": [1, "x"]}
+    redacted = redact.data(record)
+    assert redacted == {"type": "turn_error", "error": f"key {REDACTED} refused", "n": [1, "x"]}
+    assert record["error"] == "key SK-TEST-SECRET refused"  # the input is left as it was
+    nested = redact.data(("ok", ["bot 7412345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw9"]))
+    assert nested == ("ok", [f"bot {REDACTED}"])
 
 
 @pytest.mark.parametrize("as_json", [False, True])

@@ -34,6 +34,7 @@ from clawgate.kernel.config import (
     Config,
     CronConfig,
     HeartbeatConfig,
+    LimitsConfig,
     TelegramConfig,
 )
 from tests.fakes.llm import FakeLLM, error, gate, raw_tool_call, text, tool_call
@@ -236,7 +237,8 @@ async def test_five_failures_disable_the_job_with_one_notice(
     write_jobs(running.store, a_job("flaky", schedule=Schedule(every=3600)))
     await wait_until(lambda: "flaky" in running.scheduler.jobs, timeout=5)
     result = await running.scheduler.run_job("flaky")
-    assert not result.ok and "couldn't reach the model" in (result.error or "")
+    # test:1 never recorded a trust, so it counts as `allowed`: no provider text for it.
+    assert not result.ok and "went wrong talking to the model" in (result.error or "")
     state = running.scheduler.state.jobs["flaky"]
     assert state.consecutive_errors == 1 and state.retry_at is not None
     # The retry is scheduled with backoff, before the next regular run.
@@ -352,6 +354,49 @@ async def test_groups_may_schedule_for_themselves_when_allowed(
     results = [m["content"] for m in harness.session("test:g1") if m["role"] == "tool"]
     assert results[0] == "Error: from this chat, jobs can only report back to this chat"
     assert [job.deliver_to for job in harness.store.load().jobs] == ["test:g1"]
+
+
+async def test_a_group_job_repeats_at_most_every_ten_minutes(
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    config = make(tmp_path, agent_config, cron=CronConfig(allow_from_groups=True))
+    async with SchedulerHarness(config) as harness:
+        fake_llm.script(
+            tool_call("cron", action="add", message="spam", every=1),
+            tool_call("cron", action="add", message="spam", cron="* * * * *"),
+            tool_call("cron", action="add", message="check", every=600),
+            text("Ok."),
+        )
+        await harness.ask("spam us", chat_id="g1", trust=Trust.GROUP)
+        fake_llm.script(tool_call("cron", action="add", message="tick", every=1), text("Ok."))
+        await harness.ask("tick every second")  # the owner is not held to it
+    results = [m["content"] for m in harness.session("test:g1") if m["role"] == "tool"]
+    assert all("at most every 10 minutes" in r for r in results[:2]), results
+    assert results[2].startswith("Scheduled job")
+    schedules = [(j.deliver_to, j.schedule.every) for j in harness.store.load().jobs]
+    assert schedules == [("test:g1", 600), ("test:1", 1)]
+
+
+async def test_runs_of_a_job_reporting_to_a_group_spend_the_groups_budget(
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    config = make(tmp_path, agent_config, limits=LimitsConfig(messages_per_minute=2))
+    async with SchedulerHarness(config) as harness:
+        fake_llm.handler = lambda body: text("Done.")
+        await harness.ask("hi", chat_id="g1", trust=Trust.GROUP)  # records trust: group
+        await harness.ask("hello")  # and the owner's chat records trust: owner
+        write_jobs(
+            harness.store,
+            a_job("loud", deliver_to="test:g1"),
+            a_job("mine", deliver_to="test:1"),
+        )
+        await wait_until(lambda: len(harness.scheduler.jobs) == 2, timeout=5)
+        results = [await harness.scheduler.run_job("loud") for _ in range(3)]
+        assert [r.ok for r in results] == [True, True, False]
+        assert "rate limit" in (results[2].error or "")
+        # The owner's own jobs are not charged to anyone.
+        assert all([(await harness.scheduler.run_job("mine")).ok for _ in range(3)])
+    assert len(fake_llm.requests) == 2 + 2 + 3
 
 
 # -- heartbeat --------------------------------------------------------------------------------

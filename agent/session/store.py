@@ -35,6 +35,7 @@ from clawgate.agent.session.records import (
     utc_now_iso,
 )
 from clawgate.agent.text import without_surrogates
+from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -120,9 +121,17 @@ class SessionStore:
     """Loads, caches (LRU) and appends to session files under `<workspace>/sessions/`."""
 
     def __init__(
-        self, directory: Path, *, writer: DiskWriter | None = None, cache_size: int = 256
+        self,
+        directory: Path,
+        *,
+        writer: DiskWriter | None = None,
+        cache_size: int = 256,
+        redact: Redactor | None = None,
     ) -> None:
+        """`redact`: the gateway's one redactor (its configured secrets); by default only
+        token-shaped values are caught. Every line passes it before it is written."""
         self.directory = directory
+        self.redact = redact or Redactor()
         self.archive_dir = directory / "archive"
         self.writer = writer or DiskWriter()
         self._cache: OrderedDict[str, Session] = OrderedDict()
@@ -200,6 +209,8 @@ class SessionStore:
     def _write(self, session: Session, fields: dict[str, Any]) -> dict[str, Any]:
         """Write one line; returns its fields as written (which the session must hold)."""
         self._ensure_header(session)
+        # A provider error, a tool result or a pasted token must not be kept verbatim.
+        fields = self.redact.data(fields)
         try:
             data = to_json(fields)
         except PydanticSerializationError:

@@ -368,6 +368,8 @@ class CronScheduler:
                 at = job.at_time(self.timezone)
                 assert at is not None
                 note = f"(this reminder was due at {self._shown(job, at)}, {how_long(late)} ago) "
+            if not manual and not await self._within_budget(job):
+                return RunResult(ok=False, error="skipped: the chat's rate limit is spent")
             result = await self._run_turn(job, note)
             state = self.state.of(job.id)
             state.last_run, state.runs = started, state.runs + 1
@@ -383,6 +385,16 @@ class CronScheduler:
             with contextlib.suppress(Exception):
                 self._aps.remove_job(f"retry:{job_id}")
         self.state.of(job_id).retry_at = None
+
+    async def _within_budget(self, job: CronJob) -> bool:
+        """A run reporting to a shared chat spends that chat's messages_per_minute: a job
+        created from a group cannot call the model more often than the group may."""
+        if (await self.turns.target_trust(job.deliver_to)).is_owner:
+            return True
+        if self.turns.dispatcher.rate_limiter.admit_scheduled(job.deliver_to):
+            return True
+        log.info("cron: job %s skipped: %s is over its rate limit", job.id, job.deliver_to)
+        return False
 
     async def _run_turn(self, job: CronJob, note: str = "") -> RunResult:
         """`note` says how late the run is: the model reads it, the chat sees it first."""

@@ -3,7 +3,9 @@
 The gateway that runs the scheduler hands it to the agent at construction (`cron_tools`);
 the running gateway picks changes up within seconds (see scheduler.py). Only owner
 sessions get the tool unless `cron.allow_from_groups` is set, and then a shared chat sees
-and changes only the jobs that report to itself. A scheduled run (`cron:*`,
+and changes only the jobs that report to itself, and its jobs repeat at most every
+`cron.shared_min_interval_minutes` (their runs also spend the chat's rate limit, see
+scheduler.py). A scheduled run (`cron:*`,
 `heartbeat:*`) may list jobs but never create or change one: no self-scheduling loops.
 """
 
@@ -11,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 from pydantic import Field
 
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
-from clawgate.gateway.cron.models import CronJob, new_job, utc_now
+from clawgate.gateway.cron.models import CronJob, JobsFile, new_job, utc_now
 from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
-from clawgate.gateway.cron.triggers import next_fire_time
+from clawgate.gateway.cron.triggers import fire_times, next_fire_time
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import Config, ToolsConfig
 from clawgate.kernel.errors import CronError
@@ -58,10 +60,16 @@ class CronTool(Tool["CronTool.Params"]):
         )
 
     def __init__(
-        self, *, timezone: str, allow_from_groups: bool, clock: Callable[[], datetime] = utc_now
+        self,
+        *,
+        timezone: str,
+        allow_from_groups: bool,
+        shared_min_interval: timedelta = timedelta(minutes=10),
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.timezone = timezone
         self.allow_from_groups = allow_from_groups
+        self.shared_min_interval = shared_min_interval
         self.clock = clock
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
@@ -110,10 +118,9 @@ class CronTool(Tool["CronTool.Params"]):
             raise ToolError("action add needs message: what to do when the job runs")
         timezone = params.timezone or self.timezone
         now = self.clock()
-        job = await asyncio.to_thread(
-            add_job,
-            store,
-            lambda jobs: new_job(
+
+        def build(jobs: JobsFile) -> CronJob:
+            job = new_job(
                 jobs,
                 name=params.name,
                 message=message,
@@ -123,13 +130,31 @@ class CronTool(Tool["CronTool.Params"]):
                 every=params.every,
                 cron=params.cron,
                 now=now,
-            ),
-        )
+            )
+            if not ctx.trust.is_owner:
+                self._check_interval(job, now)
+            return job
+
+        job = await asyncio.to_thread(add_job, store, build)
         when = next_fire_time(job, self.timezone, now)
         shown = _local(when, job, self.timezone) if when else "not scheduled"
         return (
             f"Scheduled job {job.id} ({job.name}): {job.schedule.describe()} "
             f"[{job.timezone}], next run {shown}; the result goes to {job.deliver_to}."
+        )
+
+    def _check_interval(self, job: CronJob, now: datetime) -> None:
+        """Refuse a job from a shared chat that would repeat more often than allowed."""
+        if job.is_one_shot or not self.shared_min_interval:
+            return
+        first, second, *_ = [*fire_times(job, self.timezone, now, 2), None, None]
+        if first is None or second is None or second - first >= self.shared_min_interval:
+            return
+        minutes = self.shared_min_interval.total_seconds() / 60
+        raise CronError(
+            f"from this chat a job may repeat at most every {minutes:g} minutes "
+            f"(every >= {int(self.shared_min_interval.total_seconds())} seconds); "
+            "ask the owner for anything more frequent"
         )
 
     def _list(self, store: CronStore, mine: Callable[[CronJob], bool]) -> str:
@@ -160,5 +185,9 @@ def cron_tools(config: Config) -> list[Tool]:
     if not config.cron.enabled:
         return []
     return [
-        CronTool(timezone=config.agent.timezone, allow_from_groups=config.cron.allow_from_groups)
+        CronTool(
+            timezone=config.agent.timezone,
+            allow_from_groups=config.cron.allow_from_groups,
+            shared_min_interval=timedelta(minutes=config.cron.shared_min_interval_minutes),
+        )
     ]

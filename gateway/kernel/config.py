@@ -157,6 +157,9 @@ class CronConfig(_Section):
     # many hours; later than that the target chat is told it was missed.
     missed_limit_hours: int = Field(24, ge=0)
     allow_from_groups: bool = False
+    # A job created from a group or an `allowed` chat repeats at most this often: its runs
+    # are model calls the owner pays for. Its runs also spend that chat's messages_per_minute.
+    shared_min_interval_minutes: int = Field(10, ge=0)
 
 
 class HeartbeatConfig(_Section):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "[REDACTED]"
 # Shorter values are placeholders ("none", "ollama"), not secrets: replacing them would
@@ -34,6 +35,22 @@ class Redactor:
         return self._pattern.sub(REDACTED, text)
 
     redact = __call__
+
+    def data(self, value: Any) -> Any:
+        """`value` with every string inside it (dict values, list items) redacted; the very
+        same object when nothing changed, so a caller can tell whether anything did."""
+        if isinstance(value, str):
+            return self._pattern.sub(REDACTED, value)
+        if isinstance(value, dict):
+            items = {key: self.data(item) for key, item in value.items()}
+            changed = any(items[key] is not item for key, item in value.items())
+            return items if changed else value
+        if isinstance(value, list | tuple):
+            parts = [self.data(item) for item in value]
+            if all(new is old for new, old in zip(parts, value, strict=True)):
+                return value
+            return type(value)(parts)
+        return value
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -50,15 +51,21 @@ def disk_usage(workspace: Path) -> dict[str, int]:
 class StatusWriter:
     """Owned by the Gateway: writes the report until cancelled."""
 
-    def __init__(self, data_dir: Path, report: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        report: Callable[[], dict[str, Any]],
+        redact: Redactor | None = None,
+    ) -> None:
         self.path = data_dir / STATUS_FILE
+        self._redact = redact or Redactor()
         self._report = report
         self._writer = DiskWriter()
         self._started = time.time()
 
     def write_once(self) -> None:
         body = {"pid": os.getpid(), "started_at": self._started, "updated_at": time.time()}
-        body.update(self._report())
+        body.update(self._redact.data(self._report()))
         self._writer.mkdir(self.path.parent)
         self._writer.replace(self.path, json.dumps(body, indent=2, default=str), mode=0o600)
 
