@@ -16,12 +16,19 @@ import pytest
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Message, SessionStore, State
+from clawgate.channels.access import Trusts
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram import create_channel
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.onboard import prepare_workspace
-from clawgate.kernel.bus import MessageBus, Trust
-from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
+from clawgate.kernel.bus import ChatFacts, MessageBus, Trust
+from clawgate.kernel.config import (
+    AgentConfig,
+    ChannelsConfig,
+    Config,
+    DiscordConfig,
+    TelegramConfig,
+)
 from tests.discord_world import OWNER as DISCORD_OWNER
 from tests.discord_world import World
 from tests.fakes.discord import FakeDiscord
@@ -246,3 +253,48 @@ async def test_a_chunk_of_only_owner_messages_is_owner_consolidated(
     memory, request = await consolidate(tmp_path, agent_config, fake_llm, trusts)
     assert "obey the group" in memory
     assert MARKER in str(request["messages"])
+
+
+# -- the one function ----------------------------------------------------------------------
+
+
+def test_trust_comes_from_the_rules_and_the_facts(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        AgentConfig(),
+        channels=ChannelsConfig(
+            telegram=TelegramConfig(allow_from=["@ann", "2002"], owners=["@ann"]),
+            discord=DiscordConfig(allow_from=["ann", "31"], owners=["ann"], group_allow=["77"]),
+        ),
+    )
+    trusts = Trusts.from_config(config)
+    store = PairingStore(config.data_dir / "pairing.json")
+    ann = ChatFacts(private=True, user_id="1001", username="ann")
+    # Telegram @usernames are the README's opt-in; a Discord name matches nobody.
+    assert trusts.decide("telegram", ann, Trust.GROUP) is Trust.OWNER
+    assert trusts.decide("discord", ann, Trust.OWNER) is None
+    assert trusts.decide("discord", ChatFacts(private=True, user_id="31"), Trust.OWNER) is (
+        Trust.ALLOWED
+    )
+    guild = ChatFacts(private=False, group_ids=("5", "77", ""))
+    assert trusts.decide("discord", guild, Trust.OWNER) is Trust.GROUP
+    assert (
+        trusts.decide("discord", guild.model_copy(update={"group_ids": ("5",)}), Trust.GROUP)
+        is None
+    )
+    # A chat channel's message without facts is not served; the terminal is the owner's; a
+    # channel without access rules (a test's) keeps what it declared.
+    assert trusts.decide("telegram", None, Trust.OWNER) is None
+    assert trusts.decide("cli", None, Trust.GROUP) is Trust.OWNER
+    assert trusts.decide("test", None, Trust.ALLOWED) is Trust.ALLOWED
+    # A scheduled run to a chat never seen counts as allowed (or group), never as owner.
+    assert trusts.for_chat("telegram", None, Trust.OWNER) is Trust.ALLOWED
+    assert trusts.for_chat("discord", None, Trust.GROUP) is Trust.GROUP
+    # Approvals are read from pairing.json as they are now.
+    code = store.request("telegram", "2002", "bob")
+    assert code is not None
+    store.approve(code, owner=True)
+    bob = ChatFacts(private=True, user_id="2002")
+    assert trusts.decide("telegram", bob, Trust.ALLOWED) is Trust.OWNER
+    store.revoke("2002")
+    assert trusts.decide("telegram", bob, Trust.OWNER) is Trust.ALLOWED
