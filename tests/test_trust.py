@@ -27,6 +27,7 @@ from clawgate.kernel.config import (
     ChannelsConfig,
     Config,
     DiscordConfig,
+    HeartbeatConfig,
     TelegramConfig,
 )
 from tests.discord_world import OWNER as DISCORD_OWNER
@@ -115,12 +116,18 @@ async def test_a_replay_after_a_crash_gets_the_trust_the_rules_give_now(
 @pytest.fixture
 def demoted_config(tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram) -> Config:
     rules = telegram_config(telegram, allow_from=[str(OWNER), str(BOB)], owners=[str(OWNER)])
-    config = make_config(tmp_path, agent_config, channels=ChannelsConfig(telegram=rules))
+    # The heartbeat reports to Bob all day; it is ticked by hand below.
+    heartbeat = HeartbeatConfig(
+        interval_minutes=1440, active_hours="00:00-00:00", deliver_to=f"telegram:{BOB}"
+    )
+    config = make_config(
+        tmp_path, agent_config, channels=ChannelsConfig(telegram=rules), heartbeat=heartbeat
+    )
     (config.workspace / "memory" / "MEMORY.md").write_text(f"# Memory\n\n- {MARKER}\n")
     return config
 
 
-async def test_a_cron_job_runs_at_the_target_chats_current_trust(
+async def test_cron_and_heartbeat_run_at_the_target_chats_current_trust(
     demoted_config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     config = demoted_config
@@ -145,13 +152,19 @@ async def test_a_cron_job_runs_at_the_target_chats_current_trust(
         await wait_until(lambda: "daily" in scheduler.jobs, timeout=5)
         assert (await scheduler.run_job("daily")).ok
         await telegram.next_message(BOB, timeout=MODEL_TIMEOUT)
+        cron_run = fake_llm.requests[-1]
+        (config.workspace / "HEARTBEAT.md").write_text("- check the plants\n")
+        assert await scheduler.heartbeat.tick() == "delivered"
+        await telegram.next_message(BOB, timeout=MODEL_TIMEOUT)
+        heartbeat_run = fake_llm.requests[-1]
     finally:
         await gateway.stop(grace=2)
 
-    run = fake_llm.requests[-1]
-    assert "Say the time" in str(run["messages"])
-    assert "(trust: allowed)" in system_prompt(run)
-    assert "exec" not in tool_names(run) and MARKER not in system_prompt(run)
+    assert "Say the time" in str(cron_run["messages"])
+    assert "check the plants" in str(heartbeat_run["messages"])
+    for run in (cron_run, heartbeat_run):
+        assert "(trust: allowed)" in system_prompt(run)
+        assert "exec" not in tool_names(run) and MARKER not in system_prompt(run)
 
 
 # -- Discord -------------------------------------------------------------------------------
