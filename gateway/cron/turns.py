@@ -1,5 +1,6 @@
 """What a cron job and the heartbeat share: a turn in their own session with the trust the
-access rules give the chat they report to now, then the reply appended to that chat's session and sent there.
+access rules give the chat they report to now, then the reply appended to that chat's
+session and sent there.
 
 After each run the job's session is trimmed to its last few runs (a `consolidation` record
 with mode "trimmed", see agent/scheduled.py), so it never replays a growing history.
