@@ -203,9 +203,13 @@ class AgentLoop:
             content = "\n".join([content, *notes])
         user = Message(role="user", content=content, message_id=message.message_id or None)
         try:
-            if session.state.get("trust") != message.trust.value:
-                # Consolidation and archiving run later, without the message: they read it here.
-                self.sessions.append(session, State(trust=message.trust.value))
+            facts = message.facts.model_dump(mode="json") if message.facts else None
+            if session.state.get("trust") != message.trust.value or (
+                facts is not None and session.state.get("chat") != facts
+            ):
+                # Consolidation and archiving run later, without the message: they read the
+                # trust here; replays and scheduled runs read the facts to decide it again.
+                self.sessions.append(session, State(trust=message.trust.value, chat=facts))
             # One write() is enough to survive kill -9; the fsync comes once, at the end.
             self.sessions.append(session, user)
         except OSError as exc:

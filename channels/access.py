@@ -1,7 +1,21 @@
-"""Who may talk to the assistant on one channel, and at which trust.
+"""Who may talk to the assistant, and at which trust: the one place trust is decided.
 
-Every chat adapter asks its `AccessPolicy` before publishing anything: a `Decision` whose
-trust is None means the message stops in the channel and nothing reaches the model.
+`AccessPolicy.trust(facts)` computes a channel's trust from its current rules (`owners`,
+`allow_from`, `group_allow` in the config, approvals in pairing.json, re-read when the file
+changes) and a message's `ChatFacts` (private or group, ids from the platform's payload).
+Nothing else decides trust, and no stored trust is reused without asking it again:
+
+- a chat adapter asks `admit` before publishing anything: a `Decision` whose trust is None
+  means the message stops in the channel (a stranger may get the pairing reply);
+- the gateway's dispatcher asks `Trusts.decide` again right before each turn, so a message
+  replayed from the Telegram journal or from a session after a crash, or one that waited in
+  a queue while the owner revoked someone, gets the trust the rules give it now;
+- scheduled runs (cron, heartbeat) ask `Trusts.decide` with the facts the target chat last
+  recorded, never with the trust it last had.
+
+Ids, not names: a sender matches an entry by platform id. Telegram @usernames also match,
+because the README offers them (`allow_from = ["@alice"]`); Discord names, which anyone can
+take, never do.
 """
 
 from __future__ import annotations
@@ -9,21 +23,24 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingStore
-from clawgate.kernel.bus import Trust
+from clawgate.kernel.bus import ChatFacts, Trust
 from clawgate.kernel.errors import PairingError
 
 if TYPE_CHECKING:
-    from clawgate.kernel.config import _ChatChannelConfig
+    from clawgate.kernel.config import Config, _ChatChannelConfig
 
 log = logging.getLogger(__name__)
 
 # A stranger who keeps writing hears about pairing at most this often.
 PAIRING_REPLY_INTERVAL = 3600.0
+
+# The only platform whose usernames the README lets people list in allow_from / owners.
+USERNAME_CHANNELS = frozenset({"telegram"})
 
 # Platform user ids are numbers. An entry that looks like one is matched against ids only:
 # some platforms let people pick an all-digit username, which must not impersonate an id.
@@ -73,29 +90,43 @@ class AccessPolicy:
         self._allowed = _Entries(config.allow_from)
         self._owners = _Entries(config.owners if config.owners is not None else config.allow_from)
         self._groups = {g.strip() for g in config.group_allow if g.strip()}
+        self._names = channel in USERNAME_CHANNELS
         # sender id -> when they were last told how to pair. In memory: after a restart a
         # stranger may hear it once more, which is harmless.
         self._replied_at: dict[str, float] = {}
 
-    def is_owner(self, user_id: str, username: str | None = None) -> bool:
+    def trust(self, facts: ChatFacts) -> Trust | None:
+        """The trust the current rules give a chat with these facts; None: not served."""
+        if not facts.private:
+            return Trust.GROUP if self.group(*facts.group_ids) else None
+        user_id = facts.user_id
+        username = facts.username if self._names else None
+        if not user_id:
+            return None
         if self._owners.match(user_id, username):
-            return True
-        approval = self.store.lookup(self.channel, user_id)
-        return approval is not None and approval.owner
-
-    def private(self, user_id: str, username: str | None = None) -> Decision:
-        """The trust of a private chat with this sender, or silence / a pairing reply."""
-        user_id = str(user_id)
-        if self._owners.match(user_id, username):
-            return Decision(Trust.OWNER)
+            return Trust.OWNER
         approval = self.store.lookup(self.channel, user_id)
         if approval is not None and approval.owner:
-            return Decision(Trust.OWNER)
+            return Trust.OWNER
         if approval is not None or self._allowed.star or self._allowed.match(user_id, username):
-            return Decision(Trust.ALLOWED)
-        if self.config.dm_policy != "pairing":
-            return Decision(None)
-        return self._pairing(user_id, username)
+            return Trust.ALLOWED
+        return None
+
+    def admit(self, facts: ChatFacts) -> Decision:
+        """What a channel does with a new message: its trust, or silence / a pairing reply."""
+        trust = self.trust(facts)
+        if trust is not None or not facts.private or self.config.dm_policy != "pairing":
+            return Decision(trust)
+        return self._pairing(facts.user_id, facts.username if self._names else None)
+
+    def is_owner(self, user_id: str, username: str | None = None) -> bool:
+        return self.trust(ChatFacts(private=True, user_id=user_id, username=username)) is (
+            Trust.OWNER
+        )
+
+    def private(self, user_id: str, username: str | None = None) -> Decision:
+        """`admit` for a private chat with this sender."""
+        return self.admit(ChatFacts(private=True, user_id=str(user_id), username=username))
 
     def group(self, *chat_ids: str) -> bool:
         """True when any given id (the chat; for Discord also the guild) is in group_allow."""
@@ -122,6 +153,41 @@ class AccessPolicy:
     def _forget_before(self, cutoff: float) -> None:
         for sender in [s for s, at in self._replied_at.items() if at <= cutoff]:
             del self._replied_at[sender]
+
+
+class Trusts:
+    """`AccessPolicy.trust` for every channel, as the gateway asks it at handling time."""
+
+    def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
+        self._policies = dict(policies)
+
+    @classmethod
+    def from_config(cls, config: Config) -> Trusts:
+        """Every chat channel's rules from the config, approvals from `<data_dir>/pairing.json`."""
+        store = PairingStore(config.data_dir / "pairing.json")
+        return cls({name: AccessPolicy(name, rules, store) for name, rules in config.channels})
+
+    def decide(self, channel: str, facts: ChatFacts | None, declared: Trust) -> Trust | None:
+        """The trust a message of `channel` gets now; None: it is not served.
+
+        `cli` (the terminal: whoever holds it owns the workspace) is the owner. A chat
+        channel's trust comes only from its rules and the facts; without facts (a message
+        stored before facts were recorded) it is not served. A channel without access rules
+        (a test's recording channel) keeps the trust it declared."""
+        if channel == "cli":
+            return Trust.OWNER
+        policy = self._policies.get(channel)
+        if policy is None:
+            return declared
+        return policy.trust(facts) if facts is not None else None
+
+    def for_chat(self, channel: str, facts: ChatFacts | None, recorded: Trust) -> Trust | None:
+        """`decide` for a scheduled run reporting to a chat, from the facts it recorded last.
+        A chat channel's chat without facts (never seen, or seen before facts were kept)
+        counts as `allowed` (`group` if it was one), never as owner."""
+        if facts is None and channel in self._policies:
+            return Trust.GROUP if recorded is Trust.GROUP else Trust.ALLOWED
+        return self.decide(channel, facts, recorded)
 
 
 def pairing_message(channel: str, user_id: str, code: str) -> str:

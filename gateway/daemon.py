@@ -11,6 +11,7 @@ from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools.shell import forbid_environ_reads
+from clawgate.channels.access import Trusts
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.gateway.cron.scheduler import CronScheduler
@@ -75,6 +76,7 @@ class Gateway:
             messages_per_minute=runtime.config.limits.messages_per_minute,
             rate_limiter=rate_limiter,
             on_admitted=self.manager.admitted,
+            trusts=Trusts.from_config(runtime.config),
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from clawgate.agent.commands import parse_command
+from clawgate.channels.access import Trusts
 from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
@@ -62,11 +63,15 @@ class Dispatcher:
         messages_per_minute: int = 0,
         rate_limiter: RateLimiter | None = None,
         on_admitted: Admitted | None = None,
+        trusts: Trusts | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be
-        answered (the channels' typing indicator and journal act on it)."""
+        answered (the channels' typing indicator and journal act on it). `trusts` decides
+        each message's trust right before its turn (replays and queued messages included);
+        without it the channel's trust stands."""
         self.bus = bus
+        self._trusts = trusts
         self._handle = handle
         self._on_admitted = on_admitted
         self.rate_limiter = rate_limiter or RateLimiter(messages_per_minute)
@@ -144,8 +149,11 @@ class Dispatcher:
                 if isinstance(message, _Job):
                     await message.run()
                     continue
+                current = await self._with_current_trust(message)
+                if current is None:
+                    continue
                 async with self._slots:
-                    reply = await self._run_one(key, message)
+                    reply = await self._run_one(key, current)
                 if reply is not None:
                     await self.bus.publish_outbound(reply)
         finally:
@@ -157,6 +165,19 @@ class Dispatcher:
                 self._queues.pop(key, None)
             if not self._workers:
                 self._idle.set()
+
+    async def _with_current_trust(self, message: InboundMessage) -> InboundMessage | None:
+        """The message at the trust the access rules give it now; None (and the channel told
+        it is ignored) when they no longer serve it."""
+        if self._trusts is None:
+            return message
+        trust = self._trusts.decide(message.channel, message.facts, message.trust)
+        if trust is None:
+            log.warning("%s: sender no longer served by the access rules", message.session_key)
+            if self._on_admitted is not None:
+                await self._on_admitted(message, False)
+            return None
+        return message if trust is message.trust else message.model_copy(update={"trust": trust})
 
     async def _run_one(self, key: str, message: InboundMessage) -> OutboundMessage | None:
         turn = asyncio.create_task(self._handle(message), name=f"turn {key}")

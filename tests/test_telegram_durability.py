@@ -19,7 +19,7 @@ from clawgate.channels.telegram import create_channel
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.ratelimit import limit_notice
-from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
+from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import FakeLLM, Reply, text
@@ -127,6 +127,7 @@ async def test_polling_failing_for_over_a_minute_shows_as_failing_with_its_error
                 sender_name="Ann",
                 text="/status",
                 trust=Trust.OWNER,
+                facts=ChatFacts(private=True, user_id=str(OWNER)),
             )
         )
         status = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)

@@ -246,7 +246,7 @@ class Consolidator:
         if not chunk:
             return Outcome(ok=True, reason="nothing to consolidate")
         first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
-        owner = _is_owner(session)
+        owner = _is_owner(session, first, cut)
         if raw:
             entry, update = without_surrogates(_raw_entry(chunk)), None
         else:
@@ -314,7 +314,12 @@ class Consolidator:
                 await self.sleep(delay)
 
     async def _land_archive(self, session: Session, outcome: Outcome) -> None:
-        if _is_owner(session) and outcome.from_seq is not None and outcome.mode == "llm":
+        if (
+            outcome.from_seq is not None
+            and outcome.to_seq is not None
+            and _is_owner(session, outcome.from_seq, outcome.to_seq)
+            and outcome.mode == "llm"
+        ):
             day = self.store.now().date().isoformat()
             note = (
                 f"# {day}: {outcome.reason[:80]}\n\n{outcome.reason}\n\n"
@@ -332,13 +337,14 @@ class Consolidator:
         await self.sessions.sync(session)
 
 
-def _is_owner(session: Session) -> bool:
-    # A transcript that never recorded its trust is treated as shared: MEMORY.md is only ever
-    # shown to or rewritten from a conversation known to be the owner's. Scheduled runs
-    # (cron:*, heartbeat:*) borrow their target chat's trust but never rewrite MEMORY.md.
+def _is_owner(session: Session, first: int, last: int) -> bool:
+    # Owner-consolidated only if every message first..last was handled at owner trust (not
+    # the session's latest trust): MEMORY.md is only ever shown to or rewritten from a
+    # conversation known to be the owner's. Scheduled runs (cron:*, heartbeat:*) borrow
+    # their target chat's trust but never rewrite MEMORY.md.
     if session.key.startswith(("cron:", "heartbeat:")):
         return False
-    return session.state.get("trust") == Trust.OWNER.value
+    return session.trusts_between(first, last) == {Trust.OWNER.value}
 
 
 def _raw_entry(chunk: list[dict[str, Any]]) -> str:

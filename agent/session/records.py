@@ -115,6 +115,9 @@ class State(Line):
 
     type: Literal["state"] = "state"
     trust: str | None = None  # the trust of the latest message (consolidation runs without it)
+    # The latest message's platform facts (`ChatFacts`), so a replay or a scheduled run can
+    # ask the access rules again instead of reusing `trust`.
+    chat: dict[str, Any] | None = None
     model: str | None = None  # set by /model
     flushed_cycle: int | None = None  # compaction cycle whose memory flush already ran
     last_consolidated: int | None = None

@@ -92,6 +92,9 @@ class Session:
     message_ids: dict[str, int] = field(default_factory=dict)
     # Seqs of replies handed to the outbound queue by this process (see delivery.py).
     handed_out: set[int] = field(default_factory=set)
+    # (first seq it covers, trust) for each recorded trust, in file order: a `State` trust
+    # line is written before the message it applies to (see `trusts_between`).
+    trust_marks: list[tuple[int, str]] = field(default_factory=list)
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
@@ -115,6 +118,14 @@ class Session:
 
     def records_of(self, kind: type[R]) -> Iterator[R]:
         return (r for r in self.records if isinstance(r, kind))
+
+    def trusts_between(self, first: int, last: int) -> set[str]:
+        """The trusts the messages first..last were handled at; "" for any not known."""
+        marks = self.trust_marks
+        before = bisect.bisect_right(marks, first, key=lambda mark: mark[0]) - 1
+        found = {marks[before][1]} if before >= 0 else {""}
+        found.update(trust for since, trust in marks[before + 1 :] if since <= last)
+        return found
 
 
 class SessionStore:
@@ -303,6 +314,9 @@ def _apply_record(session: Session, record: SessionHeader | RecordKind) -> None:
         session.message_ids.update(record.earlier_message_ids or {})
     elif isinstance(record, State):
         session.state.update(record.to_dict(exclude={"type", "timestamp"}))
+        if record.trust is not None:
+            since = _seq(session.messages[-1]) + 1 if session.messages else 0
+            session.trust_marks.append((since, record.trust))
     else:
         session.records.append(record)
         if isinstance(record, Consolidation):

@@ -18,7 +18,7 @@ import discord
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.discord.media import MediaSaver
 from clawgate.channels.discord.state import Watermarks
-from clawgate.kernel.bus import InboundMessage, Trust
+from clawgate.kernel.bus import ChatFacts, InboundMessage
 from clawgate.kernel.errors import ChannelError
 
 if TYPE_CHECKING:
@@ -64,20 +64,18 @@ class Normaliser:
         chat_id = str(message.channel.id)
         if message.id <= self._watermarks.last_seen(chat_id):
             return None  # handled already: catch-up and the live stream overlap
-        if message.guild is None:
-            decision = self.policy.private(str(message.author.id), message.author.name)
-            if decision.reply is not None:
-                try:
-                    await self._reply(chat_id, decision.reply)
-                except ChannelError as exc:
-                    log.warning("discord: pairing reply to %s not sent: %s", chat_id, exc)
-            if decision.trust is None:
-                return None
-            trust, mentioned = decision.trust, True
-        else:
-            if not self.policy.group(*await self._group_ids(message, client)):
-                return None
-            trust, mentioned = Trust.GROUP, _addresses_me(message, me)
+        facts = await self._facts(message, client)
+        decision = self.policy.admit(facts)
+        if decision.reply is not None:
+            try:
+                await self._reply(chat_id, decision.reply)
+            except ChannelError as exc:
+                log.warning("discord: pairing reply to %s not sent: %s", chat_id, exc)
+        if decision.trust is None:
+            return None
+        trust, mentioned = decision.trust, True
+        if not facts.private:
+            mentioned = _addresses_me(message, me)
             self.group_chats.add(chat_id)
             if self.config.require_mention and not mentioned:
                 self._watermarks.note_seen(chat_id, message.id)
@@ -98,15 +96,25 @@ class Normaliser:
             text=text,
             media=tuple(media),
             trust=trust,
+            facts=facts,
             mentioned=mentioned,
             reply_to=str(reply_to) if reply_to else None,
             timestamp=message.created_at,
         )
 
+    async def _facts(self, message: discord.Message, client: discord.Client) -> ChatFacts:
+        """From the payload, not the guild cache: discord.py builds a DMChannel only for an
+        event without guild_id; a guild it has not cached leaves `message.guild` None but a
+        channel that still carries the guild_id. Senders are matched by id only."""
+        if isinstance(message.channel, discord.DMChannel):
+            return ChatFacts(private=True, user_id=str(message.author.id))
+        return ChatFacts(private=False, group_ids=await self._group_ids(message, client))
+
     async def _group_ids(self, message: discord.Message, client: discord.Client) -> tuple[str, ...]:
         """(channel, guild, parent channel for threads): any of them may be in group_allow."""
         channel = message.channel
-        guild_id = str(message.guild.id) if message.guild else ""
+        guild = message.guild.id if message.guild else getattr(channel, "guild_id", None)
+        guild_id = str(guild) if guild else ""
         parent: int | None
         if isinstance(channel, discord.Thread):
             parent = channel.parent_id

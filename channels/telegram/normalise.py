@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.telegram import ids
 from clawgate.channels.telegram.media import MediaFetcher
-from clawgate.kernel.bus import InboundMessage, Trust
+from clawgate.kernel.bus import ChatFacts, InboundMessage
 
 if TYPE_CHECKING:
     from telegram import Message, Update
@@ -61,21 +61,21 @@ class Normaliser:
         chat_id = ids.chat_id(chat.id, topic)
         text = msg.text or msg.caption or ""
         if chat.type == "private":
-            decision = self.policy.private(str(user.id), user.username)
-            if decision.reply:
-                await self._reply(chat.id, decision.reply)
-            if decision.trust is None:
-                return None
-            trust, mentioned = decision.trust, True
+            facts = ChatFacts(private=True, user_id=str(user.id), username=user.username)
         elif chat.type in ("group", "supergroup"):
-            if not self.policy.group(str(chat.id), chat_id):
-                return None
+            facts = ChatFacts(private=False, group_ids=(str(chat.id), chat_id))
+        else:
+            return None
+        decision = self.policy.admit(facts)
+        if decision.reply:
+            await self._reply(chat.id, decision.reply)
+        if decision.trust is None:
+            return None
+        trust, mentioned = decision.trust, True
+        if not facts.private:
             mentioned = self._addressed(msg, text)
             if self.settings.require_mention and not mentioned:
                 return None
-            trust = Trust.GROUP
-        else:
-            return None
         media, notes = await self._media.fetch(msg, chat_id, trust)
         if not text and not media:
             return None  # stickers, polls, locations: nothing we pass on yet
@@ -97,6 +97,7 @@ class Normaliser:
             text=body,
             media=tuple(media),
             trust=trust,
+            facts=facts,
             mentioned=mentioned,
             reply_to=str(reply.message_id) if reply is not None else None,
             timestamp=msg.edit_date or msg.date,

@@ -110,9 +110,9 @@ class Heartbeat:
         tasks = heartbeat_tasks(text)
         if tasks is None:
             return "no-tasks"
-        trust = await self.turns.target_trust(target)
         prompt = HEARTBEAT_PROMPT.format(tasks=tasks)
         try:
+            trust = await self.turns.target_trust(target)
             reply = await self.turns.turn(
                 "heartbeat", "main", prompt, trust, keep_runs=HEARTBEAT_KEEP_RUNS
             )

@@ -1,5 +1,6 @@
-"""What a cron job and the heartbeat share: a turn in their own session with the trust of
-the chat they report to, then the reply appended to that chat's session and sent there.
+"""What a cron job and the heartbeat share: a turn in their own session with the trust the
+access rules give the chat they report to now, then the reply appended to that chat's
+session and sent there.
 
 After each run the job's session is trimmed to its last few runs (a `consolidation` record
 with mode "trimmed", see agent/scheduled.py), so it never replays a growing history.
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING
 
 from clawgate.agent.scheduled import trim_history
 from clawgate.agent.session import Message
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.channels.access import Trusts
+from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.errors import CronError
 
 if TYPE_CHECKING:
     from clawgate.agent.runtime import AgentRuntime
@@ -25,17 +28,24 @@ class ScheduledTurns:
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = dispatcher
+        self.trusts = Trusts.from_config(runtime.config)
 
     async def target_trust(self, key: str) -> Trust:
-        """The trust the target chat last had: terminal sessions are the owner's; a chat
-        that never recorded one counts as `allowed`, never as owner."""
-        if key.startswith("cli:"):
-            return Trust.OWNER
+        """The trust the access rules give the target chat now, from the platform facts it
+        last recorded (never the trust it last had). Terminal sessions are the owner's; a
+        chat that never recorded its facts counts as `allowed`, never as owner. CronError
+        when the rules no longer serve the chat."""
+        channel = key.partition(":")[0]
         session = await self.runtime.sessions.get(key)
         try:
-            return Trust(session.state.get("trust", Trust.ALLOWED.value))
+            recorded = Trust(session.state.get("trust", Trust.ALLOWED.value))
         except ValueError:
-            return Trust.ALLOWED
+            recorded = Trust.ALLOWED
+        facts = ChatFacts.stored(session.state.get("chat"))
+        trust = self.trusts.for_chat(channel, facts, recorded)
+        if trust is None:
+            raise CronError(f"{key} is not served by the access rules any more")
+        return trust
 
     async def turn(
         self, channel: str, chat_id: str, text: str, trust: Trust, *, keep_runs: int

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class Trust(StrEnum):
-    """Who is talking, decided by the channel. Everything downstream decides by this."""
+    """Who is talking. Decided in one place, `clawgate.channels.access` (`AccessPolicy.trust`),
+    from the current access rules and a message's `ChatFacts`, again each time a message is
+    handled. Everything downstream decides by this."""
 
     OWNER = "owner"  # a private chat with an owner; every cli:* session
     ALLOWED = "allowed"  # a private chat with someone approved to chat
@@ -23,6 +26,28 @@ class Trust(StrEnum):
     @property
     def is_owner(self) -> bool:
         return self is Trust.OWNER
+
+
+class ChatFacts(BaseModel):
+    """What trust is computed from, taken from the platform's message payload (never from a
+    client's cache): a private chat and the other person's platform id, or a group and every
+    id `group_allow` may name (the chat, a Discord guild or a thread's parent channel).
+    `username` is only ever set by Telegram, whose @usernames the README lets owners list."""
+
+    model_config = ConfigDict(frozen=True)
+
+    private: bool
+    user_id: str = ""
+    username: str | None = None
+    group_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def stored(cls, value: Any) -> ChatFacts | None:
+        """Facts as a session recorded them; None when absent or unreadable."""
+        try:
+            return cls.model_validate(value) if value else None
+        except ValueError:
+            return None
 
 
 def _now() -> datetime:
@@ -42,6 +67,9 @@ class InboundMessage(BaseModel):
     text: str = ""
     media: tuple[str, ...] = ()
     trust: Trust = Trust.GROUP
+    # None: a channel without access rules (the terminal) or a message stored before facts
+    # were recorded; the gateway then decides without them (see channels/access.py).
+    facts: ChatFacts | None = None
     mentioned: bool = False
     reply_to: str | None = None
     timestamp: datetime = Field(default_factory=_now)
