@@ -31,7 +31,7 @@ EMPTY_MESSAGE = "Your message was empty. Send some text, or /help for commands."
 
 COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
 # What these change is shared by everyone in a group (and costs the owner money), so in a
-# group or an `allowed` chat only an owner-trusted message may run them.
+# group or an `allowed` chat only the owner may run them.
 OWNER_ONLY = {
     "new": "Only the owner can start a new session here.",
     "model": "Only the owner can change the model here.",
@@ -99,7 +99,8 @@ class CommandHandler:
         return str(session.state.get("model") or self.default_model)
 
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
-        if name in OWNER_ONLY and not message.trust.is_owner and (arg or name != "model"):
+        owner = message.trust.is_owner or message.sender_is_owner
+        if name in OWNER_ONLY and not owner and (arg or name != "model"):
             return OWNER_ONLY[name]
         if name == "new":
             archived = await self.sessions.archive(session)

@@ -181,6 +181,17 @@ class Trusts:
             return declared
         return policy.trust(facts) if facts is not None else None
 
+    def sender_is_owner(self, channel: str, facts: ChatFacts | None) -> bool:
+        """Whether the sender would be the owner in a private chat: the owner keeps the
+        owner-only commands in a group, where the message itself has group trust."""
+        if channel == "cli":
+            return True
+        policy = self._policies.get(channel)
+        if policy is None or facts is None or not facts.user_id:
+            return False
+        alone = ChatFacts(private=True, user_id=facts.user_id, username=facts.username)
+        return policy.trust(alone) is Trust.OWNER
+
     def for_chat(self, channel: str, facts: ChatFacts | None, recorded: Trust) -> Trust | None:
         """`decide` for a scheduled run reporting to a chat, from the facts it recorded last.
         A chat channel's chat without facts (never seen, or seen before facts were kept)

@@ -177,7 +177,10 @@ class Dispatcher:
             if self._on_admitted is not None:
                 await self._on_admitted(message, False)
             return None
-        return message if trust is message.trust else message.model_copy(update={"trust": trust})
+        owner = trust.is_owner or self._trusts.sender_is_owner(message.channel, message.facts)
+        if trust is message.trust and owner == message.sender_is_owner:
+            return message
+        return message.model_copy(update={"trust": trust, "sender_is_owner": owner})
 
     async def _run_one(self, key: str, message: InboundMessage) -> OutboundMessage | None:
         turn = asyncio.create_task(self._handle(message), name=f"turn {key}")

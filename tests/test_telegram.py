@@ -547,3 +547,16 @@ async def test_fake_serves_files(bot: Bot, telegram: FakeTelegram) -> None:
     assert update.message is not None
     file = await bot.get_file(update.message.photo[-1].file_id)
     assert bytes(await file.download_as_bytearray()) == b"image-bytes"
+
+
+async def test_in_a_group_only_the_owner_runs_the_owner_only_commands(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    async with TelegramGateway(config):
+        telegram.user_says(GROUP, f"/new@{BOT_USERNAME}", user_id=3003, chat_type="supergroup")
+        refused = await telegram.next_message(GROUP)
+        telegram.user_says(GROUP, f"/new@{BOT_USERNAME}", user_id=OWNER, chat_type="supergroup")
+        done = await telegram.next_message(GROUP)
+    assert refused["text"] == "Only the owner can start a new session here."
+    assert done["text"] == "New session started."
+    assert fake_llm.requests == []

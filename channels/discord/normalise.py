@@ -108,7 +108,11 @@ class Normaliser:
         channel that still carries the guild_id. Senders are matched by id only."""
         if isinstance(message.channel, discord.DMChannel):
             return ChatFacts(private=True, user_id=str(message.author.id))
-        return ChatFacts(private=False, group_ids=await self._group_ids(message, client))
+        return ChatFacts(
+            private=False,
+            user_id=str(message.author.id),
+            group_ids=await self._group_ids(message, client),
+        )
 
     async def _group_ids(self, message: discord.Message, client: discord.Client) -> tuple[str, ...]:
         """(channel, guild, parent channel for threads): any of them may be in group_allow."""

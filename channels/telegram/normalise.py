@@ -63,7 +63,12 @@ class Normaliser:
         if chat.type == "private":
             facts = ChatFacts(private=True, user_id=str(user.id), username=user.username)
         elif chat.type in ("group", "supergroup"):
-            facts = ChatFacts(private=False, group_ids=(str(chat.id), chat_id))
+            facts = ChatFacts(
+                private=False,
+                user_id=str(user.id),
+                username=user.username,
+                group_ids=(str(chat.id), chat_id),
+            )
         else:
             return None
         decision = self.policy.admit(facts)

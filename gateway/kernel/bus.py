@@ -31,7 +31,8 @@ class Trust(StrEnum):
 class ChatFacts(BaseModel):
     """What trust is computed from, taken from the platform's message payload (never from a
     client's cache): a private chat and the other person's platform id, or a group and every
-    id `group_allow` may name (the chat, a Discord guild or a thread's parent channel).
+    id `group_allow` may name (the chat, a Discord guild or a thread's parent channel) - and
+    the sender's id, which decides only whether the owner may run owner-only commands.
     `username` is only ever set by Telegram, whose @usernames the README lets owners list."""
 
     model_config = ConfigDict(frozen=True)
@@ -70,6 +71,9 @@ class InboundMessage(BaseModel):
     # None: a channel without access rules (the terminal) or a message stored before facts
     # were recorded; the gateway then decides without them (see channels/access.py).
     facts: ChatFacts | None = None
+    # The sender is an owner, whatever the chat's trust: in a group the owner may still run
+    # the owner-only commands (/model NAME, /new, /compact). Set by the gateway from the rules.
+    sender_is_owner: bool = False
     mentioned: bool = False
     reply_to: str | None = None
     timestamp: datetime = Field(default_factory=_now)
