@@ -9,7 +9,7 @@ FakeDiscord, FakeLLM answering "re: <note>"). Each round starts the gateway, and
                   (watermarks), kill -9
   sigterm held    the same, then SIGTERM: the daemon's grace runs out on the held turns
                   and it exits with the queue still full
-  kill-9 random   turns take 0.2-1 s; notes stream in; kill -9 0-6 s after ready (some land
+  kill-9 random   turns take 0.2-1 s; notes stream in; kill -9 0-15 s after ready (some land
                   mid-turn, some mid-send)
 
 Between rounds, while the gateway is down, a few notes more and up to 250 messages of
@@ -113,7 +113,7 @@ async def one_round(home: GatewayHome, tally: DiscordTally, rng: random.Random, 
             await wait_for(lambda: all_passed_on(home), HOLD_TIMEOUT)
             await asyncio.sleep(rng.uniform(0.0, 0.5))
         else:
-            stop_at = time.monotonic() + rng.uniform(0.0, 6.0)
+            stop_at = time.monotonic() + rng.uniform(0.0, 15.0)
             n = 0
             while time.monotonic() < stop_at:
                 await home.say(rng.choice(chats), f"note-{round_}-stream-{n}")

@@ -11,7 +11,8 @@ Delivery: a message to answer is journaled (fsynced, channels/journal.py) before
 watermark passes it and before it is published; it is marked answered just before the first
 request of its reply goes out. On the first start of a process, whatever was journaled but
 never answered (queued behind a long turn at a SIGTERM, or in flight at a kill -9) is
-published again, before anything new, so each chat's messages keep their order. A crash
+published again once the client is ready, before anything new, so each chat's messages keep
+their order. A crash
 between the journal line and the watermark leaves the message after the watermark too: its
 id is taken from the journal into the watermark at start, so catch-up does not read it twice.
 """
@@ -111,7 +112,8 @@ class DiscordChannel(Channel):
         state_dir = data_dir / "channels" / "discord"
         self._watermarks = Watermarks(state_dir / "state.json", writer)
         self.journal = Journal(state_dir / "journal.jsonl", writer=writer, id_field="id")
-        self._replayed = False
+        # Loaded from the journal at the first start of the process, published once ready.
+        self._due: list[tuple[int, InboundMessage]] | None = None
         self._receiving = False
         self._sender = Sender(
             config,
@@ -132,8 +134,8 @@ class DiscordChannel(Channel):
         token = bot_token(self.config)
         point_at(self.config.api_base, self.config.gateway_url)
         await self._watermarks.load()
-        if not self._replayed:
-            await self._replay()
+        if self._due is None:
+            await self._load_journal()
         self._receiving = True
         self._ready.clear()
         self._inbox = asyncio.Queue()
@@ -175,17 +177,21 @@ class DiscordChannel(Channel):
         except Exception as exc:
             raise explain(exc, self.config.api_base) from exc
 
-    async def _replay(self) -> None:
-        """Publish what the last run received but never answered, oldest first. Once per
-        process: after a reconnect those messages are still the dispatcher's."""
-        pending = await self.journal.load()
-        for message_id, message in pending:
+    async def _load_journal(self) -> None:
+        """What the last run received but never answered: due again, once per process
+        (after a reconnect those messages are still the dispatcher's). Their ids go into the
+        watermarks, so catch-up does not read them a second time."""
+        due = await self.journal.load()
+        for message_id, message in due:
             self._watermarks.note_seen(message.chat_id, message_id)
         await self._watermarks.flush()
-        for message_id, message in pending:
+        self._due = due
+
+    async def _replay(self) -> None:
+        due, self._due = self._due or [], []
+        for message_id, message in due:
             log.info("discord: answering message %d, received before the last stop", message_id)
             await self.bus.publish_inbound(message)
-        self._replayed = True
 
     async def stop(self) -> None:
         # Sends keep working after stop: the gateway flushes replies of running turns later.
@@ -209,6 +215,11 @@ class DiscordChannel(Channel):
     # -- inbound ---------------------------------------------------------------------------
 
     async def _work_inbox(self) -> None:
+        # Once ready, not before: a turn started during the start would import litellm on the
+        # event loop and hold up the gateway session. The replay still goes first, so each
+        # chat's messages keep their order (catch-up and live ones wait in the inbox).
+        await self._ready.wait()
+        await self._replay()
         while True:
             item = await self._inbox.get()
             try:
