@@ -12,9 +12,9 @@ watermark passes it and before it is published; it is marked answered just befor
 request of its reply goes out. On the first start of a process, whatever was journaled but
 never answered (queued behind a long turn at a SIGTERM, or in flight at a kill -9) is
 published again once the client is ready, before anything new, so each chat's messages keep
-their order. A crash
-between the journal line and the watermark leaves the message after the watermark too: its
-id is taken from the journal into the watermark at start, so catch-up does not read it twice.
+their order. A crash between the journal line and the watermark leaves the message after the
+watermark too: its id is taken from the journal into the watermark at start, so catch-up
+does not read it twice.
 """
 
 from __future__ import annotations
