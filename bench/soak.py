@@ -15,7 +15,10 @@ HISTORY.md/MEMORY.md must be well-formed and `clawgate memory audit` must find n
 Lanes (independent homes and fakes) run side by side to use the cores; the seed fixes the
 choices, not the timing.
 
-Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540]
+Beside them, a Discord lane (bench/soak_discord.py) stops its own gateway with kill -9 and
+SIGTERM during long turns with messages queued behind them, and reports its own tally.
+
+Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -35,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.soak_discord import report_discord, run_discord_lane
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import run_clawgate
@@ -223,18 +227,23 @@ async def main() -> int:
     parser.add_argument("--lanes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for the kills")
+    parser.add_argument(
+        "--discord-stops", type=int, default=12, help="Discord lane stops (0: no Discord lane)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.budget
     per_lane = -(-args.kills // args.lanes)
     with tempfile.TemporaryDirectory(prefix="clawgate-soak-") as tmp:
-        results = await asyncio.gather(
-            *(
-                run_lane(lane, per_lane, args.seed, deadline, Path(tmp))
-                for lane in range(args.lanes)
-            )
-        )
-    return 0 if report(list(results), time.monotonic() - started) else 1
+        lanes = [
+            run_lane(lane, per_lane, args.seed, deadline, Path(tmp)) for lane in range(args.lanes)
+        ]
+        if args.discord_stops:
+            lanes.append(run_discord_lane(args.discord_stops, args.seed, deadline, Path(tmp)))
+        done = await asyncio.gather(*lanes)
+    telegram_ok = report(done[: args.lanes], time.monotonic() - started)
+    discord_ok = all([report_discord(tally) for tally in done[args.lanes :]])
+    return 0 if telegram_ok and discord_ok else 1
 
 
 if __name__ == "__main__":

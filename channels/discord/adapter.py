@@ -6,6 +6,15 @@ at most one Discord channel (one API base, one bot).
 
 Inbound messages go through one worker, in arrival order, so a message whose attachment is
 still downloading is never overtaken by the next one.
+
+Delivery: a message to answer is journaled (fsynced, channels/journal.py) before the channel's
+watermark passes it and before it is published; it is marked answered just before the first
+request of its reply goes out. On the first start of a process, whatever was journaled but
+never answered (queued behind a long turn at a SIGTERM, or in flight at a kill -9) is
+published again once the client is ready, before anything new, so each chat's messages keep
+their order. A crash between the journal line and the watermark leaves the message after the
+watermark too: its id is taken from the journal into the watermark at start, so catch-up
+does not read it twice.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +49,9 @@ from clawgate.channels.discord.sender import (
     Typing,
 )
 from clawgate.channels.discord.state import Watermarks
+from clawgate.channels.journal import Journal, is_stop
 from clawgate.channels.pairing import PairingStore
-from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.storage import DiskWriter
 
@@ -98,7 +109,12 @@ class DiscordChannel(Channel):
         self._worker: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[object] = asyncio.Queue()
         self._ready = asyncio.Event()
-        self._watermarks = Watermarks(data_dir / "channels" / "discord" / "state.json", writer)
+        state_dir = data_dir / "channels" / "discord"
+        self._watermarks = Watermarks(state_dir / "state.json", writer)
+        self.journal = Journal(state_dir / "journal.jsonl", writer=writer, id_field="id")
+        # Loaded from the journal at the first start of the process, published once ready.
+        self._due: list[tuple[int, InboundMessage]] | None = None
+        self._receiving = False
         self._sender = Sender(
             config,
             workspace,
@@ -118,6 +134,9 @@ class DiscordChannel(Channel):
         token = bot_token(self.config)
         point_at(self.config.api_base, self.config.gateway_url)
         await self._watermarks.load()
+        if self._due is None:
+            await self._load_journal()
+        self._receiving = True
         self._ready.clear()
         self._inbox = asyncio.Queue()
         client = EventClient(
@@ -158,7 +177,25 @@ class DiscordChannel(Channel):
         except Exception as exc:
             raise explain(exc, self.config.api_base) from exc
 
+    async def _load_journal(self) -> None:
+        """What the last run received but never answered: due again, once per process
+        (after a reconnect those messages are still the dispatcher's). Their ids go into the
+        watermarks, so catch-up does not read them a second time."""
+        due = await self.journal.load()
+        for message_id, message in due:
+            self._watermarks.note_seen(message.chat_id, message_id)
+        await self._watermarks.flush()
+        self._due = due
+
+    async def _replay(self) -> None:
+        due, self._due = self._due or [], []
+        for message_id, message in due:
+            log.info("discord: answering message %d, received before the last stop", message_id)
+            await self.bus.publish_inbound(message)
+
     async def stop(self) -> None:
+        # Sends keep working after stop: the gateway flushes replies of running turns later.
+        self._receiving = False
         self._ready.clear()
         self._typing.stop_all()
         worker, self._worker = self._worker, None
@@ -178,12 +215,20 @@ class DiscordChannel(Channel):
     # -- inbound ---------------------------------------------------------------------------
 
     async def _work_inbox(self) -> None:
+        # Once ready, not before: a turn started during the start would import litellm on the
+        # event loop and hold up the gateway session. The replay still goes first, so each
+        # chat's messages keep their order (catch-up and live ones wait in the inbox).
+        await self._ready.wait()
+        await self._replay()
         while True:
             item = await self._inbox.get()
             try:
                 if item is CATCH_UP:
                     if self._client is not None:
-                        await catch_up(self._client, self._watermarks, self._handle)
+                        max_age = timedelta(hours=self.config.catchup_max_age_hours)
+                        await catch_up(
+                            self._client, self._watermarks, self._handle, max_age=max_age
+                        )
                 elif isinstance(item, discord.Message):
                     await self._handle(item)
             except asyncio.CancelledError:
@@ -199,18 +244,59 @@ class DiscordChannel(Channel):
         inbound = await self._normaliser.normalise(message, client)
         if inbound is None:
             return
-        # The watermark is on disk before the message is handed on: after a crash in
-        # between, the message is lost rather than answered twice.
-        self._watermarks.note_seen(inbound.chat_id, message.id)
+        # Shielded: a stop() between the journal line and the publish must not leave a
+        # message this process will never replay (it replays only on its first start).
+        await asyncio.shield(self._accept(message.id, inbound))
+
+    async def _accept(self, message_id: int, inbound: InboundMessage) -> None:
+        # Journal, then watermark, then publish: a crash after the journal line replays the
+        # message at the next start; a failed journal write leaves the watermark before it,
+        # so catch-up reads it again.
+        await self.journal.record([(message_id, None if is_stop(inbound.text) else inbound)])
+        self._watermarks.note_seen(inbound.chat_id, message_id)
         await self._watermarks.flush()
         await self.bus.publish_inbound(inbound)
-        self._typing.start(inbound.chat_id, message.channel)
+
+    async def admitted(self, message: InboundMessage, accepted: bool) -> None:
+        """The dispatcher's decision: typing only for a message that will be answered; an
+        ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        if not accepted:
+            message_id = _snowflake(message.message_id)
+            if message_id is not None:
+                await self.journal.answered([message_id])
+            return
+        if self._receiving and not is_stop(message.text):
+            self._start_typing(message.chat_id)
+
+    def _start_typing(self, chat_id: str) -> None:
+        client = self._client
+        if client is not None and not client.is_closed():
+            self._typing.start(chat_id, client.get_partial_messageable(int(chat_id)))
 
     # -- outbound --------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        # At most once: the journal hears of the answer before the first request goes out, so
+        # a kill -9 after Discord took the reply never sends it again (the nonce only guards
+        # retries within this process). The cost: a kill during the send itself leaves that
+        # reply stored but unsent. A send that finally fails is answered too: the manager
+        # records the failure in the session.
+        chat_id = message.chat_id
+        answering = _snowflake(message.reply_to)
         try:
-            quote = message.chat_id in self._normaliser.group_chats
+            if answering is not None:
+                await self.journal.answered_through(chat_id, answering)
+            quote = chat_id in self._normaliser.group_chats
             await self._sender.send(message, quote=quote)
         finally:
-            self._typing.stop(message.chat_id)
+            self._typing.stop(chat_id)
+            if answering is not None and self._receiving and self.journal.waiting(chat_id):
+                self._start_typing(chat_id)
+
+
+def _snowflake(value: str | None) -> int | None:
+    """Our InboundMessage.message_id for Discord is the message's snowflake."""
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None

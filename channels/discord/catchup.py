@@ -1,14 +1,17 @@
 """After a fresh gateway session (not a resume, which replays what was missed), read each
-known channel's history after its watermark and handle it like live traffic.
+known channel's history after its watermark and handle it like live traffic, oldest first.
 
-One page per channel: after a long outage, old mentions matter less than not flooding a
-channel with answers to yesterday.
+Every page after the watermark is read (discord.py pages with `after`, 100 a request), so a
+mention behind a hundred messages of chatter is answered now, not at some later restart.
+What bounds the work is age, not count: nothing older than `max_age` is read, since answers
+to last week's messages would only confuse.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import discord
@@ -17,24 +20,29 @@ from clawgate.channels.discord.state import Watermarks
 
 log = logging.getLogger(__name__)
 
-CATCH_UP_LIMIT = 100
-
 
 async def catch_up(
     client: discord.Client,
     watermarks: Watermarks,
     handle: Callable[[discord.Message], Awaitable[None]],
+    *,
+    max_age: timedelta,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> None:
-    for chat_id, after in watermarks.items():
+    oldest = discord.utils.time_snowflake(now() - max_age)
+    for chat_id, last_seen in watermarks.items():
+        after = max(last_seen, oldest)
+        handled = 0
         try:
             channel = client.get_channel(int(chat_id)) or await client.fetch_channel(int(chat_id))
             assert isinstance(channel, discord.abc.Messageable)
-            missed = [
-                m
-                async for m in channel.history(
-                    after=discord.Object(after), limit=CATCH_UP_LIMIT, oldest_first=True
-                )
-            ]
+            # One message at a time, as it is read: a failure part-way keeps what was
+            # handled, and the watermark says where the next catch-up starts.
+            async for message in channel.history(
+                after=discord.Object(after), limit=None, oldest_first=True
+            ):
+                await handle(message)
+                handled += 1
         except (discord.NotFound, discord.Forbidden) as exc:
             log.info("discord: channel %s is gone or closed to us (%s)", chat_id, exc.text)
             watermarks.forget(chat_id)
@@ -42,8 +50,7 @@ async def catch_up(
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             log.warning("discord: could not read the history of %s: %s", chat_id, exc)
             continue
-        if missed:
-            log.info("discord: %d messages in %s since last seen", len(missed), chat_id)
-        for message in missed:
-            await handle(message)
+        finally:
+            if handled:
+                log.info("discord: %d messages in %s since last seen", handled, chat_id)
     await watermarks.flush()

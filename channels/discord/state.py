@@ -2,9 +2,9 @@
 
 `<data_dir>/channels/discord/state.json`:
 `{"version": 1, "last_seen": {"<channel id>": "<message id>", ...}}`, replaced atomically.
-It is on disk before a message is handed on (a crash in between loses that message rather
-than answering it twice), and after a fresh gateway session catch-up reads each channel's
-history after it.
+A message to answer is in the inbound journal before the watermark passes it (so a crash
+in between replays it from the journal, never loses it); after a fresh gateway session
+catch-up reads each channel's history after the watermark.
 """
 
 from __future__ import annotations

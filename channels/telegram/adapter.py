@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import Channel
+from clawgate.channels.journal import is_stop
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram.format import MAX_MESSAGE_UNITS
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
-from clawgate.channels.telegram.normalise import BotIdentity, Normaliser, is_stop
+from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
 from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line

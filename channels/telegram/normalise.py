@@ -127,11 +127,6 @@ class Normaliser:
         return bool(replied and replied.from_user and replied.from_user.id == bot_id)
 
 
-def is_stop(text: str) -> bool:
-    head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
-    return head.split("@", 1)[0].lower() == "/stop"
-
-
 def quoted(msg: Message) -> str:
     """The replied-to text as a Markdown quote, so the model sees what is being answered."""
     replied = msg.reply_to_message

@@ -112,6 +112,9 @@ class TelegramConfig(_ChatChannelConfig):
 class DiscordConfig(_ChatChannelConfig):
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
+    # After a fresh gateway session, messages older than this are not caught up on: answers
+    # to last week would only confuse.
+    catchup_max_age_hours: float = Field(24.0, gt=0)
 
 
 class ChannelsConfig(_Section):

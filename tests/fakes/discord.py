@@ -80,8 +80,15 @@ def _iso(ms: int) -> str:
 
 
 class FakeDiscord(LoopbackServer):
-    def __init__(self, *, token: str = "fake-discord-token", bot_name: str = "Claw") -> None:
+    def __init__(
+        self, *, token: str = "fake-discord-token", bot_name: str = "Claw", clock_offset: float = 0
+    ) -> None:
         self.token = token
+        # Seconds added to the fake's clock: what is created meanwhile is dated then (a
+        # snowflake carries its time), e.g. history older than the catch-up's age bound. Ids
+        # only grow, as Discord's do: a world dated in the past starts with a negative offset
+        # and moves it towards 0.
+        self.clock_offset = clock_offset
         self._last_id = 0
         self.bot = self._user(str(self.new_id()), bot_name.lower(), bot_name)
         self.bot["bot"] = True
@@ -141,7 +148,7 @@ class FakeDiscord(LoopbackServer):
 
     def new_id(self) -> int:
         """A snowflake: increasing, and dated now, as discord.py derives created_at from it."""
-        now_ms = int(time.time() * 1000) - DISCORD_EPOCH_MS
+        now_ms = int((time.time() + self.clock_offset) * 1000) - DISCORD_EPOCH_MS
         self._last_id = max(self._last_id + 1, now_ms << 22)
         return self._last_id
 
