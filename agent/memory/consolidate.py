@@ -276,11 +276,14 @@ class Consolidator:
     async def _record_written(self, session: Session) -> Entry | None:
         """Record the entries a crash left without their record (entries.py): their missing
         day's-log line, then the record. The caller holds the key's lock. The last one, if any."""
-        entries = parse_entries(await asyncio.to_thread(self.store.read_history))
+        history = await asyncio.to_thread(self.store.read_history)
         last = None
-        for entry in unrecorded(entries, session):
+        for entry in unrecorded(history, session):
             assert entry.span is not None
-            when = datetime.strptime(entry.stamp, STAMP_FORMAT).replace(tzinfo=self.store.zone)
+            try:
+                when = datetime.strptime(entry.stamp, STAMP_FORMAT).replace(tzinfo=self.store.zone)
+            except ValueError:  # a stamp edited into no date: the day's log of today then
+                when = None
             await asyncio.to_thread(
                 self.store.append_history, entry.text, session.key, when, span=entry.span
             )

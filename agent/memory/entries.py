@@ -55,9 +55,14 @@ class Span:
     last: int
 
     @property
-    def marker(self) -> str:
+    def opening(self) -> str:
+        """The marker up to its last seq: what every range starting at `first` begins with."""
         key = _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), self.key)
-        return f"<!-- {key} #{self.first}-{self.last} -->"
+        return f"<!-- {key} #{self.first}-"
+
+    @property
+    def marker(self) -> str:
+        return f"{self.opening}{self.last} -->"
 
     def __str__(self) -> str:
         return f"{self.key} #{self.first}-{self.last}"
@@ -166,19 +171,25 @@ def write_entry(
     return wrote
 
 
-def unrecorded(entries: list[Entry], session: Session) -> list[Entry]:
+def unrecorded(history: str, session: Session) -> list[Entry]:
     """The entries a crash left without their record, in the order to record them: each
     starts at the session's next unconsolidated seq and ends at one of its messages."""
+    seqs = [int(m["seq"]) for m in session.unconsolidated()]
+    # Most calls find nothing: look for the one marker prefix before parsing the file.
+    if not seqs or Span(session.key, seqs[0], seqs[0]).opening not in history:
+        return []
     by_first = {
-        e.span.first: e for e in entries if e.span is not None and e.span.key == session.key
+        e.span.first: e
+        for e in parse_entries(history)
+        if e.span is not None and e.span.key == session.key
     }
-    seqs = {int(m["seq"]) for m in session.unconsolidated()}
+    present = set(seqs)
     found: list[Entry] = []
-    following = min(seqs, default=None)
+    following: int | None = seqs[0]
     while following is not None and (entry := by_first.get(following)) is not None:
         assert entry.span is not None
-        if entry.span.last not in seqs or entry.span.last < entry.span.first:
+        if entry.span.last not in present or entry.span.last < entry.span.first:
             break
         found.append(entry)
-        following = min((s for s in seqs if s > entry.span.last), default=None)
+        following = next((s for s in seqs if s > entry.span.last), None)
     return found
