@@ -99,6 +99,8 @@ async def one_round(world: CrashWorld, result: LaneResult, rng: random.Random, r
     feeder_rng = random.Random(f"{rng.random()}")
     async with world.gateway() as gateway:
         await gateway.wait_for_log(READY, START_TIMEOUT)
+        if round_ == 0:  # MEMORY.md as onboarding wrote it: facts may only be added below
+            world.remember_template()
         most = rng.randint(3, 8) if mode == "turns" else 40
         feeder = asyncio.create_task(feed(world, feeder_rng, result.lane, round_, most))
         started = time.monotonic()
