@@ -23,6 +23,11 @@ A retry finds an entry for the session's first unconsolidated seq that has no re
 (`unrecorded`): it writes whatever copy is missing and the record, without asking the model
 again (`AgentRuntime.start` does the same for live sessions). So no range is ever written
 twice, and `clawgate memory audit` can pair every record with exactly one entry.
+
+Limits: the archive's dated note is written at most once (a kill between the record and the
+note leaves none; HISTORY.md holds the same words). A range names messages only while seqs
+are unique per key, which they are across `/new`; a transcript deleted by hand and begun again
+at seq 1 could meet an old entry of its key.
 """
 
 from __future__ import annotations
