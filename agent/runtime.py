@@ -140,7 +140,9 @@ class AgentRuntime:
         )
 
     async def start(self) -> None:
-        """Pick up archives that a crash or a stop interrupted."""
+        """Pick up archives that a crash or a stop interrupted, and record HISTORY.md entries
+        a crash left without their consolidation record."""
+        await self.consolidator.recover()
         for path in await asyncio.to_thread(self.sessions.list_archived):
             session = await asyncio.to_thread(load_session, path, read_key(path) or path.stem)
             if not any(True for _ in session.records_of(Archived)):

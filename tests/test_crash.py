@@ -38,7 +38,9 @@ START_TIMEOUT = 30.0
 MODEL_TIMEOUT = 60.0  # litellm's import on the first call, on a loaded machine
 EXIT_TIMEOUT = 25.0
 HISTORY_ENTRY = re.compile(
-    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] \(telegram:\d+\) Summary of \d+ lines\.", re.S
+    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] \(telegram:(\d+)\) Summary of \d+ lines\. "
+    r"<!-- telegram:\1 #\d+-\d+ -->",
+    re.S,
 )
 FACT = re.compile(r"- fact about telegram:\d+ \(\d+ lines\)")
 

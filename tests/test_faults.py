@@ -502,7 +502,7 @@ async def test_memory_disk_refusing_writes_leaves_memory_whole_and_consolidation
 
     history = (memory_dir / "HISTORY.md").read_text(encoding="utf-8")
     [entry] = split_entries(history)
-    assert entry.endswith(f"(test:1) {HISTORY_ENTRY}")
+    assert f"(test:1) {HISTORY_ENTRY} <!-- test:1 #" in entry
     assert history.endswith("\n\n")
     assert (memory_dir / "MEMORY.md").read_text(encoding="utf-8") == updated_memory
     records = file_lines(session_path(config, "test:1"))

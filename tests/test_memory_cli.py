@@ -1,5 +1,6 @@
 from typer.testing import CliRunner
 
+from clawgate.agent.memory.entries import Span
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Consolidation, Message, SessionStore
 from clawgate.gateway.cli import app
@@ -40,6 +41,9 @@ async def test_audit_exit_codes(tmp_path):
     for i in range(4):
         sessions.append(session, Message(role="user", content=f"m{i}"))
     sessions.append(session, Consolidation(from_seq=1, to_seq=2, mode="llm"))
+    MemoryStore(workspace).append_history(
+        "m0 and m1.", "cli:default", span=Span("cli:default", 1, 2)
+    )
     ok = _run(config_path, "audit")
     assert ok.exit_code == 0, ok.output
     assert "4 messages: 2 live, 2 consolidated" in ok.output

@@ -4,9 +4,11 @@ The reply never waits for this. For one session key at a time (single-flight, lo
 failure backoff all keyed by the session key, never by the Session object, which the cache
 may drop and load again), take the unconsolidated messages except the newest
 `memory_window // 2`, fix the cut-off seq before calling the model, and advance
-`last_consolidated` to exactly that seq only after HISTORY.md, the day's log and MEMORY.md
-are written. Any failure - whatever the exception - advances nothing and counts towards the
-backoff and the raw-archive fallback. The session stays pinned in the cache while its
+`last_consolidated` to exactly that seq only after MEMORY.md, HISTORY.md and the day's log
+are written (and fsynced). Each entry carries its range, so a retry after a crash records an
+entry already written instead of writing it again (entries.py describes the unit of work).
+Any failure - whatever the exception - advances nothing and counts towards the backoff and
+the raw-archive fallback. The session stays pinned in the cache while its
 consolidation or archive runs.
 
 The model's answer is read and checked in answer.py.
@@ -22,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from clawgate.agent.llm import LLMClient
@@ -33,6 +36,7 @@ from clawgate.agent.memory.answer import (
     extract_arguments,
     validate,
 )
+from clawgate.agent.memory.entries import STAMP_FORMAT, Entry, Span, parse_entries, unrecorded
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.writer import MemoryRewrite
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
@@ -241,9 +245,13 @@ class Consolidator:
                     return Outcome(ok=False, reason=f"{type(exc).__name__}: {one_line(exc)}")
 
     async def _attempt(self, session: Session, *, archive_all: bool, raw: bool) -> Outcome:
+        adopted = await self._record_written(session)
         keep = self.memory_window // 2
         chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all)
         if not chunk:
+            if adopted is not None and adopted.span is not None:
+                span = adopted.span
+                return Outcome(True, span.first, span.last, adopted.mode, adopted.text)
             return Outcome(ok=True, reason="nothing to consolidate")
         first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
         owner = _is_owner(session, first, cut)
@@ -251,9 +259,11 @@ class Consolidator:
             entry, update = without_surrogates(_raw_entry(chunk)), None
         else:
             entry, update = await self._ask_model(session, chunk, owner)
-        await asyncio.to_thread(self.store.append_history, entry, session.key)
+        # MEMORY.md first: an entry on disk then means its range's memory side is done.
         if update is not None:
             await self.store.arewrite_memory(update)
+        span = Span(session.key, first, cut)
+        await asyncio.to_thread(self.store.append_history, entry, session.key, span=span)
         # One record: the covered range and the new last_consolidated land together.
         self.sessions.append(
             session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
@@ -263,6 +273,46 @@ class Consolidator:
         return Outcome(
             ok=True, from_seq=first, to_seq=cut, mode="raw" if raw else "llm", reason=entry
         )
+
+    async def _record_written(self, session: Session) -> Entry | None:
+        """Record the entries a crash left without their record (entries.py): their missing
+        day's-log line, then the record. The caller holds the key's lock. The last one, if any."""
+        history = await asyncio.to_thread(self.store.read_history)
+        last = None
+        for entry in unrecorded(history, session):
+            assert entry.span is not None
+            try:
+                when = datetime.strptime(entry.stamp, STAMP_FORMAT).replace(tzinfo=self.store.zone)
+            except ValueError:  # a stamp edited into no date: the day's log of today then
+                when = None
+            await asyncio.to_thread(
+                self.store.append_history, entry.text, session.key, when, span=entry.span
+            )
+            span = entry.span
+            self.sessions.append(
+                session, Consolidation(from_seq=span.first, to_seq=span.last, mode=entry.mode)
+            )
+            await self.sessions.sync(session)
+            log.info("%s: recorded the HISTORY.md entry %s a crash left", session.key, entry.span)
+            last = entry
+        return last
+
+    async def recover(self) -> None:
+        """At start: record what a crash between a live session's HISTORY.md entry and its
+        record left (an archived transcript's resumed archive does the same)."""
+        entries = parse_entries(await asyncio.to_thread(self.store.read_history))
+        keys = {entry.span.key for entry in entries if entry.span is not None}
+        for key, _path in await asyncio.to_thread(self.sessions.list_keys):
+            if key not in keys:
+                continue
+            session = await self.sessions.get(key)
+            try:
+                with session.pinned():
+                    async with self._holding(key):
+                        await self._record_written(session)
+            except Exception:
+                # The session's next consolidation tries again; the start goes on.
+                log.exception("%s: could not record the HISTORY.md entries a crash left", key)
 
     async def _ask_model(
         self, session: Session, chunk: list[dict[str, Any]], owner: bool

@@ -2,7 +2,8 @@
 
     memory/MEMORY.md        long-term facts, owner-only; previous versions in memory/.versions/
                             as MEMORY.<counter>.md (never named by the clock, which can go back)
-    memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry", blank line between entries
+    memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry <!-- key #first-last -->",
+                            blank line between entries (the range marker: entries.py)
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
 
 Every write holds the workspace's memory lock (writer.py) for its whole read-modify-write: the
@@ -23,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from clawgate.agent.memory.entries import Span, history_entry, write_entry
 from clawgate.agent.memory.merge import merge_lines
 from clawgate.agent.memory.writer import MemoryRewrite, MemoryWriter
 from clawgate.agent.text import without_surrogates
@@ -143,20 +145,36 @@ class MemoryStore:
             old.unlink(missing_ok=True)
 
     def format_entry(self, entry: str, session_key: str, when: datetime | None = None) -> str:
-        stamp = (when or self.now()).astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
-        return without_surrogates(f"[{stamp}] ({session_key}) {entry.strip()}\n\n")
+        return history_entry(entry, session_key, (when or self.now()).astimezone(self.zone))
 
-    def append_history(self, entry: str, session_key: str, when: datetime | None = None) -> None:
-        """One HISTORY.md entry, and its copy in the day's log, under one lock."""
+    def read_history(self) -> str:
+        try:
+            return self.history_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def append_history(
+        self,
+        entry: str,
+        session_key: str,
+        when: datetime | None = None,
+        *,
+        span: Span | None = None,
+    ) -> bool:
+        """One HISTORY.md entry and its copy in the day's log, under one lock, fsynced. With a
+        `span` (entries.py), a copy whose range marker is already there is not written again.
+        True if the HISTORY.md entry was written now."""
         when = (when or self.now()).astimezone(self.zone)
         with self._locked():
-            self.writer.append(
-                self.history_path, self.format_entry(entry, session_key, when), mode=0o600
+            return write_entry(
+                self.writer,
+                self.history_path,
+                self.daily_path(when.date()),
+                entry,
+                session_key,
+                when,
+                span,
             )
-            line = without_surrogates(
-                f"- {when.strftime('%H:%M')} ({session_key}) {entry.strip()}\n"
-            )
-            self.writer.append(self.daily_path(when.date()), line, mode=0o600)
 
     def append_daily(self, text: str, when: datetime | None = None) -> None:
         when = (when or self.now()).astimezone(self.zone)

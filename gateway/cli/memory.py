@@ -10,20 +10,12 @@ from typing import Annotated
 
 import typer
 
+from clawgate.agent.memory.entries import split_entries
 from clawgate.gateway.cli.context import cli_context, fail
 
 memory_app = typer.Typer(
     help="Read long-term memory and check that nothing was lost.", no_args_is_help=True
 )
-
-_ENTRY_START = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\]", re.M)
-
-
-def split_entries(history: str) -> list[str]:
-    """HISTORY.md entries: each starts with a "[YYYY-MM-DD HH:MM]" line; text before the
-    first stamp (a heading a person added) is not an entry."""
-    starts = [m.start() for m in _ENTRY_START.finditer(history)]
-    return [history[a:b].strip() for a, b in zip(starts, [*starts[1:], len(history)], strict=True)]
 
 
 @memory_app.command("show")
@@ -61,7 +53,8 @@ def history(
 
 @memory_app.command("audit")
 def audit(ctx: typer.Context) -> None:
-    """Account for every message of every session; exit 1 if any is unaccounted."""
+    """Account for every message of every session and pair every consolidation with its one
+    HISTORY.md entry (both ways); exit 1 on any finding."""
     from clawgate.agent.memory.audit import audit_sessions
 
     report = audit_sessions(cli_context(ctx).config().workspace / "sessions")
@@ -69,8 +62,13 @@ def audit(ctx: typer.Context) -> None:
         f"{report.files} transcripts, {report.total} messages: {report.live} live, "
         f"{report.covered} consolidated or archived, {report.pending_archive} waiting for their archive"
     )
+    older = f", {report.unmarked} without a range marker" if report.unmarked else ""
+    retired = f", {report.retired} of transcripts no longer kept" if report.retired else ""
+    typer.echo(
+        f"{report.records} consolidation records, {report.entries} HISTORY.md entries{older}{retired}"
+    )
     for problem in report.problems:
-        typer.echo(f"UNACCOUNTED {problem}")
+        typer.echo(f"PROBLEM {problem}")
     if not report.ok:
         typer.echo(f"{len(report.problems)} problems", err=True)
         raise typer.Exit(1)
