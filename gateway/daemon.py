@@ -13,6 +13,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
+from clawgate.gateway.control import ControlChannel
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.dispatcher import Dispatcher
@@ -211,7 +212,8 @@ async def serve(config: Config) -> None:
     )
     gateway = Gateway(
         runtime,
-        build_channels(config, bus),
+        # The control socket is the terminal's channel: `clawgate agent` talks through it.
+        [*build_channels(config, bus), ControlChannel(bus, config.data_dir)],
         bus,
         channel_states=channel_states,
         scheduler=True,
