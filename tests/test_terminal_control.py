@@ -126,7 +126,6 @@ async def running_gateway(
         telegram=fake_telegram(telegram, (OWNER,)),
     )
     async with ClawgateProcess(home, "--config", str(config), "gateway") as gateway:
-        await gateway.wait_for_log("channel cli ready", START_TIMEOUT)
         await gateway.wait_for_log("channel telegram ready", START_TIMEOUT)
         yield gateway
         gateway.send_signal(signal.SIGTERM)
@@ -224,14 +223,16 @@ async def test_parallel_one_shots_without_a_gateway_never_share_a_seq(
 
     assert codes == [0, 0], (first.err, second.err)
     assert first.out == second.out == ["Done."]
-    waiter = first if any("waiting for" in line for line in first.err) else second
-    [line] = [line for line in waiter.err if line.strip()]
-    assert "clawgate agent (pid" in line
     messages = [
         r for r in lines_of(tmp_path / "workspace/sessions/cli_default.jsonl") if "role" in r
     ]
+    # One turn after the other: never two users' lines before an answer, never a seq twice.
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
     assert [m["seq"] for m in messages] == [1, 2, 3, 4]
     assert sorted(m["content"] for m in messages if m["role"] == "user") == ["first", "second"]
+    waiter = first if any("waiting for" in line for line in first.err) else second
+    [line] = [line for line in waiter.err if line.strip()]
+    assert "clawgate agent (pid" in line
 
 
 class Pty:

@@ -180,7 +180,7 @@ def cron_run(
     ] = RUN_TIMEOUT_SECONDS,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
-    from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+    from clawgate.gateway.lock import AGENT, AlreadyRunning, InstanceLock
 
     config, store = _open(ctx)
     store.load().get(job_id)
@@ -188,6 +188,8 @@ def cron_run(
     try:
         lock.acquire()
     except AlreadyRunning:
+        if lock.holder().role == AGENT:  # a terminal serves no run requests
+            fail(f"{lock.holder().describe()} has the workspace open: quit it first", code=1)
         _run_through_gateway(store, job_id, timeout)
         return
     try:
