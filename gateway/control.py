@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -71,13 +72,23 @@ class ControlChannel(Channel):
         self._asked: dict[str, asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
-        _private_folder(self.path.parent)
+        if self.path.parent.name.startswith("clawgate-"):
+            _private_folder(self.path.parent)  # the temp-dir fallback: check who made it
         # Whoever starts this holds the instance lock: a file left here is a dead gateway's.
         self.path.unlink(missing_ok=True)
-        self._server = await asyncio.start_unix_server(
-            self._serve, path=str(self.path), limit=LINE_LIMIT
-        )
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Created 0600 from the start, not chmod-ed after a moment of being open to others.
+        # Only tightens: whatever another thread creates meanwhile sets its own mode.
+        umask = os.umask(0o077)
+        try:
+            sock.bind(str(self.path))
+        except OSError:
+            sock.close()
+            raise
+        finally:
+            os.umask(umask)
         os.chmod(self.path, 0o600)
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=LINE_LIMIT)
         log.info("control socket listening on %s", self.path)
 
     async def stop(self) -> None:
