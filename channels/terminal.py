@@ -102,6 +102,7 @@ class Terminal:
         self._waiting: deque[tuple[str, bool]] = deque()  # (message id, is a /stop)
         self._events: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._stop_sent = False
+        self._armed = False
         self._sender = _user_name()
         self._reading: asyncio.Task[None] | None = None
 
@@ -152,6 +153,7 @@ class Terminal:
                 while reading or self._waiting:
                     kind, value = await self._events.get()
                     if kind == "line" and isinstance(value, str) and value.strip():
+                        self._armed = False
                         await self._send(value)
                     elif kind == "eof":
                         reading = False
@@ -162,11 +164,20 @@ class Terminal:
                         print(f"clawgate: {value}", file=self.errors, flush=True)
                         return 1
                     elif kind == "interrupt":
-                        if not self._waiting or self._stop_sent:
+                        if self._armed:
                             self._clear_line()
                             print(file=self.output, flush=True)
                             return INTERRUPTED
-                        await self._send("/stop")
+                        # Armed until the next line: a second Ctrl-C quits.
+                        self._armed = True
+                        if self._waiting:
+                            await self._send("/stop")
+                        else:
+                            self._clear_line()
+                            lead = "" if self.spinner else "\n"
+                            print(f"{lead}(Ctrl-C again to quit)", file=self.output, flush=True)
+                            if prompt:
+                                print(PROMPT, end="", file=self.output, flush=True)
             return 1 if self.failed else 0
         finally:
             for task in (replies, spinning, self._reading):
@@ -175,7 +186,7 @@ class Terminal:
 
     async def _send(self, text: str) -> None:
         message_id = uuid.uuid4().hex  # unique across runs: the agent de-duplicates by id
-        is_stop = text.strip().lower().split(maxsplit=1)[0] == "/stop"
+        is_stop = text.split(maxsplit=1)[0].lower().partition("@")[0] == "/stop"
         self._waiting.append((message_id, is_stop))
         if is_stop:
             self._stop_sent = True

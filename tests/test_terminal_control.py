@@ -306,12 +306,15 @@ class Pty:
 
 
 async def stop_twice_then_quit(tmp_path: Path, config: str, fake_llm: FakeLLM) -> None:
-    """A slow reply is cancelled by /stop, the next by Ctrl-C; a second Ctrl-C quits."""
+    """A slow reply is cancelled by /stop, the next by Ctrl-C; a second Ctrl-C quits (one
+    while nothing runs only warns)."""
     never = asyncio.Event()  # the model's replies are never released
     fake_llm.handler = lambda body: gate(never, text("Too late."))
     terminal = await Pty(tmp_path, "--config", config, "agent").start()
     try:
         await terminal.wait_for("you> ")
+        terminal.type("\x03")  # nothing runs: the first Ctrl-C only warns
+        await terminal.wait_for("(Ctrl-C again to quit)")
         terminal.type("tell me a long story\n")
         requests = len(fake_llm.requests)
         await fake_llm.wait_for_requests(requests + 1, timeout=RUN_TIMEOUT)
