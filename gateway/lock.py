@@ -14,7 +14,8 @@ from clawgate.kernel.errors import LockHeld
 from clawgate.kernel.storage import locked
 
 GATEWAY = "gateway"
-AGENT = "agent"
+AGENT = "agent"  # `clawgate agent` running turns itself
+CRON_RUN = "cron"  # `clawgate cron run` with no gateway to ask
 
 
 class AlreadyRunning(LockHeld):
@@ -29,8 +30,8 @@ class Holder:
     role: str
 
     def describe(self) -> str:
-        name = "clawgate agent" if self.role == AGENT else "clawgate gateway"
-        return f"{name} (pid {self.pid})"
+        name = "cron run" if self.role == CRON_RUN else self.role
+        return f"clawgate {name} (pid {self.pid})"
 
 
 class InstanceLock:
@@ -45,15 +46,16 @@ class InstanceLock:
         self._held: ExitStack | None = None
 
     def acquire(self, *, wait_for_agent: Callable[[Holder], None] | None = None) -> None:
-        """Take the lock or raise AlreadyRunning. With `wait_for_agent`, a lock held by a
-        `clawgate agent` is waited for instead (it is called once, to say so): a terminal
-        session ends, and a gateway started meanwhile should then run, not give up."""
+        """Take the lock or raise AlreadyRunning. With `wait_for_agent`, a lock held by
+        anything but a gateway (`clawgate agent`, `cron run`) is waited for instead (it is
+        called once, to say so): those end, and a gateway started meanwhile should then
+        run, not give up."""
         held = ExitStack()
         try:
             fd = held.enter_context(locked(self.path, wait=False))
         except LockHeld:
             holder = self.holder()
-            if wait_for_agent is None or holder.role != AGENT:
+            if wait_for_agent is None or holder.role == GATEWAY:
                 raise self._refusal(holder) from None
             wait_for_agent(holder)
             fd = held.enter_context(locked(self.path, wait=True))
@@ -67,7 +69,7 @@ class InstanceLock:
         self._held = held
 
     def _refusal(self, holder: Holder) -> AlreadyRunning:
-        if holder.role == AGENT:
+        if holder.role != GATEWAY:
             return AlreadyRunning(
                 f"{holder.describe()} has the workspace of {self.path.parent} open; quit it first"
             )

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from clawgate.gateway.lock import AGENT, InstanceLock
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
@@ -233,6 +234,26 @@ async def test_parallel_one_shots_without_a_gateway_never_share_a_seq(
     waiter = first if any("waiting for" in line for line in first.err) else second
     [line] = [line for line in waiter.err if line.strip()]
     assert "clawgate agent (pid" in line
+
+
+async def test_a_gateway_started_beside_a_terminal_waits_for_it(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    config = write_config(
+        tmp_path, agent=fake_model(fake_llm), telegram=fake_telegram(telegram, (OWNER,))
+    )
+    terminal = InstanceLock(tmp_path / "data", role=AGENT)  # what `clawgate agent` holds
+    terminal.acquire()
+    try:
+        async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as gateway:
+            await gateway.wait_for_log(f"waiting for clawgate agent (pid {os.getpid()})", 30)
+            assert telegram.calls["getMe"] == 0  # it polls nothing while the terminal runs
+            terminal.release()
+            await gateway.wait_for_log("channel telegram ready", START_TIMEOUT)
+            gateway.send_signal(signal.SIGTERM)
+            assert await gateway.wait(EXIT_TIMEOUT) == 0, gateway.stderr
+    finally:
+        terminal.release()
 
 
 class Pty:

@@ -3,7 +3,7 @@ while it holds the instance lock, so one process at a time writes a workspace's 
 
     gateway listening on the control socket  -> the daemon serves the turns
     lock free                                -> a Gateway with only the terminal, here
-    lock held by another `clawgate agent`    -> wait for it (said once on stderr)
+    lock held by `clawgate agent`/`cron run` -> wait for it (said once on stderr)
     lock held by a gateway still starting    -> wait for its socket
 """
 
@@ -14,7 +14,7 @@ import sys
 
 from clawgate.channels.terminal import Terminal, TerminalChannel, TerminalLink
 from clawgate.gateway.control import ControlClient
-from clawgate.gateway.lock import AGENT, AlreadyRunning, Holder, InstanceLock
+from clawgate.gateway.lock import AGENT, GATEWAY, AlreadyRunning, Holder, InstanceLock
 from clawgate.kernel.config import Config
 
 POLL_SECONDS = 0.2
@@ -49,7 +49,7 @@ async def run_agent(config: Config, message: str | None, session: str) -> int:
 
 
 def _waiting_for(holder: Holder) -> str:
-    if holder.role == AGENT:
+    if holder.role != GATEWAY:
         return (
             f"waiting for {holder.describe()} to finish: one process at a time "
             "uses a workspace (Ctrl-C to give up)"
