@@ -1,35 +1,54 @@
-"""The terminal channel: `clawgate agent` as a one-shot, a line-per-message pipe, or a chat."""
+"""The terminal channel: `clawgate agent` as a one-shot, a line-per-message pipe, or a chat.
+
+`Terminal` is the person's side: it reads lines (also while a turn runs), sends them over a
+`TerminalLink` and prints the replies. The link is `TerminalChannel` when this process runs
+the agent itself, or the running gateway's control socket (gateway/control.py), so both
+behave alike. `/stop` or Ctrl-C cancels the running turn; a second Ctrl-C quits.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import getpass
+import itertools
+import signal
 import sys
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TextIO
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Protocol, TextIO
 
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.errors import ChannelError
 
-WaitIdle = Callable[[], Awaitable[object]]
+PROMPT = "you> "
+SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPINNER_SECONDS = 0.1
+INTERRUPTED = 130  # the shell's code for a run ended by SIGINT
+
+
+class TerminalLink(Protocol):
+    """Where a terminal's messages go and its replies come from (each reply carries the id
+    of the message it answers in `reply_to`)."""
+
+    async def say(self, text: str, message_id: str, sender: str) -> None: ...
+
+    async def next_reply(self) -> OutboundMessage: ...
 
 
 class TerminalChannel(Channel):
-    """Session key `cli:<name>`, always owner trust: whoever has the terminal owns the box."""
+    """The in-process link. Session key `cli:<name>`, always owner trust: whoever has the
+    terminal owns the box."""
 
     name = "cli"
 
-    def __init__(
-        self, bus: MessageBus, session_name: str = "default", output: TextIO | None = None
-    ) -> None:
+    def __init__(self, bus: MessageBus, session_name: str = "default") -> None:
         super().__init__(bus)
         self.chat_id = session_name
-        self.output = output or sys.stdout
-        self.errors = 0
-        self.replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._replies: asyncio.Queue[OutboundMessage] = asyncio.Queue()
 
     async def start(self) -> None:
         return None
@@ -38,68 +57,237 @@ class TerminalChannel(Channel):
         return None
 
     async def send(self, message: OutboundMessage) -> None:
-        stream = sys.stderr if message.is_error else self.output
-        print(message.text, file=stream, flush=True)
-        if message.is_error:
-            self.errors += 1
-        self.replies.put_nowait(message)
+        self._replies.put_nowait(message)
 
-    async def say(self, text: str) -> None:
+    async def say(self, text: str, message_id: str, sender: str) -> None:
         await self.bus.publish_inbound(
             InboundMessage(
                 channel=self.name,
                 chat_id=self.chat_id,
-                # Unique across runs: the agent de-duplicates by message id per session.
-                message_id=uuid.uuid4().hex,
+                message_id=message_id,
                 sender_id="local",
-                sender_name=_user_name(),
+                sender_name=sender,
                 text=text,
                 trust=Trust.OWNER,
                 mentioned=True,
             )
         )
 
-    async def one_shot(self, text: str) -> int:
-        await self.say(text)
-        await self.replies.get()
-        return 1 if self.errors else 0
+    async def next_reply(self) -> OutboundMessage:
+        return await self._replies.get()
 
-    async def pipe(self, source: TextIO, wait_idle: WaitIdle) -> int:
-        """One message per input line; each reply is printed as soon as it is ready."""
-        while True:
-            line = await _read_blocking(source.readline)
-            if not line:
-                break
-            if line.strip():
-                await self.say(line.rstrip("\n"))
-        await wait_idle()
-        return 1 if self.errors else 0
+
+class Terminal:
+    """One person at a terminal, over a link.
+
+    Every message sent waits for exactly one reply, in order. The one exception is the turn
+    a `/stop` cancels: it gets no reply, the `/stop` gets "Stopped." instead - so a reply to
+    a `/stop` settles the oldest message still waiting before it.
+    """
+
+    def __init__(
+        self,
+        link: TerminalLink,
+        output: TextIO | None = None,
+        errors: TextIO | None = None,
+        *,
+        spinner: bool | None = None,
+    ) -> None:
+        self.link = link
+        self.output = output or sys.stdout
+        self.errors = errors or sys.stderr
+        # Only a person watching a terminal wants the animation; a pipe gets plain lines.
+        self.spinner = self.output.isatty() if spinner is None else spinner
+        self.failed = 0
+        self._waiting: deque[tuple[str, bool]] = deque()  # (message id, is a /stop)
+        self._events: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
+        self._stop_sent = False
+        self._armed = False
+        self._sender = _user_name()
+        self._reading: asyncio.Task[None] | None = None
+
+    async def one_shot(self, text: str) -> int:
+        await self._send(text)
+        return await self._converse(reading=False)
+
+    async def pipe(self, source: TextIO) -> int:
+        """One message per input line; each reply is printed as soon as it is ready; ends
+        once every line is answered after the end of input."""
+        self._read_lines(lambda: source.readline() or None)
+        return await self._converse(reading=True)
 
     async def interactive(self) -> int:
         try:
             import readline  # noqa: F401  (gives input() line editing and history)
         except ImportError:
             pass
-        print("clawgate chat - /help for commands, Ctrl-D to quit.", file=self.output)
+        print(
+            "clawgate chat - /help for commands, /stop or Ctrl-C cancels a reply, Ctrl-D quits.",
+            file=self.output,
+        )
+        with _terminal_restored():
+            self._read_lines(_prompted_input)
+            code = await self._converse(reading=True, prompt=True)
+        if code == 0:
+            print(file=self.output)
+        return code
+
+    # -- the conversation --------------------------------------------------------------------
+
+    def _read_lines(self, read: Callable[[], str | None]) -> None:
+        async def pump() -> None:
+            try:
+                while (line := await _read_blocking(read)) is not None:
+                    self._events.put_nowait(("line", line.rstrip("\n")))
+            except (OSError, ValueError):
+                pass  # input closed under us: as good as its end
+            self._events.put_nowait(("eof", None))
+
+        self._reading = asyncio.create_task(pump(), name="terminal input")
+
+    async def _converse(self, *, reading: bool, prompt: bool = False) -> int:
+        replies = asyncio.create_task(self._pump_replies(), name="terminal replies")
+        spinning = asyncio.create_task(self._spin(), name="spinner") if self.spinner else None
+        try:
+            with self._interrupts():
+                while reading or self._waiting:
+                    kind, value = await self._events.get()
+                    if kind == "line" and isinstance(value, str) and value.strip():
+                        self._armed = False
+                        await self._send(value)
+                    elif kind == "eof":
+                        reading = False
+                    elif kind == "reply" and isinstance(value, OutboundMessage):
+                        self._show(value, prompt=prompt)
+                    elif kind == "lost":
+                        self._clear_line()
+                        print(f"clawgate: {value}", file=self.errors, flush=True)
+                        return 1
+                    elif kind == "interrupt":
+                        if self._armed:
+                            self._clear_line()
+                            print(file=self.output, flush=True)
+                            return INTERRUPTED
+                        # Armed until the next line: a second Ctrl-C quits.
+                        self._armed = True
+                        if self._waiting:
+                            await self._send("/stop")
+                        else:
+                            self._clear_line()
+                            lead = "" if self.spinner else "\n"
+                            print(f"{lead}(Ctrl-C again to quit)", file=self.output, flush=True)
+                            if prompt:
+                                print(PROMPT, end="", file=self.output, flush=True)
+            return 1 if self.failed else 0
+        finally:
+            for task in (replies, spinning, self._reading):
+                if task is not None:
+                    task.cancel()
+
+    async def _send(self, text: str) -> None:
+        message_id = uuid.uuid4().hex  # unique across runs: the agent de-duplicates by id
+        is_stop = text.split(maxsplit=1)[0].lower().partition("@")[0] == "/stop"
+        self._waiting.append((message_id, is_stop))
+        if is_stop:
+            self._stop_sent = True
+        try:
+            await self.link.say(text, message_id, self._sender)
+        except ChannelError as exc:
+            self._events.put_nowait(("lost", exc))
+
+    async def _pump_replies(self) -> None:
         while True:
             try:
-                line = await _read_blocking(lambda: input("you> "))
-            except EOFError:
-                print(file=self.output)
-                return 0
-            if line.strip():
-                await self.say(line)
-                await self.replies.get()
+                reply = await self.link.next_reply()
+            except ChannelError as exc:
+                self._events.put_nowait(("lost", exc))
+                return
+            self._events.put_nowait(("reply", reply))
+
+    def _show(self, reply: OutboundMessage, *, prompt: bool) -> None:
+        self._clear_line()
+        print(reply.text, file=self.errors if reply.is_error else self.output, flush=True)
+        if reply.is_error:
+            self.failed += 1
+        self._settle(reply.reply_to)
+        if prompt and self.spinner and not self._waiting:
+            # input() printed its prompt as the turn began, and the spinner drew over it.
+            print(PROMPT, end="", file=self.output, flush=True)
+
+    def _settle(self, answered: str | None) -> None:
+        ids = [message_id for message_id, _ in self._waiting]
+        if answered not in ids:
+            return  # a notice or a file: it answers nothing in particular
+        position = ids.index(answered)
+        _, was_stop = self._waiting[position]
+        del self._waiting[position]
+        if was_stop:
+            self._stop_sent = any(stop for _, stop in self._waiting)
+            # The turn it cancelled never answers: the oldest message waiting before it.
+            earlier = [i for i, (_, stop) in enumerate(self._waiting) if i < position and not stop]
+            if earlier:
+                del self._waiting[earlier[0]]
+
+    async def _spin(self) -> None:
+        for frame in itertools.cycle(SPINNER_FRAMES):
+            if self._waiting:
+                hint = "stopping" if self._stop_sent else "thinking (/stop or Ctrl-C to cancel)"
+                self.output.write(f"\r{frame} {hint}\x1b[K")
+                self.output.flush()
+            await asyncio.sleep(SPINNER_SECONDS)
+
+    def _clear_line(self) -> None:
+        if self.spinner:
+            self.output.write("\r\x1b[K")
+            self.output.flush()
+
+    @contextlib.contextmanager
+    def _interrupts(self) -> Iterator[None]:
+        """Ctrl-C becomes an event: it stops the turn, or quits when nothing runs."""
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self._events.put_nowait, ("interrupt", None))
+        except (ValueError, RuntimeError, NotImplementedError):
+            yield  # not the main thread (an embedding program): Ctrl-C keeps its meaning
+            return
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
-async def _read_blocking(read: Callable[[], str]) -> str:
+def _prompted_input() -> str | None:
+    try:
+        return input(PROMPT)
+    except EOFError:
+        return None
+
+
+@contextlib.contextmanager
+def _terminal_restored() -> Iterator[None]:
+    """Quitting while readline waits in its thread would leave the terminal without echo."""
+    try:
+        import termios
+
+        saved = termios.tcgetattr(sys.stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+async def _read_blocking(read: Callable[[], str | None]) -> str | None:
     """Run a blocking terminal read in a daemon thread.
 
-    Not asyncio.to_thread: asyncio.run joins the default executor on exit, so Ctrl-C at the
-    prompt would hang until the user pressed Enter.
+    Not asyncio.to_thread: asyncio.run joins the default executor on exit, so quitting while
+    the prompt waits would hang until the user pressed Enter.
     """
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[str] = loop.create_future()
+    future: asyncio.Future[str | None] = loop.create_future()
 
     def settle(result: str | None, error: Exception | None) -> None:
         if future.done():  # the awaiting task was cancelled
@@ -107,7 +295,7 @@ async def _read_blocking(read: Callable[[], str]) -> str:
         if error is not None:
             future.set_exception(error)
         else:
-            future.set_result(result or "")
+            future.set_result(result)
 
     def run() -> None:
         try:

@@ -14,6 +14,7 @@ from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.access import Trusts
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
+from clawgate.gateway.control import ControlChannel
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.dispatcher import Dispatcher
@@ -193,9 +194,11 @@ async def serve(config: Config) -> None:
         channel_status=channel_states.snapshot,
         extra_tools=cron_tools(config),
     )
+    chats = build_channels(config, bus)
     gateway = Gateway(
         runtime,
-        build_channels(config, bus),
+        # The control socket is the terminal's channel: `clawgate agent` talks through it.
+        [*chats, ControlChannel(bus, config.data_dir)],
         bus,
         channel_states=channel_states,
         scheduler=True,
@@ -203,9 +206,9 @@ async def serve(config: Config) -> None:
     )
     await gateway.start()
     rejected = gateway.manager.rejected()
-    if rejected and len(rejected) == len(gateway.manager.channels):
-        # Every channel refused its token: a daemon that cannot hear anyone should not
-        # look healthy. With another channel up, the rejected one shows in status instead.
+    if rejected and len(rejected) == len(chats):
+        # Every chat channel refused its token: a daemon nobody can reach from a chat should
+        # not look healthy. With another chat channel up, the rejected one shows in status.
         await gateway.stop()
         raise CredentialsRejected("; ".join(rejected.values()))
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)

@@ -180,14 +180,16 @@ def cron_run(
     ] = RUN_TIMEOUT_SECONDS,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
-    from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+    from clawgate.gateway.lock import CRON_RUN, GATEWAY, AlreadyRunning, InstanceLock
 
     config, store = _open(ctx)
     store.load().get(job_id)
-    lock = InstanceLock(config.data_dir)
+    lock = InstanceLock(config.data_dir, role=CRON_RUN)
     try:
         lock.acquire()
     except AlreadyRunning:
+        if lock.holder().role != GATEWAY:  # only a gateway serves run requests
+            fail(f"{lock.holder().describe()} has the workspace open: quit it first", code=1)
         _run_through_gateway(store, job_id, timeout)
         return
     try:

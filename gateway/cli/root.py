@@ -25,7 +25,6 @@ from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.status import housekeeping, status
 
 if TYPE_CHECKING:
-    from clawgate.kernel.config import Config
     from clawgate.kernel.errors import ClawgateError
 
 
@@ -222,31 +221,11 @@ def agent(
         )
     import asyncio
 
+    from clawgate.gateway.cli.agent import run_agent
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, stream=sys.stderr)
-    code = asyncio.run(_run_terminal(config, message, session))
+    code = asyncio.run(run_agent(config, message, session))
     raise typer.Exit(code)
-
-
-async def _run_terminal(config: Config, message: str | None, session: str) -> int:
-    from clawgate.agent.runtime import AgentRuntime
-    from clawgate.agent.tools.shell import forbid_environ_reads
-    from clawgate.channels.terminal import TerminalChannel
-    from clawgate.gateway.daemon import Gateway
-    from clawgate.kernel.bus import MessageBus
-
-    forbid_environ_reads()  # exec'd commands must not read our environment or memory
-    bus = MessageBus()
-    terminal = TerminalChannel(bus, session)
-    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), [terminal], bus)
-    await gateway.start()
-    try:
-        if message is not None:
-            return await terminal.one_shot(message)
-        if not sys.stdin.isatty():
-            return await terminal.pipe(sys.stdin, gateway.dispatcher.wait_idle)
-        return await terminal.interactive()
-    finally:
-        await gateway.stop()
 
 
 @app.command()
@@ -273,7 +252,14 @@ def gateway(
         for problem in problems:
             typer.echo(f"  - {problem}", err=True)
         fail("`clawgate onboard` asks for each of these, or set them in the config.")
-    with InstanceLock(config.data_dir):
+    lock = InstanceLock(config.data_dir)
+    # A terminal session ends: a gateway started meanwhile (e.g. by systemd) waits for it.
+    lock.acquire(
+        wait_for_agent=lambda holder: typer.echo(
+            f"clawgate: waiting for {holder.describe()} to quit before starting", err=True
+        )
+    )
+    try:
         # Inside the lock: a refused second gateway must not write (or rotate) the log.
         setup_logging(
             config.logging,
@@ -289,6 +275,8 @@ def gateway(
                 err=True,
             )
         asyncio.run(serve(config))
+    finally:
+        lock.release()
 
 
 @sessions_app.command("list")

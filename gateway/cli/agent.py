@@ -1,0 +1,83 @@
+"""`clawgate agent`: through the running gateway when there is one, else in this process
+while it holds the instance lock, so one process at a time writes a workspace's sessions.
+
+    gateway listening on the control socket  -> the daemon serves the turns
+    lock free                                -> a Gateway with only the terminal, here
+    lock held by `clawgate agent`/`cron run` -> wait for it (said once on stderr)
+    lock held by a gateway still starting    -> wait for its socket
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from clawgate.channels.terminal import Terminal, TerminalChannel, TerminalLink
+from clawgate.gateway.control import ControlClient
+from clawgate.gateway.lock import AGENT, GATEWAY, AlreadyRunning, Holder, InstanceLock
+from clawgate.kernel.config import Config
+
+POLL_SECONDS = 0.2
+# The terminal asked to quit: a turn still running was already sent /stop.
+TERMINAL_GRACE_SECONDS = 5.0
+
+
+async def run_agent(config: Config, message: str | None, session: str) -> int:
+    lock = InstanceLock(config.data_dir, role=AGENT)
+    told: Holder | None = None
+    while True:
+        client = await ControlClient.connect(config.data_dir, session)
+        if client is not None:
+            try:
+                return await _converse(client, message)
+            finally:
+                await client.close()
+        try:
+            lock.acquire()
+            break
+        except AlreadyRunning:
+            holder = lock.holder()
+            # An empty file: the holder took the lock an instant ago and is writing its pid.
+            if holder != told and holder.pid != "unknown":
+                told = holder
+                print(f"clawgate: {_waiting_for(holder)}", file=sys.stderr, flush=True)
+            await asyncio.sleep(POLL_SECONDS)
+    try:
+        return await _in_process(config, message, session)
+    finally:
+        lock.release()
+
+
+def _waiting_for(holder: Holder) -> str:
+    if holder.role != GATEWAY:
+        return (
+            f"waiting for {holder.describe()} to finish: one process at a time "
+            "uses a workspace (Ctrl-C to give up)"
+        )
+    return f"waiting for {holder.describe()} to start listening (Ctrl-C to give up)"
+
+
+async def _converse(link: TerminalLink, message: str | None) -> int:
+    terminal = Terminal(link)
+    if message is not None:
+        return await terminal.one_shot(message)
+    if not sys.stdin.isatty():
+        return await terminal.pipe(sys.stdin)
+    return await terminal.interactive()
+
+
+async def _in_process(config: Config, message: str | None, session: str) -> int:
+    from clawgate.agent.runtime import AgentRuntime
+    from clawgate.agent.tools.shell import forbid_environ_reads
+    from clawgate.gateway.daemon import Gateway
+    from clawgate.kernel.bus import MessageBus
+
+    forbid_environ_reads()  # exec'd commands must not read our environment or memory
+    bus = MessageBus()
+    channel = TerminalChannel(bus, session)
+    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), [channel], bus)
+    await gateway.start()
+    try:
+        return await _converse(channel, message)
+    finally:
+        await gateway.stop(grace=TERMINAL_GRACE_SECONDS)

@@ -1,0 +1,214 @@
+"""The running gateway's local control socket: how `clawgate agent` talks to it.
+
+While a gateway runs it owns the workspace (gateway/lock.py), so a terminal must not run
+turns of its own: it connects to `<data_dir>/control.sock` (0600, in the 0700 data_dir:
+only the owner's account reaches it, hence owner trust) and the daemon serves the turn in
+the terminal's session, `cli:<name>`, exactly as an in-process terminal would. On the
+daemon's side the socket is a channel named "cli", so replies, /stop, /new and delivery
+records take the same path as Telegram's.
+
+One JSON object per line, both ways:
+
+    terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann"}
+    gateway -> terminal   an OutboundMessage (text, is_error, reply_to = the id it answers)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from clawgate.channels.base import Channel
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.errors import ChannelError
+
+log = logging.getLogger(__name__)
+
+SOCKET_NAME = "control.sock"
+# sun_path holds 108 bytes on Linux, 104 on macOS (with the terminating NUL).
+MAX_SOCKET_PATH = 100
+LINE_LIMIT = 4 * 1024 * 1024  # a pasted document is one message
+MAX_SESSION_NAME = 200
+
+
+def socket_path(data_dir: Path) -> Path:
+    """`<data_dir>/control.sock`, or, where that path is too long for a Unix socket, a name
+    derived from data_dir in a private folder of the temp directory (both sides compute it)."""
+    path = data_dir / SOCKET_NAME
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / f"clawgate-{os.getuid()}" / f"{digest}.sock"
+
+
+def _private_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ChannelError(f"{folder} must belong to you and be private (0700)")
+
+
+class ControlChannel(Channel):
+    """The daemon's end: accepts terminals, publishes what they say as `cli:<name>` owner
+    messages and sends each reply back to the terminal that asked (replies that answer no
+    particular message - a rate-limit notice, a file - go to every terminal on the session)."""
+
+    name = "cli"
+
+    def __init__(self, bus: MessageBus, data_dir: Path) -> None:
+        super().__init__(bus)
+        self.path = socket_path(data_dir)
+        self._server: asyncio.Server | None = None
+        self._by_session: dict[str, set[asyncio.StreamWriter]] = {}
+        self._asked: dict[str, asyncio.StreamWriter] = {}
+
+    async def start(self) -> None:
+        if self.path.parent.name.startswith("clawgate-"):
+            _private_folder(self.path.parent)  # the temp-dir fallback: check who made it
+        # Whoever starts this holds the instance lock: a file left here is a dead gateway's.
+        self.path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Created 0600 from the start, not chmod-ed after a moment of being open to others.
+        # Only tightens: whatever another thread creates meanwhile sets its own mode.
+        umask = os.umask(0o077)
+        try:
+            sock.bind(str(self.path))
+        except OSError:
+            sock.close()
+            raise
+        finally:
+            os.umask(umask)
+        os.chmod(self.path, 0o600)
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=LINE_LIMIT)
+        log.info("control socket listening on %s", self.path)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.close()
+        for writers in list(self._by_session.values()):
+            for writer in list(writers):
+                writer.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.wait_closed(), timeout=2)
+
+    async def send(self, message: OutboundMessage) -> None:
+        asker = self._asked.pop(message.reply_to, None) if message.reply_to else None
+        targets = [asker] if asker is not None else list(self._by_session.get(message.chat_id, ()))
+        targets = [writer for writer in targets if not writer.is_closing()]
+        if not targets:
+            raise ChannelError("the terminal that asked has disconnected")
+        line = message.model_dump_json().encode() + b"\n"
+        for writer in targets:
+            writer.write(line)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sessions: set[str] = set()
+        try:
+            while line := await reader.readline():
+                request = _parse(line)
+                if request is None:
+                    log.warning("control socket: ignoring a malformed line")
+                    continue
+                session, message_id, text, sender = request
+                sessions.add(session)
+                self._by_session.setdefault(session, set()).add(writer)
+                self._asked[message_id] = writer
+                await self.bus.publish_inbound(
+                    InboundMessage(
+                        channel=self.name,
+                        chat_id=session,
+                        message_id=message_id,
+                        sender_id="local",
+                        sender_name=sender,
+                        text=text,
+                        trust=Trust.OWNER,
+                        mentioned=True,
+                    )
+                )
+        except (ConnectionError, ValueError) as exc:  # ValueError: a line over the limit
+            log.warning("control socket: connection dropped: %s", exc)
+        finally:
+            for session in sessions:
+                writers = self._by_session.get(session, set())
+                writers.discard(writer)
+                if not writers:
+                    self._by_session.pop(session, None)
+            for message_id in [k for k, w in self._asked.items() if w is writer]:
+                del self._asked[message_id]
+            writer.close()
+
+
+def _parse(line: bytes) -> tuple[str, str, str, str] | None:
+    try:
+        body = json.loads(line)
+        session, message_id = str(body["session"]), str(body["id"])
+        text, sender = str(body["text"]), str(body.get("sender") or "owner")
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not session or len(session) > MAX_SESSION_NAME or not message_id:
+        return None
+    return session, message_id, text, sender
+
+
+class ControlClient:
+    """The terminal's end: a `TerminalLink` (channels/terminal.py) over the socket."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: str
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.session = session
+
+    @classmethod
+    async def connect(cls, data_dir: Path, session: str) -> ControlClient | None:
+        """A connection to the gateway running on `data_dir`, or None if none listens."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(
+                str(socket_path(data_dir)), limit=LINE_LIMIT
+            )
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None
+        return cls(reader, writer, session)
+
+    async def say(self, text: str, message_id: str, sender: str) -> None:
+        line = json.dumps(
+            {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        )
+        try:
+            self._writer.write(line.encode() + b"\n")
+            await self._writer.drain()
+        except ConnectionError as exc:
+            raise ChannelError(f"lost the connection to the gateway: {exc}") from None
+
+    async def next_reply(self) -> OutboundMessage:
+        try:
+            line = await self._reader.readline()
+        except (ConnectionError, ValueError) as exc:
+            raise ChannelError(f"lost the connection to the gateway: {exc}") from None
+        if not line:
+            raise ChannelError("the gateway stopped before answering")
+        try:
+            return OutboundMessage.model_validate_json(line)
+        except ValidationError:
+            raise ChannelError("the gateway sent something this version cannot read") from None
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
