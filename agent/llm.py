@@ -1,53 +1,60 @@
-"""The one place that talks to a model: litellm underneath, our retry policy on top.
+"""The one place that talks to a model: two paths underneath, our retry policy on top.
 
-litellm is imported on the first call, never at module import: it costs seconds and
-~190 MB, and commands that never call a model (`clawgate --help`) must not pay for it.
-Failures leave this module as `ModelUnavailable` (or `ContextOverflow`) with a one-line
-message a person can read; the API key never appears in them.
+A chat completion to an OpenAI-compatible endpoint goes out as a plain POST on httpx
+(agent/llm_direct.py); everything else goes through litellm (agent/llm_litellm.py), which
+is imported on first use or in the background, never at module import. `agent.direct_http
+= false` sends everything through litellm. Both paths describe their failures the same
+way and agent/llm_failures.py alone decides what each means, so retries, fallbacks and the
+one-line messages are the same whichever path served a call. Failures leave this module as
+`ModelUnavailable` (or `ContextOverflow`, `ModelMisconfigured`); the API key never appears
+in them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import json
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from types import ModuleType
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
+from clawgate.agent import llm_direct
+from clawgate.agent.llm_direct import DirectPath, Endpoint
+from clawgate.agent.llm_failures import (
+    ContextOverflow,
+    Failure,
+    ModelMisconfigured,
+    NextModel,
+    Scrubber,
+    classify,
+    refusal,
+    unavailable,
+)
+from clawgate.agent.llm_litellm import LitellmPath
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
+
+__all__ = [
+    "ContextOverflow",
+    "LLMClient",
+    "LLMResponse",
+    "ModelMisconfigured",
+    "ToolCall",
+    "failure_reply",
+]
 
 log = logging.getLogger(__name__)
 
 # 1, 2, 4 ... s between attempts; a server's Retry-After is honoured up to the same cap.
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
-_CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window")
-# litellm raises these (often as HTTP 500 or 400) before any request leaves the machine.
-_KEY_MARKERS = ("missing credentials", "api key", "api_key", "apikey")
-_MODEL_MARKERS = ("model not found", "llm provider not provided", "does not exist")
-_KEY_HINT = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environment variable"
 # A refused or unresolvable api_base is tried this often before it is called a setting error.
 _UNREACHABLE_ATTEMPTS = 2
-# Where litellm keeps the loggers a user may register; all empty unless someone sets one.
-_CALLBACK_LISTS = (
-    "callbacks",
-    "input_callback",
-    "success_callback",
-    "failure_callback",
-    "_async_input_callback",
-    "_async_success_callback",
-    "_async_failure_callback",
-)
 
 T = TypeVar("T")
 
@@ -68,14 +75,6 @@ class LLMResponse:
     model: str
 
 
-class ContextOverflow(ModelUnavailable):
-    """The provider says the request exceeds the model's context window; retrying cannot help."""
-
-
-class ModelMisconfigured(ModelUnavailable):
-    """A setting is wrong (key, model name, api_base): waiting and retrying cannot help."""
-
-
 def failure_reply(exc: ModelUnavailable) -> str:
     """What a person reads when a turn found no model: the cause, and whether waiting helps."""
     cause = str(exc).rstrip(" .")
@@ -84,50 +83,6 @@ def failure_reply(exc: ModelUnavailable) -> str:
     return (
         f"Sorry, I couldn't reach the model: {cause}. Your message is saved; try again in a moment."
     )
-
-
-class _NextModel(Exception):
-    """This model gave no answer, but a fallback might; `attempts` is None if not retried."""
-
-    def __init__(
-        self, model: str, reason: str, attempts: int | None, hint: str | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.model = model
-        self.reason = reason
-        self.attempts = attempts
-        self.hint = hint  # set when a setting is at fault: the sentence that says which
-
-    def describe(self) -> str:
-        tries = f" after {self.attempts} attempts" if self.attempts else ""
-        return f"{self.model}: {self.reason}{tries}"
-
-
-def _import_litellm() -> ModuleType:
-    # Without this litellm fetches its cost map over the network at import time.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    return litellm
-
-
-def _unlogged(litellm: ModuleType) -> contextlib.AbstractContextManager[None]:
-    """Where no litellm callback is registered, run the call as litellm runs its own sub-calls.
-
-    After every response litellm otherwise builds a logging payload and schedules success
-    handlers that no one receives (~1 ms of CPU per call, bench/model_call.py). The switch is
-    litellm's internal one, so any litellm without it, or with a callback set, logs as usual.
-    """
-    if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
-        return contextlib.nullcontext()
-    try:
-        from litellm._internal_context import internal_sub_call
-    except ImportError:
-        return contextlib.nullcontext()
-    return internal_sub_call()
 
 
 class LLMClient:
@@ -141,18 +96,29 @@ class LLMClient:
     ) -> None:
         self._config = config
         self._sleep = sleep
-        self._litellm: ModuleType | None = None
         self._api_key = config.api_key.get_secret_value() if config.api_key else None
+        self._scrub = Scrubber(self._api_key)
+        self._litellm = LitellmPath()
+        self._direct = DirectPath(config.request_timeout)
+        self._endpoints: dict[str, Endpoint | None] = {}
 
-    def _lib(self) -> ModuleType:
-        if self._litellm is None:
-            self._litellm = _import_litellm()
-        return self._litellm
+    def _lib(self) -> Any:
+        return self._litellm.lib()
+
+    def _endpoint(self, model: str) -> Endpoint | None:
+        """The direct endpoint serving `model`, None for litellm; decided once per name."""
+        if not self._config.direct_http:
+            return None
+        if model not in self._endpoints:
+            self._endpoints[model] = llm_direct.endpoint(
+                model, self._config.api_base, self._api_key
+            )
+        return self._endpoints[model]
 
     @property
     def ready(self) -> bool:
         """litellm is loaded: a call now pays no import."""
-        return self._litellm is not None
+        return self._litellm.ready
 
     async def warm_up(self) -> None:
         """Load litellm in a thread, so the first reply after a start does not wait for it.
@@ -160,12 +126,11 @@ class LLMClient:
         A daemon calls this once its channels are up; a failure is only logged, since the
         first model call would meet (and report) it again.
         """
-        if self._litellm is not None:
-            return
-        try:
-            self._litellm = await asyncio.to_thread(_import_litellm)
-        except Exception:
-            log.exception("loading litellm in the background failed")
+        await self._litellm.warm_up()
+
+    async def aclose(self) -> None:
+        """Close the direct path's connections (litellm keeps its own)."""
+        await self._direct.aclose()
 
     async def chat(
         self,
@@ -181,38 +146,49 @@ class LLMClient:
         Raises ContextOverflow when the conversation does not fit, ModelUnavailable when
         no model answered or the provider refused the request.
         """
-        litellm = self._lib()
-        params: dict[str, Any] = {
+        body: dict[str, Any] = {
             "messages": messages,
-            "api_base": self._config.api_base,
-            "api_key": self._api_key,
             "temperature": self._config.temperature,
             "max_tokens": max_tokens or self._config.max_tokens,
+        }
+        if tools:
+            body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+
+        models = [model or self._config.model, *self._config.fallback_models]
+        failures: list[NextModel] = []
+        for name in models:
+            target = self._endpoint(name)
+            try:
+                if target is not None and target.takes(messages):
+                    raw: Any = await self._with_retries(
+                        name, partial(self._direct.complete, target, body), llm_direct.failure
+                    )
+                else:
+                    litellm_call = partial(
+                        self._litellm.call,
+                        "acompletion",
+                        model=name,
+                        **body,
+                        **self._litellm_params(),
+                    )
+                    raw = await self._with_retries(name, litellm_call, self._litellm.failure)
+            except NextModel as exc:
+                failures.append(exc)
+                continue
+            return _to_response(raw, name)
+        raise unavailable(failures, self._scrub)
+
+    def _litellm_params(self) -> dict[str, Any]:
+        return {
+            "api_base": self._config.api_base,
+            "api_key": self._api_key,
             "timeout": self._config.request_timeout,
             # Retries are ours; the OpenAI SDK underneath would otherwise add two of its own.
             "num_retries": 0,
             "max_retries": 0,
         }
-        if tools:
-            params["tools"] = tools
-        if tool_choice is not None:
-            params["tool_choice"] = tool_choice
-
-        models = [model or self._config.model, *self._config.fallback_models]
-        failures: list[_NextModel] = []
-        for name in models:
-
-            async def attempt(name: str = name) -> Any:
-                with _unlogged(litellm):
-                    return await litellm.acompletion(model=name, **params)
-
-            try:
-                response = await self._with_retries(name, attempt)
-            except _NextModel as exc:
-                failures.append(exc)
-                continue
-            return _to_response(response, name)
-        raise self._unavailable(failures)
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
         """One vector per text, in order; same retry policy as chat, no fallbacks."""
@@ -230,39 +206,28 @@ class LLMClient:
 
     async def _call(self, function: str, model: str, **arguments: Any) -> Any:
         """One litellm endpoint call for one model, with our retries and no fallbacks."""
-        call = getattr(self._lib(), function)
+        params = self._litellm_params()
+        del params["num_retries"]
 
         async def attempt() -> Any:
-            with _unlogged(self._lib()):
-                return await call(
-                    model=model,
-                    api_base=self._config.api_base,
-                    api_key=self._api_key,
-                    timeout=self._config.request_timeout,
-                    max_retries=0,
-                    **arguments,
-                )
+            return await self._litellm.call(function, model=model, **params, **arguments)
 
         try:
-            return await self._with_retries(model, attempt)
-        except _NextModel as exc:
-            raise self._unavailable([exc]) from None
-
-    def _unavailable(self, failures: list[_NextModel]) -> ModelUnavailable:
-        hints = [f.hint for f in failures if f.hint]
-        if len(hints) == len(failures):
-            kind: type[ModelUnavailable] = ModelMisconfigured
-            message = hints[0] if len(failures) == 1 else f"{_summary(failures)}. {hints[0]}"
-        else:
-            kind, message = ModelUnavailable, _summary(failures)
-        return kind(self._scrub(message))
+            return await self._with_retries(model, attempt, self._litellm.failure)
+        except NextModel as exc:
+            raise unavailable([exc], self._scrub) from None
 
     @property
     def _attempts(self) -> int:
         return 1 + self._config.max_retries
 
-    async def _with_retries(self, model: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run `attempt` up to 1 + max_retries times; raise _NextModel when they all fail."""
+    async def _with_retries(
+        self,
+        model: str,
+        attempt: Callable[[], Awaitable[T]],
+        describe: Callable[[Exception], Failure],
+    ) -> T:
+        """Run `attempt` up to 1 + max_retries times; raise NextModel when they all fail."""
         started = time.monotonic()
         unreachable = 0
 
@@ -270,24 +235,26 @@ class LLMClient:
             nonlocal started, unreachable
             started = time.monotonic()
             try:
-                # litellm's timeout bounds each read; this bounds the whole attempt.
+                # The path's own timeout bounds each read; this bounds the whole attempt.
                 async with asyncio.timeout(self._config.request_timeout):
                     return await attempt()
             except TimeoutError:
                 raise Retry("timed out") from None
             except Exception as exc:
-                retry = self._classify(model, exc)
-                refusal = _refusal(exc) if self._config.api_base else None
-                if refusal is None:
+                retry = classify(model, describe(exc), self._scrub)
+                if retry is None:
+                    raise  # not a provider failure: a bug, keep its traceback
+                reason = refusal(exc) if self._config.api_base else None
+                if reason is None:
                     raise retry from None
                 unreachable += 1
                 if unreachable < _UNREACHABLE_ATTEMPTS:
                     raise retry from None
-                raise _NextModel(
+                raise NextModel(
                     model,
-                    f"could not connect ({refusal})",
+                    f"could not connect ({reason})",
                     unreachable,
-                    f"Could not connect to agent.api_base {self._config.api_base} ({refusal}); "
+                    f"Could not connect to agent.api_base {self._config.api_base} ({reason}); "
                     "check agent.api_base.",
                 ) from None
 
@@ -313,155 +280,7 @@ class LLMClient:
         except RetriesExhausted as exhausted:
             reason = exhausted.last.reason
             log.warning("model %s failed %d times: %s", model, self._attempts, reason)
-            raise _NextModel(model, reason, self._attempts) from None
-
-    def _classify(self, model: str, exc: Exception) -> Retry:
-        """Return a retryable failure, or raise what ends this call (or this model)."""
-        litellm = self._lib()
-        status = getattr(exc, "status_code", None)
-        detail = self._provider_detail(exc)
-        if isinstance(exc, litellm.ContextWindowExceededError) or (
-            isinstance(exc, litellm.BadRequestError)
-            and any(marker in detail.lower() for marker in _CONTEXT_MARKERS)
-        ):
-            self._fail(
-                ContextOverflow,
-                f"The conversation is too long for the context window of {model}: send /compact "
-                "or /new, or set agent.context_window_tokens to the model's real window.",
-                exc,
-            )
-        # The scrubbed key reads "[api key]"; it must not pass for a complaint about keys.
-        lowered = detail.lower().replace("[api key]", "")
-        if (
-            isinstance(exc, litellm.AuthenticationError)
-            or status == 401
-            or (
-                not isinstance(exc, litellm.RateLimitError)
-                and any(marker in lowered for marker in _KEY_MARKERS)
-            )
-        ):
-            self._fail(ModelMisconfigured, _key_message(model, lowered), exc)
-        if isinstance(exc, litellm.PermissionDeniedError) or status == 403:
-            self._fail(
-                ModelMisconfigured,
-                f"The model provider refused access to {model}: check that agent.api_key "
-                "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
-                exc,
-            )
-        if isinstance(exc, litellm.RateLimitError):
-            return Retry("rate limited (HTTP 429)", _retry_after(exc))
-        if isinstance(exc, litellm.Timeout):
-            return Retry("timed out")
-        if isinstance(exc, litellm.APIConnectionError):
-            return Retry("could not connect")
-        if (
-            isinstance(exc, litellm.NotFoundError)
-            or status == 404
-            or (
-                isinstance(exc, litellm.BadRequestError)
-                and any(marker in lowered for marker in _MODEL_MARKERS)
-            )
-        ):
-            raise _NextModel(
-                model,
-                f"not found ({detail})" if detail else "not found",
-                None,
-                _model_message(model, lowered),
-            )
-        if isinstance(status, int) and status >= 500:
-            # litellm reports a refused connection as a 500 "Connection error."
-            reason = "could not connect" if "connection error" in detail.lower() else None
-            return Retry(reason or f"server error (HTTP {status})", _retry_after(exc))
-        if isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError):
-            suffix = f": {detail}" if detail else ""
-            self._fail(
-                ModelUnavailable, f"The model provider rejected the request to {model}{suffix}", exc
-            )
-        if isinstance(exc, litellm.APIError | litellm.OpenAIError):
-            self._fail(
-                ModelUnavailable,
-                f"The model {model} failed: {type(exc).__name__}{f': {detail}' if detail else ''}",
-                exc,
-            )
-        raise exc  # not a provider failure: a bug, keep its traceback
-
-    def _fail(self, kind: type[ModelUnavailable], message: str, exc: Exception) -> NoReturn:
-        log.warning("%s (%s)", self._scrub(message), type(exc).__name__)
-        # `from None`: the provider's exception text may echo request details, key included.
-        raise kind(self._scrub(message)) from None
-
-    def _provider_detail(self, exc: Exception) -> str:
-        """The provider's own words, without litellm's layered prefixes, on one short line."""
-        message = str(getattr(exc, "message", "") or exc)
-        _, sep, tail = message.rpartition("Exception - ")
-        text = self._scrub(" ".join((tail if sep else message).split()))
-        # Scrub before cutting: a key split by the cut would no longer match.
-        return text if len(text) <= 200 else text[:199] + "…"
-
-    def _scrub(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "[api key]")
-        return text
-
-
-def _key_message(model: str, detail: str) -> str:
-    if "missing" in detail or "no key" in detail:
-        return f"No API key is set for {model}: set {_KEY_HINT}."
-    return f"The model provider rejected the API key for {model}: check {_KEY_HINT}."
-
-
-def _model_message(model: str, detail: str) -> str:
-    if "provider not provided" in detail:
-        return (
-            f"The model name {model} does not say which provider serves it: set agent.model "
-            "with a provider prefix, e.g. openai/gpt-4o-mini."
-        )
-    return f"The model provider does not know the model {model}: check agent.model."
-
-
-def _refusal(exc: BaseException) -> str | None:
-    """'connection refused' or 'host not found' when the failure is one, else None."""
-    seen: BaseException | None = exc
-    for _ in range(10):  # the chain is short; the bound guards against a cycle
-        if seen is None:
-            return None
-        if isinstance(seen, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(seen, socket.gaierror):
-            return "host not found"
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def _summary(failures: list[_NextModel]) -> str:
-    if len(failures) > 1:
-        return "No model answered: " + "; ".join(f.describe() for f in failures)
-    only = failures[0]
-    if only.attempts is None:
-        return f"The model {only.model} is not available: {only.reason}"
-    return f"The model {only.model} did not answer after {only.attempts} attempts: {only.reason}"
-
-
-def _retry_after(exc: Exception) -> float | None:
-    headers = getattr(exc, "litellm_response_headers", None)
-    if headers is None:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        if (millis := headers.get("retry-after-ms")) is not None:
-            return float(millis) / 1000
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return float(value)
-        except ValueError:
-            moment = email.utils.parsedate_to_datetime(value)
-            return moment.timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
+            raise NextModel(model, reason, self._attempts) from None
 
 
 def _field(item: Any, name: str) -> Any:

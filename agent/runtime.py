@@ -168,6 +168,7 @@ class AgentRuntime:
             log.warning("memory work still running after %.0f s; it resumes at next start", grace)
         await self.consolidator.close()
         await self.search.close()
+        await self.llm.aclose()
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
@@ -22,13 +23,22 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-def agent_config(fake_llm: FakeLLM) -> AgentConfig:
+def model_path() -> str:
+    """Which model path serves the fake: "direct" (httpx) or "litellm". Modules that must
+    pass through both override this with a parametrized fixture; CLAWGATE_TEST_MODEL_PATH
+    sends the whole suite through one."""
+    return os.environ.get("CLAWGATE_TEST_MODEL_PATH", "direct")
+
+
+@pytest.fixture
+def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
     return AgentConfig(
         model="openai/fake-model",
         api_base=fake_llm.url,
         api_key="sk-test-secret",
         request_timeout=5.0,
         max_retries=2,
+        direct_http=model_path == "direct",
     )
 
 

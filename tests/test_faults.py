@@ -135,9 +135,10 @@ MODEL_FAULTS: dict[str, tuple[Reply, str]] = {
 }
 
 
+@pytest.mark.parametrize("model_path", ["direct", "litellm"])
 @pytest.mark.parametrize("fault", MODEL_FAULTS)
 async def test_model_fault_gets_a_clear_reply_others_are_served_and_it_recovers(
-    tmp_path: Path, fake_llm: FakeLLM, fault: str
+    tmp_path: Path, fake_llm: FakeLLM, fault: str, model_path: str
 ) -> None:
     failing, reason = MODEL_FAULTS[fault]
     broken = True
@@ -147,7 +148,7 @@ async def test_model_fault_gets_a_clear_reply_others_are_served_and_it_recovers(
         return failing if broken and last_user(body).startswith("one:") else echo(body)
 
     fake_llm.handler = model
-    config = make_config(tmp_path, model_config(fake_llm))
+    config = make_config(tmp_path, model_config(fake_llm, direct_http=model_path == "direct"))
     async with Harness(config) as gw:
         await gw.channel.say("one: hello", chat_id="1")
         await gw.channel.say("two: hello", chat_id="2")
