@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from clawgate.agent.llm_litellm import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
@@ -32,6 +33,9 @@ def model_path() -> str:
 
 @pytest.fixture
 def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
+    if model_path == "litellm":
+        # Its one-off import (seconds on a loaded machine) must not eat a reply's timeout.
+        import_litellm()
     return AgentConfig(
         model="openai/fake-model",
         api_base=fake_llm.url,
