@@ -115,18 +115,36 @@ class LLMClient:
             )
         return self._endpoints[model]
 
+    def _needs_litellm(self) -> bool:
+        """Some configured call goes through litellm (a model off the direct path, speech)."""
+        models = [self._config.model, *self._config.fallback_models]
+        return bool(self._config.transcription_model) or any(
+            self._endpoint(name) is None for name in models
+        )
+
     @property
     def ready(self) -> bool:
-        """litellm is loaded: a call now pays no import."""
+        """What the configured models need is loaded: a call now pays no import."""
+        if self._needs_litellm() and not self._litellm.ready:
+            return False
+        return self._direct.ready or not self._config.direct_http
+
+    @property
+    def litellm_loaded(self) -> bool:
         return self._litellm.ready
 
     async def warm_up(self) -> None:
-        """Load litellm in a thread, so the first reply after a start does not wait for it.
+        """Load what the configured models need in a thread, so the first reply after a start
+        does not wait for it: httpx for the direct path, litellm only if a model needs it
+        (it costs seconds and ~190 MB, and an import cannot be cancelled at shutdown).
 
         A daemon calls this once its channels are up; a failure is only logged, since the
         first model call would meet (and report) it again.
         """
-        await self._litellm.warm_up()
+        if self._config.direct_http:
+            await self._direct.warm_up()
+        if self._needs_litellm():
+            await self._litellm.warm_up()
 
     async def aclose(self) -> None:
         """Close the direct path's connections (litellm keeps its own)."""

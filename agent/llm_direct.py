@@ -18,9 +18,12 @@ Which endpoint a model name reaches, by its prefix (the rest is the name sent):
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import logging
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +31,8 @@ from clawgate.agent.llm_failures import Failure, Kind, retry_after
 
 if TYPE_CHECKING:
     import httpx
+
+log = logging.getLogger("clawgate.agent.llm")
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,18 @@ class DirectPath:
         self._timeout = timeout
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._client is not None or "httpx" in sys.modules
+
+    async def warm_up(self) -> None:
+        if self.ready:
+            return
+        try:
+            await asyncio.to_thread(importlib.import_module, "httpx")
+        except Exception:
+            log.exception("loading httpx in the background failed")
 
     def _session(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()

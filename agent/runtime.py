@@ -169,6 +169,7 @@ class AgentRuntime:
         await self.consolidator.close()
         await self.search.close()
         await self.llm.aclose()
+        await self.sessions.flush()
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""
@@ -179,4 +180,4 @@ class AgentRuntime:
             self.sessions.append(session, Delivery(seq=message.seq, status="sent"))
         else:
             self.sessions.append(session, Delivery(seq=message.seq, status="failed", error=error))
-        await self.sessions.sync(session)
+        self.sessions.sync_later(session)  # with the session's next turn: one fsync per turn

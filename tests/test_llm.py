@@ -514,7 +514,7 @@ async def test_the_configured_path_serves_the_call(
     fake_llm.script(text("Hi"))
     assert (await client.chat(USER)).content == "Hi"
     # The direct path never loads litellm; turned off, litellm serves the same call.
-    assert client.ready is (model_path == "litellm")
+    assert client.litellm_loaded is (model_path == "litellm")
 
 
 async def test_both_paths_send_the_same_request(
@@ -579,3 +579,18 @@ def test_deepseek_images_go_through_litellm() -> None:
     assert target is not None and target.takes(USER)
     image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     assert not target.takes([{"role": "user", "content": image}])
+
+
+async def test_warm_up_loads_only_what_the_models_need(
+    agent_config: AgentConfig, model_path: str
+) -> None:
+    client = LLMClient(agent_config)
+    await client.warm_up()
+    assert client.ready
+    # litellm's import (seconds, ~190 MB, and a thread a stop must wait for) only if needed.
+    assert client.litellm_loaded is (model_path == "litellm")
+
+    other = agent_config.model_copy(update={"fallback_models": ["anthropic/claude-3-5-haiku"]})
+    client = LLMClient(other)
+    await client.warm_up()
+    assert client.ready and client.litellm_loaded
