@@ -119,7 +119,7 @@ class LLMClient:
         """Some configured call goes through litellm (a model off the direct path, speech)."""
         models = [self._config.model, *self._config.fallback_models]
         return bool(self._config.transcription_model) or any(
-            self._endpoint(name) is None for name in models
+            self._endpoint(name) is None for name in models if name
         )
 
     @property
