@@ -114,7 +114,8 @@ async def measure(
     runtime.loop.llm = llm
     steps = Steps()
     context = runtime.loop.context
-    context.extra_parts = tuple(steps.wrap("recall", part) for part in context.extra_parts)
+    # The extra parts (recalled memory, daily logs) run together: time them as one step.
+    context._extra_parts = steps.wrap("recall", context._extra_parts)  # type: ignore[method-assign]
     context.system_prompt = steps.wrap("prompt", context.system_prompt)  # type: ignore[method-assign]
     store = runtime.sessions
     store.append = steps.wrap("session", store.append)  # type: ignore[method-assign]
