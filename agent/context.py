@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from clawgate.agent.skills_loader import Skill, SkillReader, load_skills
+from clawgate.agent.skills_loader import (
+    BUILTIN_SKILLS_DIR,
+    SKILL_FILE,
+    Skill,
+    SkillReader,
+    load_skills,
+)
 from clawgate.kernel.bus import Trust
 
 log = logging.getLogger(__name__)
@@ -64,10 +71,31 @@ class _FileCache:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """Everything read from disk for one prompt, gathered in a single worker thread."""
+    """Everything read from disk for one prompt, gathered in a single worker thread.
+
+    `watched` is every path it depended on (files, and the skill folders whose listing it
+    used), `stamp` their stats taken before reading: while a fresh stamp equals it, the
+    snapshot still holds and the turn skips the worker thread and the reads.
+    """
 
     files: dict[str, str]
     skills: list[Skill]
+    watched: tuple[str, ...] = ()
+    stamp: tuple[tuple[int, int, int] | None, ...] = ()
+
+
+def _stamp(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...]:
+    # A folder's mtime moves when an entry is added, removed or renamed in it; a file's
+    # (mtime, size, inode) when it is written or replaced.
+    stamps: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((stat.st_mtime_ns, stat.st_size, stat.st_ino))
+    return tuple(stamps)
 
 
 class ContextBuilder:
@@ -87,12 +115,13 @@ class ContextBuilder:
         self.extra_parts = tuple(extra_parts)
         self._cache = _FileCache()
         self._skills = SkillReader()
+        self._snapshots: dict[bool, _Snapshot] = {}  # by owner: what each kind of chat sees
 
     async def system_prompt_parts(
         self, *, trust: Trust, session_key: str, now: datetime, incoming_text: str = ""
     ) -> list[PromptPart]:
         owner = trust.is_owner
-        snapshot = await asyncio.to_thread(self._read_snapshot, owner)
+        snapshot = await self._snapshot(owner)
         parts = [PromptPart("identity", self._identity(trust, session_key, now))]
         for name in BOOTSTRAP_FILES:
             if name in snapshot.files:
@@ -117,11 +146,34 @@ class ContextBuilder:
     def build_messages(self, system_prompt: str, history: list[dict]) -> list[dict]:
         return [{"role": "system", "content": system_prompt}, *history]
 
+    async def _snapshot(self, owner: bool) -> _Snapshot:
+        cached = self._snapshots.get(owner)
+        # A dozen stat calls: cheaper on the loop than one hop to a worker thread.
+        if cached is not None and _stamp(cached.watched) == cached.stamp:
+            # A binary or variable a skill requires can appear while its file stays the same.
+            return _Snapshot(cached.files, [self._skills.recheck(s) for s in cached.skills])
+        snapshot = await asyncio.to_thread(self._read_snapshot, owner)
+        self._snapshots[owner] = snapshot
+        return snapshot
+
     def _read_snapshot(self, owner: bool) -> _Snapshot:
         names = SHARED_FILES + OWNER_ONLY_FILES if owner else SHARED_FILES
+        paths = [self.workspace / name for name in names]
+        if owner:
+            paths.append(self.workspace / MEMORY_FILE)
+        watched = [str(path) for path in paths]
+        for root in (self.builtin_skills_dir or BUILTIN_SKILLS_DIR, self.workspace / "skills"):
+            watched.append(str(root))
+            try:
+                folders = sorted(entry.path for entry in os.scandir(root) if entry.is_dir())
+            except OSError:
+                continue
+            for folder in folders:
+                watched += [folder, os.path.join(folder, SKILL_FILE)]
+        stamp = _stamp(tuple(watched))  # before reading: a change while reading shows next turn
         files: dict[str, str] = {}
-        for name in names:
-            text = self._read_capped(self.workspace / name)
+        for name, path in zip(names, paths, strict=False):
+            text = self._read_capped(path)
             if text:
                 files[name] = text
         if owner:
@@ -129,7 +181,14 @@ class ContextBuilder:
             if text:
                 files["memory"] = text
         skills = load_skills(self.workspace, self.builtin_skills_dir, parse=self._skills)
-        return _Snapshot(files=files, skills=skills)
+        skipped = any(
+            self._skills.broken(Path(path))
+            for path, seen in zip(watched, stamp, strict=True)
+            if seen is not None and path.endswith(os.sep + SKILL_FILE)
+        )
+        if skipped:
+            stamp = ()  # never matches: a skipped skill is reported on every turn, as before
+        return _Snapshot(files=files, skills=skills, watched=tuple(watched), stamp=stamp)
 
     def _read_capped(self, path: Path) -> str | None:
         try:

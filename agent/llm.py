@@ -1,34 +1,55 @@
-"""The one place that talks to a model: litellm underneath, our retry policy on top.
+"""The one place that talks to a model: two paths underneath, our retry policy on top.
 
-litellm is imported on the first call, never at module import: it costs seconds and
-~190 MB, and commands that never call a model (`clawgate --help`) must not pay for it.
-Failures leave this module as `ModelUnavailable` (or `ContextOverflow`) with a one-line
-message a person can read; the API key never appears in them.
+A chat completion to an OpenAI-compatible endpoint goes out as a plain POST on httpx
+(agent/llm_direct.py); everything else goes through litellm (agent/llm_litellm.py), which
+is imported on first use or in the background, never at module import. `agent.direct_http
+= false` sends everything through litellm. Both paths describe their failures the same
+way and agent/llm_failures.py alone decides what each means, so retries, fallbacks and the
+one-line messages are the same whichever path served a call. Failures leave this module as
+`ModelUnavailable` (or `ContextOverflow`, `ModelMisconfigured`); the API key never appears
+in them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
-from clawgate.agent.llm_errors import ContextOverflow as ContextOverflow
-from clawgate.agent.llm_errors import ModelMisconfigured as ModelMisconfigured
-from clawgate.agent.llm_errors import NextModel, classify, refusal, unavailable
-from clawgate.agent.llm_errors import failure_reply as failure_reply
+from clawgate.agent import llm_direct
+from clawgate.agent.llm_direct import DirectPath, Endpoint
+from clawgate.agent.llm_failures import (
+    ContextOverflow,
+    Failure,
+    ModelMisconfigured,
+    NextModel,
+    Scrubber,
+    classify,
+    refusal,
+    unavailable,
+)
+from clawgate.agent.llm_litellm import LitellmPath
+from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
-from clawgate.kernel.secrets import Redactor
+
+__all__ = [
+    "GENERIC_FAILURE",
+    "ContextOverflow",
+    "LLMClient",
+    "LLMResponse",
+    "ModelMisconfigured",
+    "ToolCall",
+    "failure_reply",
+]
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +57,6 @@ log = logging.getLogger(__name__)
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 # A refused or unresolvable api_base is tried this often before it is called a setting error.
 _UNREACHABLE_ATTEMPTS = 2
-# Where litellm keeps the loggers a user may register; all empty unless someone sets one.
-_CALLBACK_LISTS = (
-    "callbacks",
-    "input_callback",
-    "success_callback",
-    "failure_callback",
-    "_async_input_callback",
-    "_async_success_callback",
-    "_async_failure_callback",
-)
 
 T = TypeVar("T")
 
@@ -66,31 +77,23 @@ class LLMResponse:
     model: str
 
 
-def _import_litellm() -> ModuleType:
-    # Without this litellm fetches its cost map over the network at import time.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    return litellm
+# Provider text can name hosts, keys or request details: a shared chat never reads it.
+GENERIC_FAILURE = (
+    "Sorry, something went wrong talking to the model; the owner can see details in the logs."
+)
 
 
-def _unlogged(litellm: ModuleType) -> contextlib.AbstractContextManager[None]:
-    """Where no litellm callback is registered, run the call as litellm runs its own sub-calls.
-
-    After every response litellm otherwise builds a logging payload and schedules success
-    handlers that no one receives (~1 ms of CPU per call, bench/model_call.py). The switch is
-    litellm's internal one, so any litellm without it, or with a callback set, logs as usual.
-    """
-    if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
-        return contextlib.nullcontext()
-    try:
-        from litellm._internal_context import internal_sub_call
-    except ImportError:
-        return contextlib.nullcontext()
-    return internal_sub_call()
+def failure_reply(exc: ModelUnavailable, trust: Trust = Trust.OWNER) -> str:
+    """What a person reads when a turn found no model: for the owner the cause and whether
+    waiting helps; for everyone else one line that names nothing."""
+    if not trust.is_owner:
+        return GENERIC_FAILURE
+    cause = str(exc).rstrip(" .")
+    if isinstance(exc, ModelMisconfigured):
+        return f"Sorry, I couldn't reach the model: {cause}. Your message is saved."
+    return (
+        f"Sorry, I couldn't reach the model: {cause}. Your message is saved; try again in a moment."
+    )
 
 
 class LLMClient:
@@ -104,32 +107,59 @@ class LLMClient:
     ) -> None:
         self._config = config
         self._sleep = sleep
-        self._litellm: ModuleType | None = None
         self._api_key = config.api_key.get_secret_value() if config.api_key else None
-        self._redact = Redactor([self._api_key] if self._api_key else [])
+        self._scrub = Scrubber(self._api_key)
+        self._litellm = LitellmPath()
+        self._direct = DirectPath(config.request_timeout)
+        self._endpoints: dict[str, Endpoint | None] = {}
 
-    def _lib(self) -> ModuleType:
-        if self._litellm is None:
-            self._litellm = _import_litellm()
-        return self._litellm
+    def _lib(self) -> Any:
+        return self._litellm.lib()
+
+    def _endpoint(self, model: str) -> Endpoint | None:
+        """The direct endpoint serving `model`, None for litellm; decided once per name."""
+        if not self._config.direct_http:
+            return None
+        if model not in self._endpoints:
+            self._endpoints[model] = llm_direct.endpoint(
+                model, self._config.api_base, self._api_key
+            )
+        return self._endpoints[model]
+
+    def _needs_litellm(self) -> bool:
+        """Some configured call goes through litellm (a model off the direct path, speech)."""
+        models = [self._config.model, *self._config.fallback_models]
+        return bool(self._config.transcription_model) or any(
+            self._endpoint(name) is None for name in models if name
+        )
 
     @property
     def ready(self) -> bool:
-        """litellm is loaded: a call now pays no import."""
-        return self._litellm is not None
+        """What the configured models need is loaded: a call now pays no import."""
+        if self._needs_litellm() and not self._litellm.ready:
+            return False
+        return self._direct.ready or not self._config.direct_http
+
+    @property
+    def litellm_loaded(self) -> bool:
+        return self._litellm.ready
 
     async def warm_up(self) -> None:
-        """Load litellm in a thread, so the first reply after a start does not wait for it.
+        """Load what the configured models need in a thread, so the first reply after a start
+        does not wait for it: httpx for the direct path, litellm only if a model needs it
+        (it costs seconds and ~190 MB, and an import cannot be cancelled at shutdown).
 
         A daemon calls this once its channels are up; a failure is only logged, since the
         first model call would meet (and report) it again.
         """
-        if self._litellm is not None:
-            return
-        try:
-            self._litellm = await asyncio.to_thread(_import_litellm)
-        except Exception:
-            log.exception("loading litellm in the background failed")
+        if self._config.direct_http:
+            await self._direct.warm_up()
+        if self._needs_litellm():
+            await self._litellm.warm_up()
+
+    async def aclose(self) -> None:
+        """Close the direct path's connections (litellm keeps its own)."""
+        await self._direct.aclose()
 
     async def chat(
         self,
@@ -145,77 +175,78 @@ class LLMClient:
         Raises ContextOverflow when the conversation does not fit, ModelUnavailable when
         no model answered or the provider refused the request.
         """
-        litellm = self._lib()
-        params: dict[str, Any] = {
+        body: dict[str, Any] = {
             "messages": messages,
-            "api_base": self._config.api_base,
-            "api_key": self._api_key,
             "temperature": self._config.temperature,
             "max_tokens": max_tokens or self._config.max_tokens,
+        }
+        if tools:
+            body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+
+        models = [model or self._config.model, *self._config.fallback_models]
+        failures: list[NextModel] = []
+        for name in models:
+            target = self._endpoint(name)
+            try:
+                if target is not None and target.takes(messages):
+                    raw: Any = await self._with_retries(
+                        name, partial(self._direct.complete, target, body), llm_direct.failure
+                    )
+                else:
+                    litellm_call = partial(
+                        self._litellm.call,
+                        "acompletion",
+                        model=name,
+                        **body,
+                        **self._litellm_params(),
+                    )
+                    raw = await self._with_retries(name, litellm_call, self._litellm.failure)
+            except NextModel as exc:
+                failures.append(exc)
+                continue
+            return _to_response(raw, name)
+        raise unavailable(failures, self._scrub)
+
+    async def check_model(self, model: str) -> str | None:
+        """None when `model` can serve this gateway, else one line saying why not.
+
+        A name litellm knows is taken without a call when no api_base is set; otherwise one
+        one-token request (no retries, no fallbacks) asks the configured endpoint.
+        """
+        if not self._config.api_base and self._endpoint(model) is None:
+            try:
+                self._lib().get_model_info(model)
+                return None
+            except Exception:
+                pass  # not in litellm's list: a provider may still serve it, so ask
+        probe = self._config.model_copy(
+            update={"model": model, "fallback_models": [], "max_retries": 0}
+        )
+        client = LLMClient(probe, sleep=self._sleep)
+        try:
+            await client.chat([{"role": "user", "content": "ping"}], max_tokens=1)
+            return None
+        except ModelMisconfigured as refused:
+            if "agent.model" in str(refused):
+                # The hint names the config key; here the name came from /model.
+                return f"The model provider does not know the model {model}."
+            return str(refused)
+        except ModelUnavailable as failed:
+            return f"Could not check the model {model}: {str(failed).rstrip('. ')}."
+        finally:
+            await client.aclose()
+
+    def _litellm_params(self) -> dict[str, Any]:
+        return {
+            "api_base": self._config.api_base,
+            "api_key": self._api_key,
             "timeout": self._config.request_timeout,
             # Retries are ours; the OpenAI SDK underneath would otherwise add two of its own.
             "num_retries": 0,
             "max_retries": 0,
         }
-        if tools:
-            params["tools"] = tools
-        if tool_choice is not None:
-            params["tool_choice"] = tool_choice
-
-        models = [model or self._config.model, *self._config.fallback_models]
-        failures: list[NextModel] = []
-        for name in models:
-
-            async def attempt(name: str = name) -> Any:
-                with _unlogged(litellm):
-                    return await litellm.acompletion(model=name, **params)
-
-            try:
-                response = await self._with_retries(name, attempt)
-            except NextModel as exc:
-                failures.append(exc)
-                continue
-            return _to_response(response, name)
-        raise unavailable(failures, self._redact)
-
-    async def check_model(self, model: str) -> str | None:
-        """None when `model` can serve this gateway, else one line saying why not.
-
-        A name litellm knows is taken without a call when no api_base is set; otherwise
-        one one-token request (no retries, no fallbacks) asks the configured endpoint.
-        """
-        litellm = self._lib()
-        if not self._config.api_base:
-            try:
-                litellm.get_model_info(model)
-                return None
-            except Exception:
-                pass  # not in litellm's list: a provider may still serve it, so ask
-        try:
-            async with asyncio.timeout(self._config.request_timeout):
-                with _unlogged(litellm):
-                    await litellm.acompletion(
-                        model=model,
-                        messages=[{"role": "user", "content": "ping"}],
-                        max_tokens=1,
-                        api_base=self._config.api_base,
-                        api_key=self._api_key,
-                        timeout=self._config.request_timeout,
-                        num_retries=0,
-                        max_retries=0,
-                    )
-            return None
-        except TimeoutError:
-            return f"Could not check the model {model}: it did not answer in time."
-        except Exception as exc:
-            try:
-                retry = classify(litellm, model, exc, self._redact)
-            except NextModel:
-                # Not the hint's "check agent.model": here the name came from /model.
-                return f"The model provider does not know the model {model}."
-            except ModelUnavailable as failed:
-                return str(failed)
-            return f"Could not check the model {model}: {retry.reason}."
 
     async def embed(self, texts: list[str], *, model: str) -> list[list[float]]:
         """One vector per text, in order; same retry policy as chat, no fallbacks."""
@@ -233,29 +264,27 @@ class LLMClient:
 
     async def _call(self, function: str, model: str, **arguments: Any) -> Any:
         """One litellm endpoint call for one model, with our retries and no fallbacks."""
-        call = getattr(self._lib(), function)
+        params = self._litellm_params()
+        del params["num_retries"]
 
         async def attempt() -> Any:
-            with _unlogged(self._lib()):
-                return await call(
-                    model=model,
-                    api_base=self._config.api_base,
-                    api_key=self._api_key,
-                    timeout=self._config.request_timeout,
-                    max_retries=0,
-                    **arguments,
-                )
+            return await self._litellm.call(function, model=model, **params, **arguments)
 
         try:
-            return await self._with_retries(model, attempt)
+            return await self._with_retries(model, attempt, self._litellm.failure)
         except NextModel as exc:
-            raise unavailable([exc], self._redact) from None
+            raise unavailable([exc], self._scrub) from None
 
     @property
     def _attempts(self) -> int:
         return 1 + self._config.max_retries
 
-    async def _with_retries(self, model: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _with_retries(
+        self,
+        model: str,
+        attempt: Callable[[], Awaitable[T]],
+        describe: Callable[[Exception], Failure],
+    ) -> T:
         """Run `attempt` up to 1 + max_retries times; raise NextModel when they all fail."""
         started = time.monotonic()
         unreachable = 0
@@ -264,28 +293,26 @@ class LLMClient:
             nonlocal started, unreachable
             started = time.monotonic()
             try:
-                # litellm's timeout bounds each read; this bounds the whole attempt.
+                # The path's own timeout bounds each read; this bounds the whole attempt.
                 async with asyncio.timeout(self._config.request_timeout):
                     return await attempt()
             except TimeoutError:
                 raise Retry("timed out") from None
             except Exception as exc:
-                try:
-                    retry = classify(self._lib(), model, exc, self._redact)
-                except ModelUnavailable as failed:
-                    log.warning("%s (%s)", failed, type(exc).__name__)
-                    raise
-                refused = refusal(exc) if self._config.api_base else None
-                if refused is None:
+                retry = classify(model, describe(exc), self._scrub)
+                if retry is None:
+                    raise  # not a provider failure: a bug, keep its traceback
+                reason = refusal(exc) if self._config.api_base else None
+                if reason is None:
                     raise retry from None
                 unreachable += 1
                 if unreachable < _UNREACHABLE_ATTEMPTS:
                     raise retry from None
                 raise NextModel(
                     model,
-                    f"could not connect ({refused})",
+                    f"could not connect ({reason})",
                     unreachable,
-                    f"Could not connect to agent.api_base {self._config.api_base} ({refused}); "
+                    f"Could not connect to agent.api_base {self._config.api_base} ({reason}); "
                     "check agent.api_base.",
                 ) from None
 

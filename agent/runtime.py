@@ -185,6 +185,8 @@ class AgentRuntime:
             log.warning("memory work still running after %.0f s; it resumes at next start", grace)
         await self.consolidator.close()
         await self.search.close()
+        await self.llm.aclose()
+        await self.sessions.flush()
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""
@@ -195,4 +197,4 @@ class AgentRuntime:
             self.sessions.append(session, Delivery(seq=message.seq, status="sent"))
         else:
             self.sessions.append(session, Delivery(seq=message.seq, status="failed", error=error))
-        await self.sessions.sync(session)
+        self.sessions.sync_later(session)  # with the session's next turn: one fsync per turn

@@ -159,6 +159,18 @@ class SkillReader:
             raise SkillFormatError(declared)
         return _skill(path, declared)
 
+    def broken(self, path: Path) -> bool:
+        """The SKILL.md at `path` was skipped when last read (bad front matter, unreadable)."""
+        cached = self._entries.get(path)
+        return cached is None or isinstance(cached[2], str)
+
+    def recheck(self, skill: Skill) -> Skill:
+        """`skill` from its unchanged file, its requirements looked up again."""
+        cached = self._entries.get(skill.path)
+        if cached is None or isinstance(cached[2], str):
+            return skill
+        return _skill(skill.path, cached[2])
+
 
 def _skills_in(directory: Path, parse: Callable[[Path], Skill]) -> dict[str, Skill]:
     found: dict[str, Skill] = {}

@@ -7,10 +7,11 @@ answering "re: <last user text>" after `--latency` seconds; litellm talks to it 
 loopback. Each configuration runs in a fresh child process, so peak RSS is its own.
 
 Printed per run: throughput; gateway overhead per turn (time in AgentLoop.handle minus the
-time inside LLMClient.chat) p50/p99; CPU time inside litellm per call, measured by stepping
-each `litellm.acompletion` coroutine and summing `time.thread_time()` over its steps (the
-synchronous work litellm, the OpenAI SDK and httpx do on the event loop's thread), plus the
-whole process's CPU per turn; peak RSS (ru_maxrss); peak open file descriptors (sampled
+time inside LLMClient.chat) p50/p99; CPU time of the model-call layer per call, measured by
+stepping each call's coroutine and summing `time.thread_time()` over its steps (the direct
+path's POST on httpx, or with --litellm each `litellm.acompletion`: the synchronous work
+litellm, the OpenAI SDK and httpx do on the event loop's thread), plus the whole process's
+CPU per turn split into that layer and the rest (ours, asyncio, the OS); peak RSS (ru_maxrss); peak open file descriptors (sampled
 every 100 ms); and the checks: every message answered once, replies and session files in
 per-session order.
 
@@ -121,7 +122,15 @@ class TimedLLM(LLMClient):
                 account.append(time.perf_counter() - started)
 
 
-def instrument_litellm(llm: LLMClient, sink: list[float]) -> None:
+def instrument_model_layer(llm: LLMClient, sink: list[float], direct: bool) -> None:
+    if direct:
+        complete = llm._direct.complete
+
+        def timed_complete(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+            return CpuTimed(complete(*args, **kwargs), sink)
+
+        llm._direct.complete = timed_complete  # type: ignore[method-assign]
+        return
     litellm = llm._lib()  # imported here, before the clock starts
     original = litellm.acompletion
 
@@ -170,7 +179,9 @@ def open_fds() -> int:
 # -- one configuration, in a child process ----------------------------------------------------
 
 
-async def run_one(sessions: int, messages: int, latency: float, concurrency: int) -> dict:
+async def run_one(
+    sessions: int, messages: int, latency: float, concurrency: int, direct: bool
+) -> dict:
     fake = await asyncio.create_subprocess_exec(
         sys.executable,
         __file__,
@@ -184,14 +195,20 @@ async def run_one(sessions: int, messages: int, latency: float, concurrency: int
     url = (await fake.stdout.readline()).decode().split()[1]
     try:
         with tempfile.TemporaryDirectory(prefix="clawgate-load-") as tmp:
-            return await drive(Path(tmp), url, sessions, messages, latency, concurrency)
+            return await drive(Path(tmp), url, sessions, messages, latency, concurrency, direct)
     finally:
         fake.stdin.close()
         await fake.wait()
 
 
 async def drive(
-    root: Path, url: str, sessions: int, messages: int, latency: float, concurrency: int
+    root: Path,
+    url: str,
+    sessions: int,
+    messages: int,
+    latency: float,
+    concurrency: int,
+    direct: bool,
 ) -> dict:
     agent = AgentConfig(
         model="openai/fake-model",
@@ -200,6 +217,7 @@ async def drive(
         request_timeout=120,
         max_retries=0,
         max_concurrent_turns=concurrency,
+        direct_http=direct,
     )
     config = Config(workspace=root / "workspace", data_dir=root / "data", agent=agent)
     onboard(root / "data" / "config.toml", workspace=config.workspace)
@@ -207,8 +225,8 @@ async def drive(
     runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
     llm = TimedLLM(agent)
     runtime.loop.llm = llm
-    litellm_cpu: list[float] = []
-    instrument_litellm(llm, litellm_cpu)
+    layer_cpu: list[float] = []
+    instrument_model_layer(llm, layer_cpu, direct)
 
     turns: list[tuple[float, float]] = []  # (time in handle, time inside the model)
     handle = runtime.loop.handle
@@ -249,7 +267,7 @@ async def drive(
             while channel.count < 1:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         turns.clear()
-        litellm_cpu.clear()
+        layer_cpu.clear()
         sampler = asyncio.create_task(sample())
         cpu_before = time.process_time()
         published: dict[tuple[str, int], float] = {}
@@ -317,9 +335,11 @@ async def drive(
         "model_p99_ms": percentile(inside, 0.99),
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p99_s": percentile(latencies, 0.99),
-        "litellm_cpu_mean_ms": statistics.fmean(litellm_cpu) * 1000 if litellm_cpu else 0,
-        "litellm_cpu_p99_ms": percentile(litellm_cpu, 0.99) * 1000,
-        "litellm_calls": len(litellm_cpu),
+        "path": "direct" if direct else "litellm",
+        "layer_cpu_mean_ms": statistics.fmean(layer_cpu) * 1000 if layer_cpu else 0,
+        "layer_cpu_p99_ms": percentile(layer_cpu, 0.99) * 1000,
+        "layer_calls": len(layer_cpu),
+        "layer_cpu_per_turn_ms": sum(layer_cpu) / total * 1000,
         "process_cpu_per_turn_ms": cpu / total * 1000,
         "process_cpu_s": cpu,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -341,7 +361,7 @@ def child(args: argparse.Namespace, concurrency: int, messages: int) -> dict:
     command = [
         sys.executable, __file__, "--child", "--sessions", str(args.sessions),
         "--messages", str(messages), "--latency", str(args.latency),
-        "--concurrency", str(concurrency),
+        "--concurrency", str(concurrency), *([] if args.direct else ["--litellm"]),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -354,7 +374,7 @@ def show(result: dict) -> None:
     print(
         f"max_concurrent_turns={r['concurrency']}: {r['sessions']} sessions x {r['messages']} "
         f"messages = {r['turns']} turns in {r['elapsed_s']:.1f} s -> {r['throughput']:.1f} turns/s"
-        f" (ceiling {r['concurrency'] / r['latency']:.0f}/s)"
+        + (f" (ceiling {r['concurrency'] / r['latency']:.0f}/s)" if r["latency"] else "")
     )
     print(
         f"  gateway overhead per turn (handle - model call): p50 {r['overhead_p50_ms']:.1f} ms, "
@@ -366,10 +386,15 @@ def show(result: dict) -> None:
         f"p99 {r['latency_p99_s']:.1f} s"
     )
     print(
-        f"  litellm CPU per call (stepped coroutine, thread_time): mean "
-        f"{r['litellm_cpu_mean_ms']:.2f} ms, p99 {r['litellm_cpu_p99_ms']:.2f} ms over "
-        f"{r['litellm_calls']} calls;  whole process CPU {r['process_cpu_s']:.1f} s = "
-        f"{r['process_cpu_per_turn_ms']:.2f} ms/turn"
+        f"  model-call layer ({r['path']}) CPU per call (stepped coroutine, thread_time): mean "
+        f"{r['layer_cpu_mean_ms']:.2f} ms, p99 {r['layer_cpu_p99_ms']:.2f} ms over "
+        f"{r['layer_calls']} calls"
+    )
+    rest = r["process_cpu_per_turn_ms"] - r["layer_cpu_per_turn_ms"]
+    print(
+        f"  process CPU {r['process_cpu_s']:.1f} s = {r['process_cpu_per_turn_ms']:.2f} ms/turn:"
+        f" model-call layer {r['layer_cpu_per_turn_ms']:.2f}, the rest (ours, asyncio, the OS)"
+        f" {rest:.2f}"
     )
     print(f"  peak RSS {r['peak_rss_mb']:.0f} MB;  peak open fds {r['peak_fds']}")
     print(
@@ -391,6 +416,9 @@ def main() -> int:
         default=4,
         help="messages per session for the run at the default concurrency (time-bound)",
     )
+    parser.add_argument(
+        "--litellm", dest="direct", action="store_false", help="agent.direct_http off"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -400,7 +428,7 @@ def main() -> int:
         return 0
     if args.child:
         result = asyncio.run(
-            run_one(args.sessions, args.messages, args.latency, args.concurrency[0])
+            run_one(args.sessions, args.messages, args.latency, args.concurrency[0], args.direct)
         )
         print(json.dumps(result))
         return 0

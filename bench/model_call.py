@@ -2,7 +2,8 @@
 
 Paths, each sending the same JSON body (the history, the built-in tools' schemas,
 temperature, max_tokens) to the same zero-latency OpenAI-compatible model:
-  llmclient    clawgate's LLMClient.chat (litellm underneath, our retries around it)
+  direct       clawgate's LLMClient.chat on its direct httpx path (the default for openai/)
+  llmclient    clawgate's LLMClient.chat with agent.direct_http = false (litellm underneath)
   litellm      litellm.acompletion called directly, to show what our wrapper adds
   httpx        one httpx.AsyncClient POST, response parsed with json.loads
   aiohttp      one aiohttp.ClientSession POST, same
@@ -40,7 +41,7 @@ from clawgate.kernel.config import AgentConfig, ToolsConfig
 
 MODEL = "fake-model"
 API_KEY = "sk-bench"
-PATHS = ("llmclient", "litellm", "httpx", "aiohttp")
+PATHS = ("direct", "llmclient", "litellm", "httpx", "aiohttp")
 # Background work (a logging thread) gets this long to finish inside the window.
 SETTLE = 0.05
 
@@ -104,9 +105,15 @@ async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[
     import httpx
 
     config = AgentConfig(
-        model=f"openai/{MODEL}", api_base=url, api_key=API_KEY, max_retries=0, request_timeout=120
+        model=f"openai/{MODEL}",
+        api_base=url,
+        api_key=API_KEY,
+        max_retries=0,
+        request_timeout=120,
+        direct_http=False,
     )
     client = LLMClient(config)
+    direct = LLMClient(config.model_copy(update={"direct_http": True}))
     litellm = client._lib()  # the import is not what we measure
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     endpoint = f"{url}/chat/completions"
@@ -123,6 +130,9 @@ async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[
                 "tools": tools,
             }
         ).encode()
+
+    async def via_direct(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return await direct.chat(messages, tools=tools)
 
     async def via_llmclient(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         return await client.chat(messages, tools=tools)
@@ -154,8 +164,10 @@ async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[
     async def close() -> None:
         await hx.aclose()
         await aio.close()
+        await direct.aclose()
 
     paths = {
+        "direct": via_direct,
         "llmclient": via_llmclient,
         "litellm": via_litellm,
         "httpx": via_httpx,

@@ -1,10 +1,15 @@
 """Per-turn overhead of the agent loop around a zero-latency fake model.
 
-For sessions of 10, 1,000 and 10,000 stored messages: time inside the litellm call and
-outside it (context building, persistence, fsync, history repair), p50/p99 each; and the
-wall time of `clawgate --help`.
+For sessions of 10, 1,000 and 10,000 stored messages: time inside the model call and
+outside it, p50/p99 each, then the median per-turn cost of each step outside the model:
+auto-recall, the rest of the system prompt, the token estimate, the session writes (the
+turn's appends and fsync plus the delivery record the gateway adds after sending), and the
+rest (history view, tools, bookkeeping). "model" is LLMClient.chat's wall time: our model
+layer plus the loopback round trip to a zero-latency fake in its own process (the one in
+bench/model_call.py), so the fake's CPU is not ours. Last, the wall time of
+`clawgate --help`.
 
-Run: python bench/turn_overhead.py [--turns 200] [--no-recall]
+Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm]
 
 --no-recall turns memory.auto_recall off, to see the turn without the memory search that
 otherwise runs on every owner turn.
@@ -14,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,15 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from clawgate.agent import loop as loop_module
 from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Message, State
 from clawgate.gateway.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config, MemoryConfig
-from tests.fakes.llm import FakeLLM, text
 
 LIVE_TAIL = 40  # what consolidation leaves unconsolidated in a long session
+STEPS = ("recall", "prompt", "estimate", "session", "rest")
 
 
 class TimedLLM(LLMClient):
@@ -54,10 +62,46 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+class Steps:
+    """Wall time per step of the current turn, by wrapping the objects that do each step."""
+
+    def __init__(self) -> None:
+        self.turn: dict[str, float] = dict.fromkeys(STEPS, 0.0)
+
+    def wrap(self, step: str, function):  # type: ignore[no-untyped-def]
+        if asyncio.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
+                started = time.perf_counter()
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    self.turn[step] += time.perf_counter() - started
+
+            return timed_async
+
+        @functools.wraps(function)
+        def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.turn[step] += time.perf_counter() - started
+
+        return timed
+
+    def take(self) -> dict[str, float]:
+        turn, self.turn = self.turn, dict.fromkeys(STEPS, 0.0)
+        return turn
+
+
 async def measure(
-    size: int, turns: int, fake: FakeLLM, root: Path, recall: bool
-) -> tuple[list[float], list[float]]:
-    agent = AgentConfig(model="openai/fake", api_base=fake.url, api_key="x", max_retries=0)
+    size: int, turns: int, url: str, root: Path, recall: bool, direct: bool
+) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    agent = AgentConfig(
+        model="openai/fake", api_base=url, api_key="x", max_retries=0, direct_http=direct
+    )
     config = Config(
         workspace=root / f"ws{size}",
         data_dir=root / "data",
@@ -68,28 +112,54 @@ async def measure(
     runtime = AgentRuntime.build(config)
     llm = TimedLLM(agent)
     runtime.loop.llm = llm
-    session = await runtime.sessions.get("bench:1")
-    for i in range(size):
-        role = "user" if i % 2 == 0 else "assistant"
-        runtime.sessions.append(session, Message(role=role, content=f"message {i} " * 20))
-    runtime.sessions.append(session, State(last_consolidated=max(0, size - LIVE_TAIL)))
-    runtime.sessions.forget("bench:1")  # the first turn loads the file like after a restart
+    steps = Steps()
+    context = runtime.loop.context
+    # The extra parts (recalled memory, daily logs) run together: time them as one step.
+    context._extra_parts = steps.wrap("recall", context._extra_parts)  # type: ignore[method-assign]
+    context.system_prompt = steps.wrap("prompt", context.system_prompt)  # type: ignore[method-assign]
+    store = runtime.sessions
+    store.append = steps.wrap("session", store.append)  # type: ignore[method-assign]
+    store.sync = steps.wrap("session", store.sync)  # type: ignore[method-assign]
+    estimate = loop_module.estimate_messages
+    loop_module.estimate_messages = steps.wrap("estimate", estimate)  # type: ignore[attr-defined]
+    try:
+        session = await store.get("bench:1")
+        for i in range(size):
+            role = "user" if i % 2 == 0 else "assistant"
+            store.append(session, Message(role=role, content=f"message {i} " * 20))
+        store.append(session, State(last_consolidated=max(0, size - LIVE_TAIL)))
+        store.forget("bench:1")  # the first turn loads the file like after a restart
 
-    totals: list[float] = []
-    for i in range(turns + 5):
-        message = InboundMessage(
-            channel="bench", chat_id="1", message_id=str(i), text=f"turn {i}", trust=Trust.OWNER
-        )
-        start = time.perf_counter()
-        await runtime.loop.handle(message)
-        totals.append(time.perf_counter() - start)
-        # Keep the live tail the size consolidation would keep it.
-        live = runtime.sessions._cache["bench:1"]
-        if len(live.unconsolidated()) > LIVE_TAIL:
-            runtime.sessions.append(live, State(last_consolidated=live.next_seq - LIVE_TAIL))
+        totals: list[float] = []
+        breakdown: list[dict[str, float]] = []
+        for i in range(turns + 5):
+            message = InboundMessage(
+                channel="bench", chat_id="1", message_id=str(i), text=f"turn {i}", trust=Trust.OWNER
+            )
+            steps.take()
+            start = time.perf_counter()
+            reply = await runtime.loop.handle(message)
+            assert reply is not None
+            # What the gateway does once the channel has sent the reply.
+            await runtime.record_delivery(reply, None)  # its append and sync are timed
+            totals.append(time.perf_counter() - start)
+            breakdown.append(steps.take())
+            # Keep the live tail the size consolidation would keep it.
+            live = store._cache["bench:1"]
+            if len(live.unconsolidated()) > LIVE_TAIL:
+                store.append(live, State(last_consolidated=live.next_seq - LIVE_TAIL))
+    finally:
+        loop_module.estimate_messages = estimate  # type: ignore[attr-defined]
     inside = llm.inside[5:]
     outside = [t - m for t, m in zip(totals[5:], inside, strict=True)]
-    return inside, outside
+    per_step: dict[str, list[float]] = {step: [] for step in STEPS}
+    for turn, out in zip(breakdown[5:], outside, strict=True):
+        # The prompt step includes recall (recall runs inside it): report them apart.
+        turn["prompt"] -= turn["recall"]
+        turn["rest"] = out - sum(turn[step] for step in STEPS if step != "rest")
+        for step in STEPS:
+            per_step[step].append(turn[step])
+    return inside, outside, per_step
 
 
 def help_time() -> float:
@@ -102,21 +172,42 @@ def help_time() -> float:
     return min(runs)
 
 
-async def main_async(turns: int, recall: bool) -> None:
+async def main_async(turns: int, recall: bool, direct: bool) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    async with FakeLLM() as fake:
-        fake.handler = lambda request: text("ok")
+    model_call = Path(__file__).with_name("model_call.py")
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(model_call),
+        "--serve",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    url = (await server.stdout.readline()).decode().strip()
+    try:
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"auto-recall {'on' if recall else 'off'}")
+            path = "direct" if direct else "litellm"
+            print(f"auto-recall {'on' if recall else 'off'}, model path {path}; ms per turn")
             print(
-                f"{'messages':>9} {'inside p50':>11} {'inside p99':>11} {'outside p50':>12} {'outside p99':>12}  (ms)"
+                f"{'messages':>9} {'model p50':>10} {'model p99':>10} {'outside p50':>12}"
+                f" {'outside p99':>12} | "
+                + " ".join(f"{step:>8}" for step in STEPS)
+                + "  (step medians)"
             )
             for size in (10, 1_000, 10_000):
-                inside, outside = await measure(size, turns, fake, Path(tmp), recall)
-                print(
-                    f"{size:>9} {_pct(inside, 0.5):>11.2f} {_pct(inside, 0.99):>11.2f}"
-                    f" {_pct(outside, 0.5):>12.2f} {_pct(outside, 0.99):>12.2f}"
+                inside, outside, per_step = await measure(
+                    size, turns, url, Path(tmp), recall, direct
                 )
+                medians = " ".join(
+                    f"{statistics.median(per_step[step]) * 1000:>8.2f}" for step in STEPS
+                )
+                print(
+                    f"{size:>9} {_pct(inside, 0.5):>10.2f} {_pct(inside, 0.99):>10.2f}"
+                    f" {_pct(outside, 0.5):>12.2f} {_pct(outside, 0.99):>12.2f} | {medians}"
+                )
+    finally:
+        server.stdin.close()
+        await server.wait()
     print(f"clawgate --help: {help_time() * 1000:.0f} ms (best of 5)")
 
 
@@ -126,8 +217,11 @@ def main() -> None:
     parser.add_argument(
         "--no-recall", dest="recall", action="store_false", help="memory.auto_recall off"
     )
+    parser.add_argument(
+        "--litellm", dest="direct", action="store_false", help="agent.direct_http off"
+    )
     args = parser.parse_args()
-    asyncio.run(main_async(args.turns, args.recall))
+    asyncio.run(main_async(args.turns, args.recall, args.direct))
 
 
 if __name__ == "__main__":

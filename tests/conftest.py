@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
 
+from clawgate.agent.llm_litellm import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
@@ -22,13 +24,25 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-def agent_config(fake_llm: FakeLLM) -> AgentConfig:
+def model_path() -> str:
+    """Which model path serves the fake: "direct" (httpx) or "litellm". Modules that must
+    pass through both override this with a parametrized fixture; MODEL_PATH_UNDER_TEST
+    sends the whole suite through one."""
+    return os.environ.get("MODEL_PATH_UNDER_TEST", "direct")
+
+
+@pytest.fixture
+def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
+    if model_path == "litellm":
+        # Its one-off import (seconds on a loaded machine) must not eat a reply's timeout.
+        import_litellm()
     return AgentConfig(
         model="openai/fake-model",
         api_base=fake_llm.url,
         api_key="sk-test-secret",
         request_timeout=5.0,
         max_retries=2,
+        direct_http=model_path == "direct",
     )
 
 

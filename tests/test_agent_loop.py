@@ -2,6 +2,8 @@ import asyncio
 import dataclasses
 import json
 
+import pytest
+
 from clawgate.agent.commands import EMPTY_MESSAGE
 from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
 from clawgate.agent.runtime import AgentRuntime
@@ -12,6 +14,12 @@ from clawgate.gateway.ops.status import read_status
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, RecordingChannel, make_config, wait_until
+
+
+@pytest.fixture(params=["direct", "litellm"])
+def model_path(request):
+    """Every test here runs through both model paths (see tests/conftest.py)."""
+    return str(request.param)
 
 
 def _session_lines(harness, key="test:1"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.commands import OWNER_ONLY
-from clawgate.agent.llm_errors import GENERIC_FAILURE
+from clawgate.agent.llm import GENERIC_FAILURE
 from clawgate.gateway.ratelimit import limit_notice
 from clawgate.kernel.secrets import REDACTED
 from tests.fakes.llm import FakeLLM, error, text, tool_call

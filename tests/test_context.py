@@ -249,3 +249,31 @@ async def test_build_messages_prepends_system(workspace: Path) -> None:
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     messages = builder.build_messages("SYSTEM", history)
     assert messages == [{"role": "system", "content": "SYSTEM"}, *history]
+
+
+async def test_an_unchanged_workspace_is_not_read_again(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = ContextBuilder(workspace, builtin_skills_dir=workspace / "none")
+    reads: list[bool] = []
+    read_snapshot = builder._read_snapshot
+
+    def counting(owner: bool):  # type: ignore[no-untyped-def]
+        reads.append(owner)
+        return read_snapshot(owner)
+
+    monkeypatch.setattr(builder, "_read_snapshot", counting)
+    first = await prompt(builder, Trust.OWNER)
+    assert await prompt(builder, Trust.OWNER) == first
+    assert reads == [True]
+
+    # A new skill folder changes its parent's listing: the next turn lists it.
+    skill(workspace, "weather", "description: rain or shine")
+    assert "weather: rain or shine" in await prompt(builder, Trust.OWNER)
+    # An edited file and a new MEMORY.md are seen too.
+    write(workspace / "SOUL.md", "# Soul\nrenewed-marker")
+    write(workspace / "memory" / "MEMORY.md", "memory-marker-2")
+    text = await prompt(builder, Trust.OWNER)
+    assert "renewed-marker" in text and "memory-marker-2" in text
+    assert len(reads) == 3
+    assert await prompt(builder, Trust.OWNER) == text and len(reads) == 3

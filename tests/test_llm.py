@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from clawgate.agent import llm_direct
 from clawgate.agent.llm import (
     ContextOverflow,
     LLMClient,
@@ -43,6 +44,12 @@ from tests.fakes.llm import (
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-test-secret"
 USER = [{"role": "user", "content": "hello there"}]
+
+
+@pytest.fixture(params=["direct", "litellm"])
+def model_path(request: pytest.FixtureRequest) -> str:
+    """Every test here runs through both model paths (see tests/conftest.py)."""
+    return str(request.param)
 
 
 class RecordingSleep:
@@ -479,6 +486,7 @@ def test_importing_the_client_does_not_import_litellm() -> None:
 # --- litellm's logging ---
 
 
+@pytest.mark.parametrize("model_path", ["litellm"])
 async def test_no_success_logging_is_scheduled_when_no_callback_is_registered(
     client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -494,6 +502,7 @@ async def test_no_success_logging_is_scheduled_when_no_callback_is_registered(
     assert scheduled == []
 
 
+@pytest.mark.parametrize("model_path", ["litellm"])
 async def test_a_registered_litellm_callback_still_sees_each_call(
     client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -512,3 +521,94 @@ async def test_a_registered_litellm_callback_still_sees_each_call(
     fake_llm.script(text("Hi"))
     assert (await client.chat(USER)).content == "Hi"
     await asyncio.wait_for(logged.wait(), timeout=10)
+
+
+# --- which path serves a call ---
+
+
+async def test_the_configured_path_serves_the_call(
+    client: LLMClient, fake_llm: FakeLLM, model_path: str
+) -> None:
+    fake_llm.script(text("Hi"))
+    assert (await client.chat(USER)).content == "Hi"
+    # The direct path never loads litellm; turned off, litellm serves the same call.
+    assert client.litellm_loaded is (model_path == "litellm")
+
+
+async def test_both_paths_send_the_same_request(
+    agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    for direct in (True, False):
+        config = agent_config.model_copy(update={"direct_http": direct})
+        fake_llm.script(text("ok"))
+        await LLMClient(config).chat(USER, tools=tools, tool_choice="auto", max_tokens=50)
+    assert fake_llm.requests[0] == fake_llm.requests[1]
+
+
+@pytest.mark.parametrize(
+    ("model", "api_base", "url", "sent"),
+    [
+        ("openai/gpt-4o-mini", None, "https://api.openai.com/v1/chat/completions", "gpt-4o-mini"),
+        (
+            "openai/qwen",
+            "http://127.0.0.1:8000/v1/",
+            "http://127.0.0.1:8000/v1/chat/completions",
+            "qwen",
+        ),
+        (
+            "openrouter/meta/llama-3",
+            None,
+            "https://openrouter.ai/api/v1/chat/completions",
+            "meta/llama-3",
+        ),
+        ("ollama_chat/llama3", None, "http://localhost:11434/v1/chat/completions", "llama3"),
+        (
+            "hosted_vllm/m",
+            "http://127.0.0.1:8000/v1",
+            "http://127.0.0.1:8000/v1/chat/completions",
+            "m",
+        ),
+        # What litellm rewrites, serves natively, or cannot place stays on litellm.
+        ("openai/o3-mini", None, None, None),
+        ("openai/gpt-5", None, None, None),
+        ("anthropic/claude-3-5-haiku", None, None, None),
+        ("hosted_vllm/m", None, None, None),
+        ("gpt-4o-mini", None, None, None),
+    ],
+)
+def test_direct_endpoint_is_chosen_by_provider_prefix(
+    model: str,
+    api_base: str | None,
+    url: str | None,
+    sent: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OLLAMA_API_BASE", "HOSTED_VLLM_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    target = llm_direct.endpoint(model, api_base, KEY)
+    assert (target and target.url, target and target.model) == (url, sent)
+    if target is not None:
+        assert target.headers["Authorization"] == f"Bearer {KEY}"
+
+
+def test_deepseek_images_go_through_litellm() -> None:
+    target = llm_direct.endpoint("deepseek/deepseek-chat", None, KEY)
+    assert target is not None and target.takes(USER)
+    image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    assert not target.takes([{"role": "user", "content": image}])
+
+
+async def test_warm_up_loads_only_what_the_models_need(
+    agent_config: AgentConfig, model_path: str
+) -> None:
+    client = LLMClient(agent_config)
+    await client.warm_up()
+    assert client.ready
+    # litellm's import (seconds, ~190 MB, and a thread a stop must wait for) only if needed.
+    assert client.litellm_loaded is (model_path == "litellm")
+
+    other = agent_config.model_copy(update={"fallback_models": ["anthropic/claude-3-5-haiku"]})
+    client = LLMClient(other)
+    await client.warm_up()
+    assert client.ready and client.litellm_loaded

@@ -3,7 +3,9 @@
 `<workspace>/sessions/<name>.jsonl` holds a header, then messages and records in the order
 they happened (the line types are in records.py). `SessionStore.append` is the only writer:
 one write() per line through the kernel's DiskWriter (complete or raise, and a line after a
-torn one starts afresh), one fsync per turn (`sync`).
+torn one starts afresh), one fsync per turn (`sync`). A line that may wait for its fsync (the
+note that a reply went out) is made durable by the session's next `sync`, or within
+SYNC_LATER_SECONDS by one batched fsync (`sync_later`), so a turn costs one fsync, not two.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ _STAMPS = {"seq", "timestamp"}
 # How many platform message ids of an archived transcript the next one remembers: far more
 # than a channel re-delivers after a restart.
 CARRIED_MESSAGE_IDS = 200
+# Longest a `sync_later` line waits for its fsync when no turn of its session comes first.
+SYNC_LATER_SECONDS = 1.0
 
 
 def session_filename(key: str) -> str:
@@ -148,6 +152,10 @@ class SessionStore:
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self._cache_size = cache_size
         self._loading: dict[str, asyncio.Future[Session]] = {}
+        # Files with appends that `sync_later` promised to fsync, and who will do it.
+        self._unsynced: set[Path] = set()
+        self._sync_timer: asyncio.TimerHandle | None = None
+        self._sync_task: asyncio.Task[None] | None = None
 
     def path_for(self, key: str) -> Path:
         return self.directory / f"{session_filename(key)}.jsonl"
@@ -258,7 +266,53 @@ class SessionStore:
 
     async def sync(self, session: Session) -> None:
         """Make this session's appends durable (once per turn)."""
+        self._unsynced.discard(session.path)
         await asyncio.to_thread(self.writer.fsync, session.path)
+
+    def sync_later(self, session: Session) -> None:
+        """Make this session's appends durable soon: at its next `sync`, or within
+        SYNC_LATER_SECONDS in one fsync batch with every other waiting session.
+
+        For lines written after the turn's fsync that can wait: once written they survive a
+        killed process; only a power cut inside the window can lose them.
+        """
+        self._unsynced.add(session.path)
+        if self._sync_timer is None and self._sync_task is None:
+            self._sync_timer = asyncio.get_running_loop().call_later(
+                SYNC_LATER_SECONDS, self._start_batch
+            )
+
+    def _start_batch(self) -> None:
+        self._sync_timer = None
+        self._sync_task = asyncio.ensure_future(self._sync_batch())
+
+    async def _sync_batch(self) -> None:
+        try:
+            while self._unsynced:
+                paths, self._unsynced = self._unsynced, set()
+                await asyncio.to_thread(self._fsync_all, paths)
+        finally:
+            self._sync_task = None
+
+    def _fsync_all(self, paths: set[Path]) -> None:
+        for path in paths:
+            try:
+                self.writer.fsync(path)
+            except OSError as exc:
+                # The lines are written; a disk refusing fsync fails the next turn's sync too.
+                log.warning("cannot fsync %s: %s", path, exc)
+
+    async def flush(self) -> None:
+        """Fsync now whatever `sync_later` left waiting (on shutdown)."""
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
+        if self._sync_task is not None:
+            await self._sync_task
+        if self._unsynced:
+            self._start_batch()
+            assert self._sync_task is not None
+            await self._sync_task
 
     async def archive(self, session: Session) -> Path | None:
         """Move the transcript to sessions/archive/ and start the key afresh; returns the archive path.

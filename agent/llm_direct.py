@@ -1,0 +1,226 @@
+"""The direct path: chat completions POSTed to an OpenAI-compatible endpoint over httpx.
+
+litellm spends ~3 ms of CPU per call building, validating and logging what is, for an
+OpenAI-compatible server, one JSON POST (bench/model_call.py). This path sends that POST
+itself on one persistent `httpx.AsyncClient`, for the providers whose API is exactly
+OpenAI's chat completions. Everything else, and any request litellm would rewrite
+(OpenAI's reasoning models, images for DeepSeek), stays on the litellm path.
+
+Which endpoint a model name reaches, by its prefix (the rest is the name sent):
+  openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
+                (also vLLM, llama.cpp's server, LM Studio, Ollama's /v1 by api_base)
+  openrouter/   agent.api_base, $OPENROUTER_API_BASE or openrouter.ai/api/v1
+  deepseek/     agent.api_base, $DEEPSEEK_API_BASE or api.deepseek.com/beta
+  hosted_vllm/  agent.api_base or $HOSTED_VLLM_API_BASE; no key needed
+  ollama/, ollama_chat/   (agent.api_base, $OLLAMA_API_BASE or localhost:11434) + /v1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clawgate.agent.llm_failures import Failure, Kind, retry_after
+
+if TYPE_CHECKING:
+    import httpx
+
+log = logging.getLogger("clawgate.agent.llm")
+
+
+@dataclass(frozen=True)
+class _Provider:
+    key_env: str
+    base_envs: tuple[str, ...]
+    default_base: str | None
+    key_required: bool
+    suffix: str = ""  # appended to the base when it lacks it (Ollama serves OpenAI at /v1)
+    text_only: bool = False  # image content goes through litellm, which adapts it
+
+
+_PROVIDERS = {
+    "openai": _Provider(
+        "OPENAI_API_KEY", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "https://api.openai.com/v1", True
+    ),
+    "openrouter": _Provider(
+        "OPENROUTER_API_KEY", ("OPENROUTER_API_BASE",), "https://openrouter.ai/api/v1", True
+    ),
+    "deepseek": _Provider(
+        "DEEPSEEK_API_KEY",
+        ("DEEPSEEK_API_BASE",),
+        "https://api.deepseek.com/beta",
+        True,
+        text_only=True,
+    ),
+    "hosted_vllm": _Provider("HOSTED_VLLM_API_KEY", ("HOSTED_VLLM_API_BASE",), None, False),
+    "ollama": _Provider(
+        "OLLAMA_API_KEY", ("OLLAMA_API_BASE",), "http://localhost:11434", False, "/v1"
+    ),
+}
+_PROVIDERS["ollama_chat"] = _PROVIDERS["ollama"]
+# OpenAI models whose parameters litellm rewrites (max_completion_tokens, fixed temperature).
+_REWRITTEN_OPENAI = re.compile(r"(o\d|gpt-5)")
+
+# litellm's names for the same failures, so messages and logs read alike on both paths.
+_BY_STATUS: dict[int, tuple[Kind, str]] = {
+    400: ("bad_request", "BadRequestError"),
+    401: ("auth", "AuthenticationError"),
+    403: ("forbidden", "PermissionDeniedError"),
+    404: ("not_found", "NotFoundError"),
+    408: ("timeout", "Timeout"),
+    422: ("unprocessable", "UnprocessableEntityError"),
+    429: ("rate_limit", "RateLimitError"),
+    500: ("api", "InternalServerError"),
+    503: ("api", "ServiceUnavailableError"),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one configured model name is served, and how to authenticate there."""
+
+    url: str
+    model: str  # the name the server knows, provider prefix removed
+    headers: dict[str, str]
+    missing_key: bool
+    text_only: bool
+
+    def takes(self, messages: list[dict[str, Any]]) -> bool:
+        """This request can go direct (a text-only endpoint gets no content lists)."""
+        return not self.text_only or not any(
+            isinstance(message.get("content"), list) for message in messages
+        )
+
+
+def endpoint(model: str, api_base: str | None, api_key: str | None) -> Endpoint | None:
+    """The direct endpoint for `model`, or None when the litellm path must serve it."""
+    prefix, sep, name = model.partition("/")
+    provider = _PROVIDERS.get(prefix) if sep else None
+    if provider is None or not name:
+        return None
+    if prefix == "openai" and _REWRITTEN_OPENAI.match(name):
+        return None
+    base = api_base or next(
+        (os.environ[env] for env in provider.base_envs if os.environ.get(env)),
+        provider.default_base,
+    )
+    if not base:
+        return None
+    base = base.rstrip("/")
+    if provider.suffix and not base.endswith(provider.suffix):
+        base += provider.suffix
+    key = api_key or os.environ.get(provider.key_env) or None
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return Endpoint(
+        url=f"{base}/chat/completions",
+        model=name,
+        headers=headers,
+        missing_key=provider.key_required and not key,
+        text_only=provider.text_only,
+    )
+
+
+class HTTPFailure(Exception):
+    """A response that is no completion: the Failure it amounts to."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+class DirectPath:
+    """One persistent httpx client, re-made only if the event loop it belongs to changed."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._client is not None or "httpx" in sys.modules
+
+    async def warm_up(self) -> None:
+        if self.ready:
+            return
+        try:
+            await asyncio.to_thread(importlib.import_module, "httpx")
+        except Exception:
+            log.exception("loading httpx in the background failed")
+
+    def _session(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            import httpx
+
+            # A client is bound to the loop its connections were opened in; one left behind
+            # by a finished loop is dropped with that loop's sockets.
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._loop = loop
+        return self._client
+
+    async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
+        """POST one chat completion; the parsed body, or HTTPFailure."""
+        if target.missing_key:
+            # As litellm does: nothing is sent without the key the provider requires.
+            raise HTTPFailure(Failure("auth", None, "missing credentials", "AuthenticationError"))
+        body = json.dumps(
+            {"model": target.model, **params}, ensure_ascii=False, separators=(",", ":")
+        ).encode()
+        response = await self._session().post(target.url, content=body, headers=target.headers)
+        content = response.content
+        if response.status_code >= 300:
+            raise HTTPFailure(_status_failure(response.status_code, content, response.headers))
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            # litellm calls an unreadable body a provider error (HTTP 500): so do we.
+            raise HTTPFailure(Failure("api", 500, "unreadable response body", "APIError"))
+        return parsed
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+
+def failure(exc: Exception) -> Failure:
+    """What an exception raised by `DirectPath.complete` amounts to."""
+    import httpx
+
+    if isinstance(exc, HTTPFailure):
+        return exc.failure
+    if isinstance(exc, httpx.TimeoutException):
+        return Failure("timeout", None, str(exc), "Timeout")
+    if isinstance(exc, httpx.TransportError):
+        return Failure("connection", None, str(exc), "APIConnectionError")
+    return Failure("other", None, str(exc), type(exc).__name__)
+
+
+def _status_failure(status: int, content: bytes, headers: Any) -> Failure:
+    kind, name = _BY_STATUS.get(status, ("api", "APIError"))
+    detail = content.decode("utf-8", "replace")
+    code = None
+    try:
+        error = json.loads(content).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict):
+        detail = str(error.get("message") or detail)
+        code = error.get("code")
+    elif isinstance(error, str):
+        detail = error
+    if code == "context_length_exceeded":
+        kind, name = "context", "ContextWindowExceededError"
+    return Failure(kind, status, detail, name, retry_after(headers))
