@@ -33,6 +33,7 @@ from clawgate.agent.memory.answer import (
     extract_arguments,
     validate,
 )
+from clawgate.agent.memory.provenance import record_entry
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
 from clawgate.agent.text import without_surrogates
@@ -250,7 +251,7 @@ class Consolidator:
             entry, update = without_surrogates(_raw_entry(chunk)), None
         else:
             entry, update = await self._ask_model(session, chunk, owner)
-        await asyncio.to_thread(self.store.append_history, entry, session.key)
+        await asyncio.to_thread(record_entry, self.store, session.key, entry, chunk, owner=owner)
         if update is not None:
             await asyncio.to_thread(self.store.replace_memory, update)
         # One record: the covered range and the new last_consolidated land together.

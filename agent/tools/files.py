@@ -53,7 +53,7 @@ class WriteFile(Tool["WriteFile.Params"]):
 
     async def run(self, params: Params, ctx: ToolContext) -> str:
         shown = params.path
-        path = resolve_path(shown, ctx)
+        path = resolve_path(shown, ctx, write=True)
         size = await asyncio.to_thread(_write_text, ctx, path, shown, params.content)
         return f"Wrote {size} bytes to {shown}"
 
@@ -74,7 +74,7 @@ class EditFile(Tool["EditFile.Params"]):
         shown, old, new = params.path, params.old_text, params.new_text
         if not old:
             raise ToolError("old_text must not be empty")
-        path = resolve_path(shown, ctx)
+        path = resolve_path(shown, ctx, write=True)
         text = await asyncio.to_thread(_read_text, path, shown)
         count = text.count(old)
         if count == 0:
