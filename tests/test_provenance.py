@@ -17,21 +17,26 @@ from typing import Any
 
 import pytest
 
+from clawgate.agent.media import image_parts
 from clawgate.agent.memory.provenance import (
     append_chat_entry,
     quote_as_data,
     shared_notes_part,
 )
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.channels.telegram import create_channel
 from clawgate.kernel.areas import Reach, chat_area, chat_area_name, safe_file_name
-from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import ChannelsConfig, TelegramConfig
-from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import AgentConfig, ChannelsConfig, TelegramConfig
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot
 from tests.fakes.llm import FakeLLM, call, text, tool_call, tool_calls
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
 from tests.memory_helpers import is_consolidation, save
 from tests.process import ClawgateProcess, fake_model, fake_telegram, write_config
+from tests.telegram_world import Sleeps, telegram_gateway_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 OWNER = 1001
 GUEST = 1002  # an `allowed` user: may chat in private, is not the owner
@@ -290,3 +295,45 @@ def test_shared_is_read_only_and_other_areas_are_out_of_reach(tmp_path: Path) ->
     with pytest.raises(PathOutsideRoot):
         reach.workspace_file("public/telegram_1002/secret.txt")
     assert reach.workspace_file("public/shared/menu.md").name == "menu.md"
+
+
+async def test_the_channel_sends_only_files_in_the_reach_of_the_session_that_attached_them(
+    tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram
+) -> None:
+    config = telegram_gateway_config(tmp_path, agent_config, telegram)
+    group_file = config.workspace / chat_area(f"telegram:{GROUP}") / "menu.txt"
+    guest_file = config.workspace / chat_area(f"telegram:{GUEST}") / "media" / "secret.txt"
+    for path, data in ((group_file, b"soup"), (guest_file, b"DM-SECRET")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    channel = create_channel(config.channels.telegram, MessageBus(), config, sleep=Sleeps())
+
+    def reply(path: Path, trust: Trust) -> OutboundMessage:
+        relative = path.relative_to(config.workspace).as_posix()
+        return OutboundMessage(
+            channel="telegram", chat_id=str(GROUP), text="", media=(relative,), trust=trust
+        )
+
+    await channel.start()
+    try:
+        await channel.send(reply(group_file, Trust.GROUP))
+        with pytest.raises(ChannelError):
+            await channel.send(reply(guest_file, Trust.GROUP))
+    finally:
+        await channel.stop()
+    assert [m["data"] for m in telegram.messages_to(GROUP)] == [b"soup"]
+
+
+async def test_the_media_loader_ignores_another_chats_file(tmp_path: Path) -> None:
+    guest_image = tmp_path / chat_area(f"telegram:{GUEST}") / "media" / "u1.jpg"
+    guest_image.parent.mkdir(parents=True)
+    guest_image.write_bytes(b"\xff\xd8GUEST")
+    named = guest_image.relative_to(tmp_path).as_posix()
+    seen_by = {
+        trust: await image_parts(
+            tmp_path,
+            InboundMessage(channel="telegram", chat_id=chat, trust=trust, media=(named,)),
+        )
+        for trust, chat in ((Trust.GROUP, str(GROUP)), (Trust.ALLOWED, str(GUEST)))
+    }
+    assert seen_by[Trust.GROUP] == [] and len(seen_by[Trust.ALLOWED]) == 1
