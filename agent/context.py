@@ -243,8 +243,9 @@ class ContextBuilder:
             # Relative: the absolute path tells a shared chat the owner's user name and layout.
             lines.append(
                 f"This is {who}. The owner's private memory is unavailable here and must never "
-                "be revealed; file tools are limited to the shared folder; give them paths "
-                "relative to it."
+                "be revealed; file tools are limited to the shared folder of this chat; give "
+                "them paths relative to it. Files the owner shares with every chat are under "
+                "shared/ (read-only)."
             )
         return "\n".join(lines)
 

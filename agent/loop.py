@@ -198,7 +198,7 @@ class AgentLoop:
         content = self._user_content(message)
         if message.media and self.config.agent.transcription_model:
             notes = await transcripts(
-                self.llm, self.config.agent.transcription_model, self._workspace, message.media
+                self.llm, self.config.agent.transcription_model, self._workspace, message
             )
             content = "\n".join([content, *notes])
         user = Message(role="user", content=content, message_id=message.message_id or None)
@@ -253,9 +253,7 @@ class AgentLoop:
         except OSError as exc:
             # Not the turn's failure: each file tool reports its own error to the model.
             log.warning("%s: cannot create %s: %s", session.key, ctx.root, exc)
-        images = (
-            await image_parts(self._workspace, message.media) if self.config.agent.vision else []
-        )
+        images = await image_parts(self._workspace, message) if self.config.agent.vision else []
         schemas = self.tools.schemas(message.trust, self.config.tools) or None
         system = await self.context.system_prompt(
             trust=message.trust,

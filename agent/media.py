@@ -1,5 +1,8 @@
 """Media a user sent, turned into what the model can take: images as image content, voice
-as a transcript. The files themselves stay in the workspace where the channel put them."""
+as a transcript. The files themselves stay in the workspace where the channel put them.
+
+A media path is loaded only if it lies in the message's reach (kernel.areas.Reach, the same
+check as the file tools): a group's message cannot name another chat's download."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.llm import LLMClient
+from clawgate.kernel.areas import Reach
+from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.errors import ModelUnavailable, PathOutsideRoot
-from clawgate.kernel.storage import confine
 
 log = logging.getLogger(__name__)
 
@@ -21,19 +25,20 @@ AUDIO_SUFFIXES = {".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".webm"}
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 
 
-def _media_file(workspace: Path, relative: str) -> Path | None:
-    """The file a media path names, if it is one and inside the workspace."""
+def _media_file(workspace: Path, message: InboundMessage, relative: str) -> Path | None:
+    """The file a media path names, if it is one and inside the message's reach."""
     try:
-        path = confine(workspace, relative)
+        path = Reach.of(workspace, message.trust, message.session_key).workspace_file(relative)
     except PathOutsideRoot:
+        log.warning("%s: media %s is outside its chat's reach", message.session_key, relative)
         return None
     return path if path.is_file() else None
 
 
-def _load_images(workspace: Path, media: tuple[str, ...]) -> list[dict[str, Any]]:
+def _load_images(workspace: Path, message: InboundMessage) -> list[dict[str, Any]]:
     parts = []
-    for relative in media:
-        path = _media_file(workspace, relative)
+    for relative in message.media:
+        path = _media_file(workspace, message, relative)
         if path is None or path.suffix.lower() not in IMAGE_SUFFIXES:
             continue
         if path.stat().st_size > MAX_IMAGE_BYTES:
@@ -45,11 +50,11 @@ def _load_images(workspace: Path, media: tuple[str, ...]) -> list[dict[str, Any]
     return parts
 
 
-async def image_parts(workspace: Path, media: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Image content parts for the images among `media` (workspace-relative paths)."""
-    if not media:
+async def image_parts(workspace: Path, message: InboundMessage) -> list[dict[str, Any]]:
+    """Image content parts for the images among the message's media (workspace-relative)."""
+    if not message.media:
         return []
-    return await asyncio.to_thread(_load_images, workspace, media)
+    return await asyncio.to_thread(_load_images, workspace, message)
 
 
 def attach_images(
@@ -69,12 +74,12 @@ def attach_images(
 
 
 async def transcripts(
-    llm: LLMClient, model: str, workspace: Path, media: tuple[str, ...]
+    llm: LLMClient, model: str, workspace: Path, message: InboundMessage
 ) -> list[str]:
     """A note per voice/audio file: its transcript, or why there is none."""
     notes = []
-    for relative in media:
-        path = _media_file(workspace, relative)
+    for relative in message.media:
+        path = await asyncio.to_thread(_media_file, workspace, message, relative)
         if path is None or path.suffix.lower() not in AUDIO_SUFFIXES:
             continue
         try:

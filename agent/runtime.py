@@ -15,6 +15,7 @@ from clawgate.agent.loop import AgentLoop, Outbox
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.embeddings import make_embedder
 from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.provenance import shared_notes_part
 from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
@@ -90,7 +91,11 @@ class AgentRuntime:
         context = ContextBuilder(
             workspace,
             timezone=config.agent.timezone,
-            extra_parts=[daily_logs_part(memory), recall_part(search, config.memory)],
+            extra_parts=[
+                daily_logs_part(memory),
+                recall_part(search, config.memory),
+                shared_notes_part(memory, config.channels),
+            ],
         )
         guard = ContextGuard(
             sessions=sessions,

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+from clawgate.kernel.areas import Reach, chat_area, safe_file_name
 from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
 
 
 def media_folder(trust: Trust, platform: str, chat: str) -> PurePosixPath:
     """Where a chat's downloads go, relative to the workspace. Owner chats keep theirs
-    private; anything else lands under public/, the only folder those sessions can reach."""
-    base = PurePosixPath("media") if trust.is_owner else PurePosixPath("public/media")
-    return base / platform / chat
+    private; anything else lands in that chat's own area (`public/<chat>/media`), the only
+    folder its session can reach. `chat` comes from the platform: made safe either way."""
+    if trust.is_owner:
+        return PurePosixPath("media") / platform / safe_file_name(chat, "chat")
+    return chat_area(f"{platform}:{chat}") / "media"
 
 
 def as_seen_by(trust: Trust, relative: str) -> str:
-    """A workspace-relative path as the session's file tools name it (public/ is their root)."""
-    return relative if trust.is_owner else relative.removeprefix("public/")
+    """A workspace-relative path as the session's file tools name it (a non-owner's root is
+    its chat area, `public/<chat>/`)."""
+    if trust.is_owner:
+        return relative
+    return PurePosixPath(*PurePosixPath(relative).parts[2:]).as_posix()
+
+
+def outbound_file(workspace: Path, message: OutboundMessage, relative: str) -> Path:
+    """A file a reply carries, resolved and checked against the reach of the session that
+    attached it (kernel.areas.Reach, the file tools' own check). Raises PathOutsideRoot."""
+    return Reach.of(workspace, message.trust, message.session_key).workspace_file(relative)
 
 
 class Channel(ABC):

@@ -42,6 +42,10 @@ HISTORY_ENTRY = re.compile(
     r"<!-- telegram:\1 #\d+-\d+ -->",
     re.S,
 )
+CHAT_ENTRY = re.compile(
+    r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] said in telegram_(\d+) by [^\n]*: "
+    r"<!-- telegram:\1 #\d+-\d+ -->\n> Summary of \d+ lines\."
+)
 FACT = re.compile(r"- fact about telegram:\d+ \(\d+ lines\)")
 
 
@@ -242,11 +246,16 @@ class CrashWorld:
         memory = self.workspace / "memory"
         history_path = memory / "HISTORY.md"
         history = history_path.read_text(encoding="utf-8") if history_path.exists() else ""
-        entries = split_entries(history)
+        # Non-owner chats' consolidations land in their own notes, memory/chats/<chat>/.
+        notes = [p.read_text(encoding="utf-8") for p in memory.glob("chats/*/HISTORY.md")]
+        entries = [e for text in (history, *notes) for e in split_entries(text)]
         tally.history_entries = len(entries)
-        tally.bad_history_entries = sum(1 for e in entries if not HISTORY_ENTRY.fullmatch(e))
-        if history and not history.endswith("\n\n"):
-            tally.bad_history_entries += 1
+        tally.bad_history_entries = sum(
+            1 for e in entries if not (HISTORY_ENTRY.fullmatch(e) or CHAT_ENTRY.fullmatch(e))
+        )
+        tally.bad_history_entries += sum(
+            1 for text in (history, *notes) if text and not text.endswith("\n\n")
+        )
         memory_path = memory / "MEMORY.md"
         current = memory_path.read_text(encoding="utf-8") if memory_path.exists() else ""
         added = current[len(self.template_memory.rstrip()) :].strip().splitlines()

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from clawgate.channels.discord import create_channel
 from clawgate.channels.discord.client import intents, point_at
-from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ChannelError
 from tests.discord_world import OWNER, World
@@ -295,6 +295,7 @@ async def test_attachment_is_downloaded_and_a_file_goes_out(
                 chat_id=world.owner_dm,
                 text="Here you go.",
                 media=("public/report.txt", "../outside.txt"),
+                trust=Trust.OWNER,  # an owner's session attached them: the workspace is its reach
             )
         )
         sent = await fake.next_message(world.owner_dm)

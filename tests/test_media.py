@@ -90,8 +90,8 @@ async def test_group_download_is_readable_by_the_group_but_owner_media_is_not(
         await telegram.next_message(GROUP)
     group_user = [m for m in fake_llm.requests[-2]["messages"] if m["role"] == "user"][-1]
     note = json.dumps(group_user["content"])
-    assert "[photo: media/telegram/" in note  # as the group's file tools name it
-    saved = list((config.workspace / "public" / "media" / "telegram").rglob("*.jpg"))
+    assert "[photo: media/u" in note  # as the group's file tools name it: its own area
+    saved = list((config.workspace / "public" / f"telegram_{GROUP}" / "media").rglob("*.jpg"))
     assert len(saved) == 1 and saved[0].read_bytes() == b"\xff\xd8GROUP-PIC"
     refused = fake_llm.requests[-1]["messages"][-1]["content"]
     assert refused.startswith("Error:") and "OWNER-ONLY" not in refused

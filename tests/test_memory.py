@@ -212,7 +212,11 @@ async def test_shared_sessions_never_see_or_rewrite_memory(tmp_path, fake_llm, a
     assert len(consolidations) == 2
     assert all("Miso" not in json.dumps(r["messages"]) for r in consolidations)
     assert memory_file.read_text() == MEMORY
-    assert (config.workspace / "memory" / "HISTORY.md").read_text().count("Group talked.") == 2
+    # Shared chats' consolidations land in their own notes, never in the owner's history.
+    history = config.workspace / "memory" / "HISTORY.md"
+    assert "Group talked." not in (history.read_text() if history.exists() else "")
+    notes = sorted((config.workspace / "memory" / "chats").glob("*/HISTORY.md"))
+    assert len(notes) == 2 and all(n.read_text().count("> Group talked.") == 1 for n in notes)
     assert audit_sessions(config.workspace / "sessions").ok
 
 

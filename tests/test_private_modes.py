@@ -86,8 +86,8 @@ async def test_public_is_private_to_the_gateway_user(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     ctx = make_ctx(workspace, Trust.GROUP)
-    assert ctx.root == workspace.resolve() / "public"
-    assert mode(ctx.root) == 0o700
+    assert ctx.root.parent == workspace.resolve() / "public"  # the chat's own area
+    assert mode(ctx.root) == mode(ctx.root.parent) == 0o700
     await ToolRegistry(default_tools()).execute(
         "write_file", json.dumps({"path": "a.txt", "content": "x"}), ctx
     )

@@ -304,6 +304,7 @@ async def test_outbound_media_goes_out_as_photo_or_document(
                 chat_id=str(OWNER),
                 text="Files:",
                 media=("public/chart.png", "public/notes.txt"),
+                trust=Trust.OWNER,  # an owner's session attached them: the workspace is its reach
             )
         )
         with pytest.raises(ChannelError, match="not a file in the workspace"):

@@ -155,7 +155,7 @@ def test_process_environ_refused_even_unrestricted(workspace: Path) -> None:
 @pytest.mark.parametrize("trust", OUTSIDERS)
 def test_outsiders_are_confined_even_when_restriction_is_off(workspace: Path, trust: Trust) -> None:
     ctx = make_ctx(workspace, trust, restrict_to_workspace=False)
-    assert ctx.root == workspace / "public" and ctx.root.is_dir()
+    assert ctx.root == workspace / "public" / "telegram_1" and ctx.root.is_dir()
     for path in ("/etc/passwd", "../memory/MEMORY.md", str(workspace / "memory/MEMORY.md")):
         with pytest.raises(PathOutsideWorkspace):
             resolve_path(path, ctx)
@@ -197,7 +197,7 @@ async def test_outsiders_read_and_write_public_files(workspace: Path, trust: Tru
     assert await call(ctx, "write_file", path="notes.md", content="hello") == (
         "Wrote 5 bytes to notes.md"
     )
-    assert (workspace / "public" / "notes.md").read_text() == "hello"
+    assert (workspace / "public" / "telegram_1" / "notes.md").read_text() == "hello"
     assert await call(ctx, "read_file", path="notes.md") == "hello"
     listing = await call(ctx, "list_dir", path=".")
     assert "notes.md" in listing and "memory" not in listing

@@ -18,6 +18,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from clawgate.agent.memory.entries import Entry, Span, parse_entries, spans_in
+from clawgate.agent.memory.provenance import read_all_notes
 from clawgate.agent.session import Archived, Consolidation, Session, load_session, read_key
 
 DAILY_LOG = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"
@@ -114,7 +115,11 @@ def _audit_history(
 ) -> None:
     history = memory / "HISTORY.md"
     text = history.read_text("utf-8", errors="replace") if history.exists() else ""
+    # The owner's HISTORY.md and every chat's own notes (provenance.py): a non-owner
+    # consolidation's entry lives in the latter. Line numbers below are of the owner's file.
     entries = parse_entries(text)
+    for _where, notes in read_all_notes(memory):
+        entries += parse_entries(notes)
     report.entries, report.records = len(entries), len(recorded)
     where = "memory/HISTORY.md"
     by_span: dict[Span, list[Entry]] = defaultdict(list)

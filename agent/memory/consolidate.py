@@ -37,6 +37,7 @@ from clawgate.agent.memory.answer import (
     validate,
 )
 from clawgate.agent.memory.entries import STAMP_FORMAT, Entry, Span, parse_entries, unrecorded
+from clawgate.agent.memory.provenance import read_all_notes, read_notes, record_entry
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.writer import MemoryRewrite
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
@@ -263,7 +264,9 @@ class Consolidator:
         if update is not None:
             await self.store.arewrite_memory(update)
         span = Span(session.key, first, cut)
-        await asyncio.to_thread(self.store.append_history, entry, session.key, span=span)
+        await asyncio.to_thread(
+            record_entry, self.store, session.key, entry, chunk, owner=owner, span=span
+        )
         # One record: the covered range and the new last_consolidated land together.
         self.sessions.append(
             session, Consolidation(from_seq=first, to_seq=cut, mode="raw" if raw else "llm")
@@ -278,16 +281,22 @@ class Consolidator:
         """Record the entries a crash left without their record (entries.py): their missing
         day's-log line, then the record. The caller holds the key's lock. The last one, if any."""
         history = await asyncio.to_thread(self.store.read_history)
+        # A non-owner chunk's entry is in the chat's own notes (provenance.py), which have no
+        # day's-log copy: only the record is missing then.
+        notes = await asyncio.to_thread(read_notes, self.store, session.key)
         last = None
-        for entry in unrecorded(history, session):
+        for entry in unrecorded(f"{history}\n\n{notes}", session):
             assert entry.span is not None
-            try:
-                when = datetime.strptime(entry.stamp, STAMP_FORMAT).replace(tzinfo=self.store.zone)
-            except ValueError:  # a stamp edited into no date: the day's log of today then
-                when = None
-            await asyncio.to_thread(
-                self.store.append_history, entry.text, session.key, when, span=entry.span
-            )
+            if entry.span.marker in history:
+                try:
+                    when = datetime.strptime(entry.stamp, STAMP_FORMAT).replace(
+                        tzinfo=self.store.zone
+                    )
+                except ValueError:  # a stamp edited into no date: the day's log of today then
+                    when = None
+                await asyncio.to_thread(
+                    self.store.append_history, entry.text, session.key, when, span=entry.span
+                )
             span = entry.span
             self.sessions.append(
                 session, Consolidation(from_seq=span.first, to_seq=span.last, mode=entry.mode)
@@ -300,7 +309,9 @@ class Consolidator:
     async def recover(self) -> None:
         """At start: record what a crash between a live session's HISTORY.md entry and its
         record left (an archived transcript's resumed archive does the same)."""
-        entries = parse_entries(await asyncio.to_thread(self.store.read_history))
+        texts = [await asyncio.to_thread(self.store.read_history)]
+        texts += [text for _, text in await asyncio.to_thread(read_all_notes, self.store.dir)]
+        entries = [entry for text in texts for entry in parse_entries(text)]
         keys = {entry.span.key for entry in entries if entry.span is not None}
         for key, _path in await asyncio.to_thread(self.sessions.list_keys):
             if key not in keys:

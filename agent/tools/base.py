@@ -26,13 +26,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.errors import PathOutsideRoot
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
-
-PUBLIC_DIR = "public"
 
 
 class ToolError(Exception):
@@ -94,11 +93,14 @@ class ToolContext:
 
     @property
     def root(self) -> Path:
-        """The folder file tools are confined to: the workspace for owners, public/ for others."""
-        return self.workspace if self.trust.is_owner else self.workspace / PUBLIC_DIR
+        """Where relative paths start: the workspace for owners, the chat's own area
+        `public/<chat>/` for others (kernel.areas)."""
+        return (
+            self.workspace if self.trust.is_owner else self.workspace / chat_area(self.session_key)
+        )
 
     def make_root(self) -> None:
-        """Create a non-owner's `root` (public/) if missing: the loop does it once per turn,
+        """Create a non-owner's `root` (its chat area) if missing: the loop does it once per turn,
         before any tool runs. (The workspace, an owner's root, exists from the start.)"""
         if not self.trust.is_owner and not self.root.is_dir():
             # Private like every other folder: the gateway's user is the only one reading it.

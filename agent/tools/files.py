@@ -76,7 +76,7 @@ class WriteFile(Tool["WriteFile.Params"]):
 
     async def run(self, params: Params, ctx: ToolContext) -> str:
         shown = params.path
-        path = resolve_path(shown, ctx)
+        path = resolve_path(shown, ctx, write=True)
         size = await _changing(ctx, path, _write_checked, ctx, path, shown, params.content)
         return f"Wrote {size} bytes to {shown}"
 
@@ -97,7 +97,7 @@ class EditFile(Tool["EditFile.Params"]):
         shown, old, new = params.path, params.old_text, params.new_text
         if not old:
             raise ToolError("old_text must not be empty")
-        path = resolve_path(shown, ctx)
+        path = resolve_path(shown, ctx, write=True)
         await _changing(ctx, path, _edit, ctx, path, shown, old, new)
         return f"Edited {shown}: replaced 1 occurrence"
 
@@ -118,7 +118,7 @@ class AppendFile(Tool["AppendFile.Params"]):
         shown = params.path
         if not params.content.strip():
             raise ToolError("content is empty; there is nothing to append")
-        path = resolve_path(shown, ctx)
+        path = resolve_path(shown, ctx, write=True)
         size = await _changing(ctx, path, _append, ctx, path, shown, params.content)
         return f"Appended {size} bytes to {shown}"
 

@@ -2,11 +2,12 @@
 
 Resolution and containment are the kernel's `confine` (symlinks followed, `..` collapsed,
 decided on the resolved path), so a symlink inside the workspace that points out of it is
-refused like a plain `../` escape. On top of it, the rules of who reaches what: group and
-`allowed` sessions are always confined to `workspace/public`, whatever the config says
-(that keeps MEMORY.md, sessions/, cron/ and skills/ out of their reach); an owner is
-confined to the workspace while `tools.restrict_to_workspace` is on; nobody reads another
-process's environment.
+refused like a plain `../` escape. Who reaches what is the kernel's `Reach` (the same check
+the media loader and the channels' outbound files use): group and `allowed` sessions are
+always confined to their own chat's area `public/<chat>/` plus `shared/` (= public/shared,
+read-only), whatever the config says (that keeps MEMORY.md, sessions/, cron/, skills/ and
+every other chat's files out of their reach); an owner is confined to the workspace while
+`tools.restrict_to_workspace` is on; nobody reads another process's environment.
 """
 
 from __future__ import annotations
@@ -15,19 +16,21 @@ import os
 from pathlib import Path
 
 from clawgate.agent.tools.base import PathOutsideWorkspace, ToolContext, ToolError
+from clawgate.kernel.areas import Reach, ReadOnlyPath
 from clawgate.kernel.errors import PathOutsideRoot
-from clawgate.kernel.storage import confine, inside
+from clawgate.kernel.storage import confine
 
 # An owner without the restriction may reach anything: confine to the filesystem root,
 # which still resolves the path the same way.
 _EVERYWHERE = Path("/")
 
 
-def resolve_path(path: str, ctx: ToolContext) -> Path:
+def resolve_path(path: str, ctx: ToolContext, *, write: bool = False) -> Path:
     """Resolve `path` (relative to ctx.root, `~` expanded) and check it may be reached.
 
-    Raises PathOutsideWorkspace when it lands outside the allowed folder, ToolError when the
-    string cannot be a path at all. Never touches the file itself.
+    `write`: the caller will change the file (shared/ is read-only for non-owners). Raises
+    PathOutsideWorkspace when it lands outside the allowed folder, ToolError when the string
+    cannot be a path at all. Never touches the file itself.
     """
     if not isinstance(path, str):
         raise ToolError(f"path must be a string, got {type(path).__name__}")
@@ -35,18 +38,19 @@ def resolve_path(path: str, ctx: ToolContext) -> Path:
         raise ToolError("path contains a NUL byte")
     outside = PathOutsideWorkspace(f"path {path!r} is outside the workspace")
     try:
-        workspace = confine(_EVERYWHERE, ctx.workspace)
-        root = confine(_EVERYWHERE, ctx.root)
         requested = os.path.expanduser(path)
-    except (PathOutsideRoot, OSError) as exc:
+        reach = Reach.of(ctx.workspace, ctx.trust, ctx.session_key)
+    except PathOutsideRoot:
+        raise outside from None
+    except OSError as exc:
         raise ToolError(f"path {path!r} is not usable: {exc}") from None
-
-    if not ctx.trust.is_owner and (root == workspace or not inside(root, workspace)):
-        # public/ symlinked elsewhere would hand outsiders whatever it points at.
-        raise outside
-    confined = ctx.config.restrict_to_workspace or not ctx.trust.is_owner
     try:
-        resolved = confine(root if confined else _EVERYWHERE, root / requested)
+        if ctx.trust.is_owner and not ctx.config.restrict_to_workspace:
+            resolved = confine(_EVERYWHERE, reach.root / requested)
+        else:
+            resolved = reach.resolve(requested, write=write)
+    except ReadOnlyPath:
+        raise PathOutsideWorkspace(f"path {path!r} is in shared/, which is read-only") from None
     except PathOutsideRoot:
         raise outside from None
     if _is_process_environ(resolved):

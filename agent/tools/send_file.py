@@ -1,4 +1,5 @@
-"""send_file: the model sends a file or photo into the current chat, within its trust's reach."""
+"""send_file: the model sends a file or photo into the current chat, within its trust's reach
+(agent/tools/paths.py: a non-owner chat sends only from its own area or shared/)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,14 @@ class SendFile(Tool["SendFile.Params"]):
         if stat.st_size > MAX_SEND_BYTES:
             raise ToolError(f"{shown} is {stat.st_size // 1_000_000} MB; the limit is 45 MB")
         relative = path.relative_to(ctx.workspace).as_posix()
+        # The trust goes along: the channel checks the file against the same Reach again.
         await ctx.outbox(
             OutboundMessage(
-                channel=ctx.channel, chat_id=ctx.chat_id, text=params.caption, media=(relative,)
+                channel=ctx.channel,
+                chat_id=ctx.chat_id,
+                text=params.caption,
+                media=(relative,),
+                trust=ctx.trust,
             )
         )
         return f"Sent {shown} ({stat.st_size} bytes) to the chat."

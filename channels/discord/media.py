@@ -1,26 +1,26 @@
-"""Attachments of an inbound message, saved under `media/discord/<channel>/` (owner) or
-`public/media/discord/<channel>/` (everyone else; see `base.media_folder`)."""
+"""Attachments of an inbound message, saved under `media/discord/<channel>/` (owner) or the
+chat's own area `public/<chat>/media/` (everyone else; see `base.media_folder`). File names
+are made safe (`kernel.areas.safe_file_name`) and confined to that folder."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from pathlib import Path
 
 import aiohttp
 import discord
 
 from clawgate.channels.base import as_seen_by, media_folder
+from clawgate.kernel.areas import safe_file_name
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.storage import DiskWriter, confine
 
 log = logging.getLogger(__name__)
 
 MAX_DOWNLOAD_BYTES = 25 * 1024 * 1024
 DOWNLOAD_TIMEOUT = 60.0
-
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class MediaSaver:
@@ -40,12 +40,19 @@ class MediaSaver:
                     f"{attachment.size} bytes is over the limit]"
                 )
                 continue
-            relative = folder / f"{message.id}_{_safe_name(attachment.filename)}"
+            name = f"{safe_file_name(str(message.id))}_{safe_file_name(attachment.filename)}"
+            relative = folder / name
             try:
                 async with asyncio.timeout(DOWNLOAD_TIMEOUT):
                     data = await attachment.read()
-                await asyncio.to_thread(self._save, relative, data)
-            except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                await asyncio.to_thread(self._save, folder, name, data)
+            except (
+                discord.HTTPException,
+                aiohttp.ClientError,
+                OSError,
+                TimeoutError,
+                PathOutsideRoot,
+            ) as exc:
                 log.warning("discord: attachment %s not saved: %s", attachment.filename, exc)
                 notes.append(f"[attachment {attachment.filename} could not be downloaded]")
                 continue
@@ -55,12 +62,7 @@ class MediaSaver:
             notes.append(f"[attachment saved to {seen} ({kind}, {len(data)} bytes)]")
         return saved, notes
 
-    def _save(self, relative: Path, data: bytes) -> None:
-        path = self.workspace / relative
+    def _save(self, folder: Path, name: str, data: bytes) -> None:
+        path = confine(self.workspace / folder, name)
         self._writer.mkdir(path.parent)
         self._writer.replace(path, data, mode=0o600)
-
-
-def _safe_name(filename: str) -> str:
-    cleaned = _UNSAFE_NAME.sub("_", filename).strip("._") or "file"
-    return cleaned[-100:]

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import aiohttp
 import discord
 
+from clawgate.channels.base import outbound_file
 from clawgate.channels.discord.client import bot_token, intents, point_at, short
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
-from clawgate.kernel.storage import confine
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import DiscordConfig
@@ -61,7 +61,7 @@ class Sender:
 
     async def send(self, message: OutboundMessage, *, quote: bool) -> None:
         """Send one reply; with `quote`, its first message references the one it answers."""
-        files, problems = await self._load_files(message.media)
+        files, problems = await self._load_files(message)
         text = "\n".join(part for part in (message.text, *problems) if part)
         parts = split_message(text, MAX_MESSAGE_CHARS)
         batches = [
@@ -168,15 +168,16 @@ class Sender:
         finally:
             await temporary.close()
 
-    async def _load_files(self, media: Sequence[str]) -> tuple[Files, list[str]]:
+    async def _load_files(self, message: OutboundMessage) -> tuple[Files, list[str]]:
         files: Files = []
         problems: list[str] = []
-        for item in media:
+        for item in message.media:
             try:
-                path = confine(self.workspace, item)
+                # The file tools' own check, for the trust of the session that attached it.
+                path = outbound_file(self.workspace, message, item)
             except PathOutsideRoot:
-                log.warning("discord: refusing to send %s: outside the workspace", item)
-                problems.append(f"(could not attach {item}: outside the workspace)")
+                log.warning("discord: refusing to send %s: outside the chat's reach", item)
+                problems.append(f"(could not attach {item}: outside the workspace or this chat)")
                 continue
             try:
                 size = path.stat().st_size

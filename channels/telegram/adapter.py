@@ -368,7 +368,7 @@ class TelegramChannel(Channel):
         # reply stored but unsent. A send that finally fails is answered too: the manager
         # records the failure in the session.
         await self._answered(message.chat_id, update_id)
-        await self._sender.send(chat, thread, message.text, message.media, quote_id)
+        await self._sender.send(chat, thread, message, quote_id)
 
     async def _answered(self, chat_id: str, update_id: int | None) -> None:
         if update_id is None:

@@ -1,22 +1,25 @@
 """Photos, documents, voice and audio of an inbound message, saved into the workspace.
 
-Owner chats keep theirs under `media/telegram/<chat>/`, everyone else's land under
-`public/media/...`, the only folder their sessions' tools reach (`base.media_folder`).
+Owner chats keep theirs under `media/telegram/<chat>/`, everyone else's land in the chat's
+own area `public/<chat>/media/`, the only folder its session's tools reach
+(`base.media_folder`). No file name comes raw from the Bot API: `file_unique_id` and
+`file_name` are made safe (`kernel.areas.safe_file_name`) and the result is confined to the
+media folder, so a hostile server cannot aim a download anywhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.base import as_seen_by, media_folder
 from clawgate.channels.telegram.sender import ApiCalls
+from clawgate.kernel.areas import safe_file_name
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import one_line
-from clawgate.kernel.storage import DiskWriter
+from clawgate.kernel.storage import DiskWriter, confine
 
 if TYPE_CHECKING:
     from telegram import Message
@@ -38,25 +41,25 @@ class MediaFetcher:
         wanted: list[tuple[str, Any, str]] = []
         if msg.photo:
             largest = max(msg.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
-            wanted.append(("photo", largest, f"{largest.file_unique_id}.jpg"))
+            wanted.append(("photo", largest, _file_name(largest, ".jpg")))
         if msg.document:
-            name = _safe_name(msg.document.file_name or "file")
-            wanted.append(("document", msg.document, f"{msg.document.file_unique_id}_{name}"))
+            wanted.append(("document", msg.document, _file_name(msg.document, "", "file")))
         if msg.voice:
-            wanted.append(("voice", msg.voice, f"{msg.voice.file_unique_id}.ogg"))
+            wanted.append(("voice", msg.voice, _file_name(msg.voice, ".ogg")))
         if msg.audio:
-            name = _safe_name(msg.audio.file_name or "audio.mp3")
-            wanted.append(("audio", msg.audio, f"{msg.audio.file_unique_id}_{name}"))
+            wanted.append(("audio", msg.audio, _file_name(msg.audio, "", "audio.mp3")))
         paths: list[str] = []
         notes: list[str] = []
-        folder = Path(media_folder(trust, "telegram", _safe_name(chat_id)))
+        folder = Path(media_folder(trust, "telegram", chat_id))
         for kind, attachment, filename in wanted:
             relative = (folder / filename).as_posix()
             if (attachment.file_size or 0) > MAX_DOWNLOAD_BYTES:
                 notes.append(f"[{kind}: {filename} not downloaded, larger than 20 MB]")
                 continue
             try:
-                await self._download(attachment, self.workspace / relative)
+                # Belt and braces: the name is already one safe component.
+                target = confine(self.workspace / folder, filename)
+                await self._download(attachment, target)
             except Exception as exc:
                 log.warning("telegram: %s download failed (%s)", kind, one_line(exc))
                 notes.append(f"[{kind}: download failed]")
@@ -77,6 +80,10 @@ class MediaFetcher:
         self._writer.replace(target, data, mode=0o600)
 
 
-def _safe_name(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip("._")
-    return cleaned[:100] or "file"
+def _file_name(attachment: Any, suffix: str, default_name: str = "") -> str:
+    """`<file_unique_id><suffix>` or `<file_unique_id>_<file name>`, every part made safe."""
+    unique = safe_file_name(str(attachment.file_unique_id or ""), "file")
+    if not default_name:
+        return unique + suffix
+    name = safe_file_name(getattr(attachment, "file_name", None) or default_name, default_name)
+    return f"{unique}_{name}"

@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from clawgate.channels.base import outbound_file
 from clawgate.channels.telegram.format import render_parts
 from clawgate.channels.telegram.ids import split_chat_id
+from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
-from clawgate.kernel.storage import confine
 
 if TYPE_CHECKING:
     from telegram import Bot, ReplyParameters
@@ -86,14 +87,14 @@ class Sender:
         self.workspace = workspace
 
     async def send(
-        self, chat: int, thread: int | None, text: str, media: Sequence[str], quote_id: int | None
+        self, chat: int, thread: int | None, message: OutboundMessage, quote_id: int | None
     ) -> None:
         reply_parameters = _reply_parameters(chat, quote_id)
-        for html_part, plain_part in render_parts(text):
+        for html_part, plain_part in render_parts(message.text):
             await self._send_part(chat, thread, html_part, plain_part, reply_parameters)
             reply_parameters = None
-        for path in media:
-            await self._send_file(chat, thread, path)
+        for path in message.media:
+            await self._send_file(chat, thread, message, path)
 
     async def reply_plain(self, chat: int, text: str) -> None:
         """A best-effort plain message (the pairing reply); a failure is only logged."""
@@ -139,9 +140,11 @@ class Sender:
                 "sendMessage",
             )
 
-    async def _send_file(self, chat: int, thread: int | None, relative: str) -> None:
+    async def _send_file(
+        self, chat: int, thread: int | None, message: OutboundMessage, relative: str
+    ) -> None:
         bot = self._bot()
-        path, data = await asyncio.to_thread(_read_workspace_file, self.workspace, relative)
+        path, data = await asyncio.to_thread(_read_file, self.workspace, message, relative)
         if path.suffix.lower() in IMAGE_SUFFIXES and len(data) <= MAX_PHOTO_BYTES:
             await self._calls.run(
                 lambda: bot.send_photo(
@@ -206,9 +209,10 @@ def _reply_parameters(chat: int, quote_id: int | None) -> ReplyParameters | None
     return ReplyParameters(message_id=quote_id, allow_sending_without_reply=True)
 
 
-def _read_workspace_file(workspace: Path, relative: str) -> tuple[Path, bytes]:
+def _read_file(workspace: Path, message: OutboundMessage, relative: str) -> tuple[Path, bytes]:
     try:
-        path = confine(workspace, relative)
+        # The file tools' own check, for the trust of the session that attached the file.
+        path = outbound_file(workspace, message, relative)
     except PathOutsideRoot:
         path = None
     if path is None or not path.is_file():

@@ -98,6 +98,9 @@ class OutboundMessage(BaseModel):
     is_error: bool = False
     # The session seq of the assistant message this delivers, so the delivery can be recorded.
     seq: int | None = None
+    # The trust of the session that attached `media`: the channel sends only files inside
+    # that trust's reach (kernel.areas.Reach); the narrowest unless a producer says otherwise.
+    trust: Trust = Trust.GROUP
 
     @property
     def session_key(self) -> str:

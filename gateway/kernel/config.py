@@ -95,6 +95,9 @@ class _ChatChannelConfig(_Section):
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     # Group chats served (Discord: guild or channel ids); none by default.
     group_allow: IdList = Field(default_factory=list)
+    # Group chats whose notes (memory/chats/<chat>/) the owner's sessions see, quoted as
+    # other people's words; none by default (Discord: channel ids).
+    share_group_memory: IdList = Field(default_factory=list)
     require_mention: bool = True
     proxy: str | None = None
 

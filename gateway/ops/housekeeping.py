@@ -60,7 +60,9 @@ def sweep(config: Config, *, now: float | None = None, dry_run: bool = False) ->
     }
     if rules.media_days:
         cutoff = now - rules.media_days * DAY
-        for folder in (workspace / "media", workspace / "public" / "media"):
+        # Non-owner chats keep their downloads in their own area, public/<chat>/media/.
+        shared_media = sorted((workspace / "public").glob("*/media"))
+        for folder in (workspace / "media", workspace / "public" / "media", *shared_media):
             candidates["media files"] += _old_files(folder, cutoff)
     if rules.archive_days:
         cutoff = now - rules.archive_days * DAY
