@@ -299,7 +299,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
             "/bin/sh",
             "-c",
             command,
-            cwd=ctx.root,  # public/ for non-owners (exec_in_groups); not a sandbox
+            cwd=ctx.root,  # the chat's public/<chat>/ for non-owners (exec_in_groups); not a sandbox
             env={**env, SCOPE_VARIABLE: scope},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
