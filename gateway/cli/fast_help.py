@@ -24,8 +24,9 @@ Options:
   --help               Show this message and exit.
 
 Commands:
-  onboard       Create the config file and the workspace. Safe to re-run:
-                never overwrites your files.
+  onboard       Set clawgate up: config, workspace, model, bots. Asks when run
+                in a terminal; safe to re-run (never overwrites your files,
+                only sets what you answer).
   agent         Chat in the terminal. Reads one message per line when stdin is
                 not a terminal.
   gateway       Run the daemon: the enabled chat channels and the agent, until
