@@ -127,6 +127,11 @@ class Consolidator:
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _lock_users: dict[str, int] = field(default_factory=dict)
     _failures: dict[str, _Failures] = field(default_factory=dict)
+    # After `recover()` ran, only these keys can hold an entry without its record (a failed
+    # attempt, a recovery that failed): the others skip reading HISTORY.md before each
+    # attempt, so the chunk is chosen without a thread hop in between.
+    _recovered: bool = False
+    _suspect: set[str] = field(default_factory=set)
 
     # Scheduling ---------------------------------------------------------------
 
@@ -232,21 +237,30 @@ class Consolidator:
         with session.pinned():
             async with self._holding(session.key):
                 try:
-                    return await self._attempt(session, archive_all=archive_all, raw=raw)
+                    outcome = await self._attempt(session, archive_all=archive_all, raw=raw)
+                    # Everything this attempt wrote has its record now.
+                    self._suspect.discard(session.key)
+                    return outcome
                 except (ConsolidationRefused, ModelUnavailable) as exc:
                     log.warning("%s: consolidation refused: %s", session.key, exc)
                     return Outcome(ok=False, reason=str(exc))
                 except OSError as exc:
                     log.error("%s: could not write memory: %s", session.key, one_line(exc))
+                    self._suspect.add(session.key)
                     return Outcome(ok=False, reason=one_line(exc))
                 except Exception as exc:
                     # A bug or an input nobody foresaw: it still counts as a failure, so
                     # backoff and the raw archive apply instead of a retry after every turn.
                     log.exception("%s: consolidation failed", session.key)
+                    self._suspect.add(session.key)
                     return Outcome(ok=False, reason=f"{type(exc).__name__}: {one_line(exc)}")
 
     async def _attempt(self, session: Session, *, archive_all: bool, raw: bool) -> Outcome:
-        adopted = await self._record_written(session)
+        adopted = None
+        # An archive always looks: `recover()` reads only live transcripts.
+        if archive_all or not self._recovered or session.key in self._suspect:
+            self._suspect.add(session.key)
+            adopted = await self._record_written(session)
         keep = self.memory_window // 2
         chunk = choose_chunk(session.unconsolidated(), keep, archive_all=archive_all)
         if not chunk:
@@ -323,7 +337,9 @@ class Consolidator:
                         await self._record_written(session)
             except Exception:
                 # The session's next consolidation tries again; the start goes on.
+                self._suspect.add(key)
                 log.exception("%s: could not record the HISTORY.md entries a crash left", key)
+        self._recovered = True
 
     async def _ask_model(
         self, session: Session, chunk: list[dict[str, Any]], owner: bool
