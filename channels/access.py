@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingStore
+from clawgate.channels.pairing import CODE_TTL_SECONDS, MAX_PENDING_PER_CHANNEL, PairingStore
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import PairingError
 
@@ -73,9 +73,14 @@ class AccessPolicy:
         self._allowed = _Entries(config.allow_from)
         self._owners = _Entries(config.owners if config.owners is not None else config.allow_from)
         self._groups = {g.strip() for g in config.group_allow if g.strip()}
-        # sender id -> when they were last told how to pair. In memory: after a restart a
-        # stranger may hear it once more, which is harmless.
-        self._replied_at: dict[str, float] = {}
+        # sender id -> (the code they were told, None when capped; when). A new code (after a
+        # revoke, a deny, an expiry) is always told. In memory: after a restart a stranger
+        # may hear it once more, which is harmless.
+        self._replied_at: dict[str, tuple[str | None, float]] = {}
+
+    def has_owner(self) -> bool:
+        """True once this channel has an owner, from the config or approved through pairing."""
+        return bool(self._owners.ids) or self.store.has_owner(self.channel)
 
     def is_owner(self, user_id: str, username: str | None = None) -> bool:
         if self._owners.match(user_id, username):
@@ -102,30 +107,52 @@ class AccessPolicy:
         return any(str(chat_id) in self._groups for chat_id in chat_ids if chat_id)
 
     def _pairing(self, user_id: str, username: str | None) -> Decision:
+        owned = self.has_owner()
         try:
-            code = self.store.request(self.channel, user_id, username)
+            code = self.store.request(
+                self.channel, user_id, username, cap=MAX_PENDING_PER_CHANNEL if owned else None
+            )
         except PairingError as exc:
             # The owner must fix the store; meanwhile strangers stay out, quietly.
             log.warning("%s: pairing unavailable: %s", self.channel, exc)
             return Decision(None)
-        if code is None:
-            return Decision(None)
         now = self._clock()
-        last = self._replied_at.get(user_id)
-        if last is not None and now - last < PAIRING_REPLY_INTERVAL:
+        told, last = self._replied_at.get(user_id, (None, None))
+        if last is not None and told == code and now - last < PAIRING_REPLY_INTERVAL:
             return Decision(None)
         self._forget_before(now - PAIRING_REPLY_INTERVAL)
-        self._replied_at[user_id] = now
+        self._replied_at[user_id] = (code, now)
+        if code is None:
+            log.warning(
+                "%s: no pairing code for user %s%s: %d codes are already pending "
+                "(see clawgate pairing list; deny or clear makes room)",
+                self.channel,
+                user_id,
+                f" (@{username.removeprefix('@')})" if username else "",
+                MAX_PENDING_PER_CHANNEL,
+            )
+            return Decision(None)
         log.info("%s: pairing code sent to unknown user %s", self.channel, user_id)
-        return Decision(None, reply=pairing_message(self.channel, user_id, code))
+        return Decision(None, reply=pairing_message(self.channel, user_id, code, owned=owned))
 
     def _forget_before(self, cutoff: float) -> None:
-        for sender in [s for s, at in self._replied_at.items() if at <= cutoff]:
+        for sender in [s for s, (_, at) in self._replied_at.items() if at <= cutoff]:
             del self._replied_at[sender]
 
 
-def pairing_message(channel: str, user_id: str, code: str) -> str:
+def pairing_message(channel: str, user_id: str, code: str, *, owned: bool = True) -> str:
     hours = int(CODE_TTL_SECONDS // 3600)
+    if not owned:
+        # Whoever installed the bot is the one who writes first; tell them the command that
+        # makes them the owner, not one that makes them a guest of their own assistant.
+        return (
+            "I have no owner yet.\n"
+            f"Your {channel} user id: {user_id}\n"
+            f"Pairing code: {code}\n"
+            "If this is your assistant, run this where clawgate runs to become its owner:\n"
+            f"clawgate pairing approve {code} --owner\n"
+            f"The code expires in {hours} hour."
+        )
     return (
         "I only talk with people my owner has approved.\n"
         f"Your {channel} user id: {user_id}\n"
