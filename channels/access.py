@@ -18,6 +18,7 @@ from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import PairingError
 
 if TYPE_CHECKING:
+    from clawgate.channels.groups import SeenGroups
     from clawgate.kernel.config import _ChatChannelConfig
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,10 @@ class AccessPolicy:
         store: PairingStore,
         *,
         clock: Callable[[], float] = time.time,
+        seen_groups: SeenGroups | None = None,
     ) -> None:
         self.channel = channel
+        self.seen_groups = seen_groups
         self.config = config
         self.store = store
         self._clock = clock
@@ -105,6 +108,22 @@ class AccessPolicy:
     def group(self, *chat_ids: str) -> bool:
         """True when any given id (the chat; for Discord also the guild) is in group_allow."""
         return any(str(chat_id) in self._groups for chat_id in chat_ids if chat_id)
+
+    def unknown_group(
+        self,
+        group_id: str,
+        title: str,
+        sender_id: str,
+        sender_name: str,
+        *,
+        guild_id: str | None = None,
+    ) -> None:
+        """The bot was addressed in a group not in group_allow: logged, and kept for
+        `clawgate groups` (the owner has no other way to learn the group's id)."""
+        if self.seen_groups is not None:
+            self.seen_groups.note(
+                self.channel, group_id, title, sender_id, sender_name, guild_id=guild_id
+            )
 
     def _pairing(self, user_id: str, username: str | None) -> Decision:
         owned = self.has_owner()

@@ -39,6 +39,7 @@ from clawgate.channels.discord.sender import (
     Typing,
 )
 from clawgate.channels.discord.state import Watermarks
+from clawgate.channels.groups import SeenGroups
 from clawgate.channels.pairing import PairingStore
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
@@ -56,7 +57,8 @@ def create_channel(
     channel_config: DiscordConfig, bus: MessageBus, config: Config, **options: Any
 ) -> DiscordChannel:
     store = PairingStore(config.data_dir / "pairing.json")
-    policy = AccessPolicy("discord", channel_config, store)
+    groups = SeenGroups(config.data_dir / "groups.json")
+    policy = AccessPolicy("discord", channel_config, store, seen_groups=groups)
     return DiscordChannel(
         channel_config,
         bus,

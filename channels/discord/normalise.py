@@ -75,7 +75,17 @@ class Normaliser:
                 return None
             trust, mentioned = decision.trust, True
         else:
-            if not self.policy.group(*await self._group_ids(message, client)):
+            group_ids = await self._group_ids(message, client)
+            if not self.policy.group(*group_ids):
+                if _addresses_me(message, me):
+                    title = f"{message.guild.name} #{getattr(message.channel, 'name', '')}"
+                    self.policy.unknown_group(
+                        chat_id,
+                        title,
+                        str(message.author.id),
+                        message.author.display_name,
+                        guild_id=group_ids[1],
+                    )
                 return None
             trust, mentioned = Trust.GROUP, _addresses_me(message, me)
             self.group_chats.add(chat_id)

@@ -69,6 +69,9 @@ class Normaliser:
             trust, mentioned = decision.trust, True
         elif chat.type in ("group", "supergroup"):
             if not self.policy.group(str(chat.id), chat_id):
+                if self._addressed(msg, text):
+                    name = user.full_name or user.username or str(user.id)
+                    self.policy.unknown_group(str(chat.id), chat.title or "", str(user.id), name)
                 return None
             mentioned = self._addressed(msg, text)
             if self.settings.require_mention and not mentioned:

@@ -45,7 +45,7 @@ ChannelOption = Annotated[
 ]
 
 
-def _print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -75,7 +75,7 @@ def pairing_list(ctx: typer.Context) -> None:
     for p in pending:
         minutes = max(0, int((p.created_at + CODE_TTL_SECONDS - now) // 60))
         rows.append((p.channel, p.user_id, p.username or "-", p.code, f"{minutes} min"))
-    _print_table(("channel", "user id", "username", "code", "expires in"), rows)
+    print_table(("channel", "user id", "username", "code", "expires in"), rows)
     configured = _channels_with_configured_owner(cli_context(ctx).config())
     for channel in sorted({p.channel for p in pending}):
         if channel not in configured and not store.has_owner(channel):
@@ -190,4 +190,4 @@ def pairing_approved(
         )
         for a in sorted(approvals, key=lambda a: (a.channel, a.approved_at))
     ]
-    _print_table(("channel", "user id", "username", "role", "approved"), rows)
+    print_table(("channel", "user id", "username", "role", "approved"), rows)
