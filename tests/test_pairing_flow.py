@@ -47,7 +47,7 @@ def cli_for(tmp_path: Path, config: Config, monkeypatch: pytest.MonkeyPatch) -> 
     allow = ", ".join(f'"{entry}"' for entry in config.channels.telegram.allow_from)
     path.write_text(
         f'workspace = "{config.workspace}"\ndata_dir = "{config.data_dir}"\n'
-        f"[channels.telegram]\nallow_from = [{allow}]\n"
+        f"[channels.telegram]\nenabled = true\nallow_from = [{allow}]\n"
     )
     runner = CliRunner()
 
@@ -78,6 +78,8 @@ async def test_a_stranger_following_the_bots_instructions_becomes_the_owner(
 ) -> None:
     config = gateway_config(tmp_path, agent_config, telegram, owners=[])
     cli = cli_for(tmp_path, config, monkeypatch)
+    before = cli("pairing", "list").stdout
+    assert "telegram has no owner yet: send the bot a private message" in before
     async with TelegramGateway(config):
         telegram.user_says(4242, "hello", username="newcomer")
         reply = (await telegram.next_message(4242))["text"]

@@ -67,8 +67,17 @@ def pairing_list(ctx: typer.Context) -> None:
 
     store = _store(ctx)
     pending = store.pending()
+    config = cli_context(ctx).config()
+    configured = _channels_with_configured_owner(config)
     if not pending:
         typer.echo("no pending pairing requests")
+        for channel in ("telegram", "discord"):
+            enabled = getattr(config.channels, channel).enabled
+            if enabled and channel not in configured and not store.has_owner(channel):
+                typer.echo(
+                    f"{channel} has no owner yet: send the bot a private message, it answers "
+                    "with the command that makes you the owner"
+                )
         return
     now = time.time()
     rows = []
@@ -76,7 +85,6 @@ def pairing_list(ctx: typer.Context) -> None:
         minutes = max(0, int((p.created_at + CODE_TTL_SECONDS - now) // 60))
         rows.append((p.channel, p.user_id, p.username or "-", p.code, f"{minutes} min"))
     print_table(("channel", "user id", "username", "code", "expires in"), rows)
-    configured = _channels_with_configured_owner(cli_context(ctx).config())
     for channel in sorted({p.channel for p in pending}):
         if channel not in configured and not store.has_owner(channel):
             typer.echo(
