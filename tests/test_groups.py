@@ -174,3 +174,34 @@ async def test_a_discord_mention_in_another_server_is_recorded_with_its_guild(
     assert entry["channel"] == "discord" and entry["group_id"] == other
     assert entry["guild_id"] == guild and entry["title"] == "Elsewhere #random"
     assert f"mentioned in group {other} (Elsewhere #random)" in caplog.text
+
+
+async def test_an_allowed_group_mention_carries_the_chatter_before_it(
+    tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    channels = ChannelsConfig(telegram=telegram_config(telegram, group_context=2))
+    config = make_config(tmp_path, agent_config, channels=channels)
+    fake_llm.script(text("Noon works."), text("Sure."))
+    async with TelegramGateway(config):
+        for user_id, name, said in (
+            (3001, "Zed", "too old to be kept"),
+            (3002, "Bob", "lunch at noon?"),
+            (3003, "Carol", "I can't,\nmeeting"),
+        ):
+            telegram.user_says(
+                GROUP, said, user_id=user_id, first_name=name, chat_type="supergroup"
+            )
+        telegram.user_says(GROUP, f"{MENTION} what do you think?", chat_type="supergroup")
+        assert (await telegram.next_message(GROUP, timeout=60))["text"] == "Noon works."
+        telegram.user_says(GROUP, f"{MENTION} and tomorrow?", chat_type="supergroup")
+        assert (await telegram.next_message(GROUP))["text"] == "Sure."
+    first, second = (
+        [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+        for request in fake_llm.requests
+    )
+    assert first == (
+        "[Ann] Earlier in this group (not addressed to you):\n"
+        "> Bob: lunch at noon?\n> Carol: I can't,\n> Carol: meeting\n"
+        f"{MENTION} what do you think?"
+    )
+    assert second == f"[Ann] {MENTION} and tomorrow?"

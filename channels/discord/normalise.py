@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import discord
 
 from clawgate.channels.access import AccessPolicy
+from clawgate.channels.chatter import RecentChatter
 from clawgate.channels.discord.media import MediaSaver
 from clawgate.channels.discord.state import Watermarks
 from clawgate.kernel.bus import InboundMessage, Trust
@@ -47,6 +48,7 @@ class Normaliser:
         self._watermarks = watermarks
         self._media = media
         self._reply = reply
+        self._chatter = RecentChatter(config.group_context)
         # Channels seen as guild channels: replies there quote the message they answer.
         self.group_chats: set[str] = set()
         self._parents: dict[int, int | None] = {}
@@ -90,6 +92,7 @@ class Normaliser:
             trust, mentioned = Trust.GROUP, _addresses_me(message, me)
             self.group_chats.add(chat_id)
             if self.config.require_mention and not mentioned:
+                self._chatter.keep(chat_id, message.author.display_name, message.content)
                 self._watermarks.note_seen(chat_id, message.id)
                 return None
         text = _text(message, me)
@@ -98,6 +101,8 @@ class Normaliser:
         if not text:
             self._watermarks.note_seen(chat_id, message.id)
             return None
+        if trust is Trust.GROUP and not text.startswith("/"):
+            text = self._chatter.with_context(chat_id, text)
         reply_to = message.reference.message_id if message.reference else None
         return InboundMessage(
             channel="discord",

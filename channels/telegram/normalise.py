@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clawgate.channels.access import AccessPolicy
+from clawgate.channels.chatter import RecentChatter
 from clawgate.channels.telegram import ids
 from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.kernel.bus import InboundMessage, Trust
@@ -50,6 +51,7 @@ class Normaliser:
         self.identity = identity
         self._media = media
         self._reply = reply
+        self._chatter = RecentChatter(settings.group_context)
 
     async def normalise(self, update: Update) -> InboundMessage | None:
         msg = update.message or update.edited_message
@@ -75,6 +77,7 @@ class Normaliser:
                 return None
             mentioned = self._addressed(msg, text)
             if self.settings.require_mention and not mentioned:
+                self._chatter.keep(chat_id, user.full_name or user.username or str(user.id), text)
                 return None
             trust = Trust.GROUP
         else:
@@ -90,6 +93,8 @@ class Normaliser:
             body = f"{quote}\n{body}"
         if notes:
             body = "\n".join([body, *notes]) if body else "\n".join(notes)
+        if trust is Trust.GROUP and not text.startswith("/"):
+            body = self._chatter.with_context(chat_id, body)
         reply = msg.reply_to_message
         return InboundMessage(
             channel="telegram",

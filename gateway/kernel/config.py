@@ -94,6 +94,9 @@ class _ChatChannelConfig(_Section):
     # Group chats served (Discord: guild or channel ids); none by default.
     group_allow: IdList = Field(default_factory=list)
     require_mention: bool = True
+    # In an allowed group, how many recent messages that did not address the bot go along
+    # with the next one that does, as context (0: none).
+    group_context: int = Field(10, ge=0, le=100)
     proxy: str | None = None
 
     @model_validator(mode="after")
