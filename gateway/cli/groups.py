@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 CHANNELS = ("telegram", "discord")
 
 groups_app = typer.Typer(
-    help="Groups that mentioned the bot, with their ids; let one in.",
+    help="Groups that mentioned the bot, with their ids; `allow` lets one in.",
     invoke_without_command=True,
 )
 

@@ -150,7 +150,9 @@ def pairing_deny(
     ctx: typer.Context,
     code: Annotated[str, typer.Argument(help="The code of the request to drop.")],
 ) -> None:
-    """Drop a pending request (if they write again they get a new code)."""
+    """Drop a pending request.
+
+    If they write again, they get a new code."""
     dropped = _store(ctx).deny(code)
     typer.echo(f"denied {dropped.who} (code {dropped.code})")
 

@@ -53,7 +53,7 @@ LAZY_SUB_APPS = {
     "groups": (
         "clawgate.gateway.cli.groups",
         "groups_app",
-        "Groups that mentioned the bot, with their ids; let one in.",
+        "Groups that mentioned the bot, with their ids; `allow` lets one in.",
     ),
     "service": ("clawgate.gateway.cli.ops", "service_app", "Run the gateway as a systemd service."),
     "cron": (
