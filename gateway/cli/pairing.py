@@ -89,7 +89,8 @@ def pairing_list(ctx: typer.Context) -> None:
         if channel not in configured and not store.has_owner(channel):
             typer.echo(
                 f"{channel} has no owner yet: `clawgate pairing approve CODE` makes that person "
-                "the owner (add --allowed for a plain user)"
+                "the owner (add --allowed for a plain user); the bot told you your user id, "
+                "check it is yours"
             )
 
 
