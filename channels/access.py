@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.channels.pairing import CODE_TTL_SECONDS, PairingStore
+from clawgate.channels.pairing import CODE_TTL_SECONDS, MAX_PENDING_PER_CHANNEL, PairingStore
 from clawgate.kernel.bus import ChatFacts, Trust
 from clawgate.kernel.errors import PairingError
 
 if TYPE_CHECKING:
+    from clawgate.channels.groups import SeenGroups
     from clawgate.kernel.config import Config, _ChatChannelConfig
 
 log = logging.getLogger(__name__)
@@ -82,18 +83,25 @@ class AccessPolicy:
         store: PairingStore,
         *,
         clock: Callable[[], float] = time.time,
+        seen_groups: SeenGroups | None = None,
     ) -> None:
         self.channel = channel
         self.config = config
         self.store = store
+        self.seen_groups = seen_groups
         self._clock = clock
         self._allowed = _Entries(config.allow_from)
         self._owners = _Entries(config.owners if config.owners is not None else config.allow_from)
         self._groups = {g.strip() for g in config.group_allow if g.strip()}
         self._names = channel in USERNAME_CHANNELS
-        # sender id -> when they were last told how to pair. In memory: after a restart a
-        # stranger may hear it once more, which is harmless.
-        self._replied_at: dict[str, float] = {}
+        # sender id -> (the code they were told, None when capped; when). A new code (after a
+        # revoke, a deny, an expiry) is always told. In memory: after a restart a stranger
+        # may hear it once more, which is harmless.
+        self._replied_at: dict[str, tuple[str | None, float]] = {}
+
+    def has_owner(self) -> bool:
+        """True once this channel has an owner, from the config or approved through pairing."""
+        return bool(self._owners.ids) or self.store.has_owner(self.channel)
 
     def trust(self, facts: ChatFacts) -> Trust | None:
         """The trust the current rules give a chat with these facts; None: not served."""
@@ -132,26 +140,53 @@ class AccessPolicy:
         """True when any given id (the chat; for Discord also the guild) is in group_allow."""
         return any(str(chat_id) in self._groups for chat_id in chat_ids if chat_id)
 
+    def unknown_group(
+        self,
+        group_id: str,
+        title: str,
+        sender_id: str,
+        sender_name: str,
+        *,
+        guild_id: str | None = None,
+    ) -> None:
+        """The bot was addressed in a group not in group_allow: logged, and kept for
+        `clawgate groups` (the owner has no other way to learn the group's id)."""
+        if self.seen_groups is not None:
+            self.seen_groups.note(
+                self.channel, group_id, title, sender_id, sender_name, guild_id=guild_id
+            )
+
     def _pairing(self, user_id: str, username: str | None) -> Decision:
+        owned = self.has_owner()
         try:
-            code = self.store.request(self.channel, user_id, username)
+            code = self.store.request(
+                self.channel, user_id, username, cap=MAX_PENDING_PER_CHANNEL if owned else None
+            )
         except PairingError as exc:
             # The owner must fix the store; meanwhile strangers stay out, quietly.
             log.warning("%s: pairing unavailable: %s", self.channel, exc)
             return Decision(None)
-        if code is None:
-            return Decision(None)
         now = self._clock()
-        last = self._replied_at.get(user_id)
-        if last is not None and now - last < PAIRING_REPLY_INTERVAL:
+        told, last = self._replied_at.get(user_id, (None, None))
+        if last is not None and told == code and now - last < PAIRING_REPLY_INTERVAL:
             return Decision(None)
         self._forget_before(now - PAIRING_REPLY_INTERVAL)
-        self._replied_at[user_id] = now
+        self._replied_at[user_id] = (code, now)
+        if code is None:
+            log.warning(
+                "%s: no pairing code for user %s%s: %d codes are already pending "
+                "(see clawgate pairing list; deny or clear makes room)",
+                self.channel,
+                user_id,
+                f" (@{username.removeprefix('@')})" if username else "",
+                MAX_PENDING_PER_CHANNEL,
+            )
+            return Decision(None)
         log.info("%s: pairing code sent to unknown user %s", self.channel, user_id)
-        return Decision(None, reply=pairing_message(self.channel, user_id, code))
+        return Decision(None, reply=pairing_message(self.channel, user_id, code, owned=owned))
 
     def _forget_before(self, cutoff: float) -> None:
-        for sender in [s for s, at in self._replied_at.items() if at <= cutoff]:
+        for sender in [s for s, (_, at) in self._replied_at.items() if at <= cutoff]:
             del self._replied_at[sender]
 
 
@@ -201,8 +236,19 @@ class Trusts:
         return self.decide(channel, facts, recorded)
 
 
-def pairing_message(channel: str, user_id: str, code: str) -> str:
+def pairing_message(channel: str, user_id: str, code: str, *, owned: bool = True) -> str:
     hours = int(CODE_TTL_SECONDS // 3600)
+    if not owned:
+        # Whoever installed the bot is the one who writes first; tell them the command that
+        # makes them the owner, not one that makes them a guest of their own assistant.
+        return (
+            "I have no owner yet.\n"
+            f"Your {channel} user id: {user_id}\n"
+            f"Pairing code: {code}\n"
+            "If this is your assistant, run this where clawgate runs to become its owner:\n"
+            f"clawgate pairing approve {code} --owner\n"
+            f"The code expires in {hours} hour."
+        )
     return (
         "I only talk with people my owner has approved.\n"
         f"Your {channel} user id: {user_id}\n"

@@ -12,9 +12,9 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,10 @@ class PendingPairing:
     code: str
     created_at: float
 
+    @property
+    def who(self) -> str:
+        return _who(self.channel, self.user_id, self.username)
+
 
 @dataclass(frozen=True)
 class Approval:
@@ -47,6 +51,17 @@ class Approval:
     username: str | None
     owner: bool
     approved_at: float
+    # The code it was approved with, so approving it again can say what happened instead
+    # of "no pending pairing". None in files written before codes were kept.
+    code: str | None = None
+
+    @property
+    def who(self) -> str:
+        return _who(self.channel, self.user_id, self.username)
+
+    @property
+    def role(self) -> str:
+        return "an owner" if self.owner else "an allowed user"
 
 
 @dataclass
@@ -106,17 +121,30 @@ class PairingStore:
                 return approval
         return None
 
+    def has_owner(self, channel: str) -> bool:
+        """True when someone was approved as an owner of this channel through pairing."""
+        return any(a.owner and a.channel == channel for a in self._current().approved)
+
     # -- writing ---------------------------------------------------------------------------
 
-    def request(self, channel: str, user_id: str, username: str | None) -> str | None:
-        """The sender's pending code (a new one if needed); None if the channel has 3 pending."""
+    def request(
+        self,
+        channel: str,
+        user_id: str,
+        username: str | None,
+        *,
+        cap: int | None = MAX_PENDING_PER_CHANNEL,
+    ) -> str | None:
+        """The sender's pending code (a new one if needed); None if the channel already has
+        `cap` pending codes. No cap (None) while the channel has no owner: strangers must not
+        be able to lock the owner out of their own first pairing."""
         # Strangers can message at any rate; answer from the cached state when it already
         # decides the outcome, so they cost a stat and no lock or write.
-        decided, code = self._request_outcome(self._current(), channel, user_id)
+        decided, code = self._request_outcome(self._current(), channel, user_id, cap)
         if decided:
             return code
         with self._locked() as state:
-            decided, code = self._request_outcome(state, channel, user_id)
+            decided, code = self._request_outcome(state, channel, user_id, cap)
             if decided:
                 return code
             taken = {p.code for p in state.pending}
@@ -125,16 +153,24 @@ class PairingStore:
             self._save(state)
             return code
 
-    def approve(self, code: str, *, owner: bool = False) -> Approval:
+    def approve(
+        self, code: str, *, owner: bool | None = False, owned_channels: Container[str] = ()
+    ) -> Approval:
+        """Approve the person who was sent `code`. `owner=None` makes them the owner when
+        their channel has none yet (neither in `owned_channels`, the channels whose config
+        names an owner, nor through an earlier approval): the first approval is the owner's."""
         wanted = normalize_code(code)
         with self._locked() as state:
             match = next((p for p in state.pending if p.code == wanted), None)
             if match is None:
-                raise PairingError(
-                    f"no pending pairing with code {wanted} "
-                    f"(codes expire after {int(CODE_TTL_SECONDS // 3600)} hour)"
+                raise PairingError(_unknown_code_message(wanted, state.approved))
+            if owner is None:
+                owner = match.channel not in owned_channels and not any(
+                    a.owner and a.channel == match.channel for a in state.approved
                 )
-            approval = Approval(match.channel, match.user_id, match.username, owner, self._clock())
+            approval = Approval(
+                match.channel, match.user_id, match.username, owner, self._clock(), match.code
+            )
             state.pending = [p for p in state.pending if p is not match]
             # Approving again (say, with --owner) replaces the earlier approval.
             state.approved = [
@@ -146,20 +182,48 @@ class PairingStore:
             self._save(state)
             return approval
 
+    def set_owner(self, user: str, channel: str | None, owner: bool) -> list[Approval]:
+        """Promote (or demote) an approved person; the changed approvals are returned."""
+        matches = _matcher(user, channel)
+        with self._locked() as state:
+            found = [a for a in state.approved if matches(a)]
+            if not found:
+                where = f" on {channel}" if channel else ""
+                raise PairingError(
+                    f"no approved user {user}{where} (approve their pairing code first; "
+                    "owners named in the config are changed there)"
+                )
+            changed = [replace(a, owner=owner) for a in found]
+            state.approved = [a for a in state.approved if not matches(a)] + changed
+            self._save(state)
+            return changed
+
+    def deny(self, code: str) -> PendingPairing:
+        """Drop one pending request; the person gets a new code if they write again."""
+        wanted = normalize_code(code)
+        with self._locked() as state:
+            match = next((p for p in state.pending if p.code == wanted), None)
+            if match is None:
+                raise PairingError(_unknown_code_message(wanted, state.approved))
+            state.pending = [p for p in state.pending if p is not match]
+            self._save(state)
+            return match
+
+    def clear(self, channel: str | None = None) -> list[PendingPairing]:
+        """Drop every pending request (of one channel, or all); the dropped ones are returned."""
+        with self._locked() as state:
+            dropped = [p for p in state.pending if channel is None or p.channel == channel]
+            if dropped:
+                state.pending = [p for p in state.pending if p not in dropped]
+                self._save(state)
+            return dropped
+
     def revoke(self, user_id: str, channel: str | None = None) -> list[Approval]:
         """Remove the user's approvals (on one channel or all); the removed ones are returned.
 
         `user_id` may also be a username ("@alice"), since that is what the owner remembers.
         """
-        wanted_name = user_id.strip().removeprefix("@").casefold()
-
-        def matches(a: Approval) -> bool:
-            if channel is not None and a.channel != channel:
-                return False
-            return a.user_id == user_id or (
-                a.username is not None and a.username.removeprefix("@").casefold() == wanted_name
-            )
-
+        matches = _matcher(user_id, channel)
         with self._locked() as state:
             removed = [a for a in state.approved if matches(a)]
             if not removed:
@@ -172,14 +236,14 @@ class PairingStore:
     # -- internals -------------------------------------------------------------------------
 
     def _request_outcome(
-        self, state: _State, channel: str, user_id: str
+        self, state: _State, channel: str, user_id: str, cap: int | None
     ) -> tuple[bool, str | None]:
         now = self._clock()
         live = [p for p in state.pending if p.channel == channel and not self._expired(p, now)]
         for pending in live:
             if pending.user_id == user_id:
                 return True, pending.code
-        if len(live) >= MAX_PENDING_PER_CHANNEL:
+        if cap is not None and len(live) >= cap:
             return True, None
         return False, None
 
@@ -262,6 +326,40 @@ class PairingStore:
         self._loaded = True
 
 
+def _who(channel: str, user_id: str, username: str | None) -> str:
+    name = f" (@{username.removeprefix('@')})" if username else ""
+    return f"{channel} user {user_id}{name}"
+
+
+def _matcher(user: str, channel: str | None) -> Callable[[Approval], bool]:
+    """Approvals of `user`, given as an id or a username ("@alice": what the owner remembers)."""
+    wanted_name = user.strip().removeprefix("@").casefold()
+
+    def matches(a: Approval) -> bool:
+        if channel is not None and a.channel != channel:
+            return False
+        return a.user_id == user or (
+            a.username is not None and a.username.removeprefix("@").casefold() == wanted_name
+        )
+
+    return matches
+
+
+def _unknown_code_message(code: str, approved: list[Approval]) -> str:
+    used = next((a for a in approved if a.code == code), None)
+    if used is None:
+        return (
+            f"no pending pairing with code {code} "
+            f"(codes expire after {int(CODE_TTL_SECONDS // 3600)} hour)"
+        )
+    if used.owner:
+        return f"code {code} was already used: {used.who} is already approved as an owner"
+    return (
+        f"code {code} was already used: {used.who} is already approved as an allowed user; "
+        f"to make them owner: clawgate pairing promote {used.user_id}"
+    )
+
+
 def _new_code(taken: set[str]) -> str:
     while True:
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
@@ -292,6 +390,7 @@ def _parse(data: Any) -> _State:
                 username=_optional_str(item.get("username")),
                 owner=bool(item.get("owner", False)),
                 approved_at=float(item["approved_at"]),
+                code=_optional_str(item.get("code")),
             )
             for item in data.get("approved", [])
         ]

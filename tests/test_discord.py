@@ -261,7 +261,9 @@ async def test_catch_up_after_downtime_answers_each_missed_message_once(
 
     async with world.running():
         assert (await fake.next_message(world.owner_dm)).content == "re: missed 1"
-        assert (await fake.next_message(world.general)).content == "re: missed 2"
+        # The unaddressed chatter before it goes along as context (channels/chatter.py).
+        context = "Earlier in this group (not addressed to you):\n> bob: chatter\n"
+        assert (await fake.next_message(world.general)).content == f"re: {context}missed 2"
         assert (await fake.next_message(world.owner_dm)).content == "re: missed 3"
     assert len(fake_llm.requests) == 5
 

@@ -49,6 +49,7 @@ from clawgate.channels.discord.sender import (
     Typing,
 )
 from clawgate.channels.discord.state import Watermarks
+from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
 from clawgate.channels.pairing import PairingStore
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
@@ -67,7 +68,8 @@ def create_channel(
     channel_config: DiscordConfig, bus: MessageBus, config: Config, **options: Any
 ) -> DiscordChannel:
     store = PairingStore(config.data_dir / "pairing.json")
-    policy = AccessPolicy("discord", channel_config, store)
+    groups = SeenGroups(config.data_dir / "groups.json")
+    policy = AccessPolicy("discord", channel_config, store, seen_groups=groups)
     return DiscordChannel(
         channel_config,
         bus,

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import discord
 
 from clawgate.channels.access import AccessPolicy
+from clawgate.channels.chatter import RecentChatter
 from clawgate.channels.discord.media import MediaSaver
 from clawgate.channels.discord.state import Watermarks
-from clawgate.kernel.bus import ChatFacts, InboundMessage
+from clawgate.kernel.bus import ChatFacts, InboundMessage, Trust
 from clawgate.kernel.errors import ChannelError
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Normaliser:
         self._watermarks = watermarks
         self._media = media
         self._reply = reply
+        self._chatter = RecentChatter(config.group_context)
         # Channels seen as guild channels: replies there quote the message they answer.
         self.group_chats: set[str] = set()
         self._parents: dict[int, int | None] = {}
@@ -72,12 +74,23 @@ class Normaliser:
             except ChannelError as exc:
                 log.warning("discord: pairing reply to %s not sent: %s", chat_id, exc)
         if decision.trust is None:
+            if not facts.private and _addresses_me(message, me):
+                guild = message.guild
+                title = f"{guild.name if guild else '?'} #{getattr(message.channel, 'name', '')}"
+                self.policy.unknown_group(
+                    chat_id,
+                    title,
+                    str(message.author.id),
+                    message.author.display_name,
+                    guild_id=facts.group_ids[1] if len(facts.group_ids) > 1 else None,
+                )
             return None
         trust, mentioned = decision.trust, True
         if not facts.private:
             mentioned = _addresses_me(message, me)
             self.group_chats.add(chat_id)
             if self.config.require_mention and not mentioned:
+                self._chatter.keep(chat_id, message.author.display_name, message.content)
                 self._watermarks.note_seen(chat_id, message.id)
                 return None
         text = _text(message, me)
@@ -86,6 +99,8 @@ class Normaliser:
         if not text:
             self._watermarks.note_seen(chat_id, message.id)
             return None
+        if trust is Trust.GROUP and not text.startswith("/"):
+            text = self._chatter.with_context(chat_id, text)
         reply_to = message.reference.message_id if message.reference else None
         return InboundMessage(
             channel="discord",

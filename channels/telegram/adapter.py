@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import Channel
+from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import is_stop
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram.format import MAX_MESSAGE_UNITS
@@ -74,7 +75,8 @@ def create_channel(
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     store = PairingStore(config.data_dir / "pairing.json")
-    policy = AccessPolicy("telegram", channel_config, store)
+    groups = SeenGroups(config.data_dir / "groups.json")
+    policy = AccessPolicy("telegram", channel_config, store, seen_groups=groups)
     return TelegramChannel(
         bus,
         channel_config,

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clawgate.channels.access import AccessPolicy
+from clawgate.channels.chatter import RecentChatter
 from clawgate.channels.telegram import ids
 from clawgate.channels.telegram.media import MediaFetcher
-from clawgate.kernel.bus import ChatFacts, InboundMessage
+from clawgate.kernel.bus import ChatFacts, InboundMessage, Trust
 
 if TYPE_CHECKING:
     from telegram import Message, Update
@@ -50,6 +51,7 @@ class Normaliser:
         self.identity = identity
         self._media = media
         self._reply = reply
+        self._chatter = RecentChatter(settings.group_context)
 
     async def normalise(self, update: Update) -> InboundMessage | None:
         msg = update.message or update.edited_message
@@ -75,11 +77,15 @@ class Normaliser:
         if decision.reply:
             await self._reply(chat.id, decision.reply)
         if decision.trust is None:
+            if not facts.private and self._addressed(msg, text):
+                name = user.full_name or user.username or str(user.id)
+                self.policy.unknown_group(str(chat.id), chat.title or "", str(user.id), name)
             return None
         trust, mentioned = decision.trust, True
         if not facts.private:
             mentioned = self._addressed(msg, text)
             if self.settings.require_mention and not mentioned:
+                self._chatter.keep(chat_id, user.full_name or user.username or str(user.id), text)
                 return None
         media, notes = await self._media.fetch(msg, chat_id, trust)
         if not text and not media:
@@ -92,6 +98,8 @@ class Normaliser:
             body = f"{quote}\n{body}"
         if notes:
             body = "\n".join([body, *notes]) if body else "\n".join(notes)
+        if trust is Trust.GROUP and not text.startswith("/"):
+            body = self._chatter.with_context(chat_id, body)
         reply = msg.reply_to_message
         return InboundMessage(
             channel="telegram",

@@ -39,6 +39,8 @@ Commands:
   sessions      Inspect conversation transcripts.
   memory        Read long-term memory and check that nothing was lost.
   pairing       Approve who may chat with the assistant in private.
+  groups        Groups that mentioned the bot, with their ids; `allow` lets
+                one in.
   service       Run the gateway as a systemd service.
   cron          Scheduled jobs: reminders and recurring tasks the assistant
                 runs for you.

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context
+from clawgate.gateway.cli.context import cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
+    from clawgate.kernel.config import Config
 
 pairing_app = typer.Typer(
     help="Approve who may chat with the assistant in private.", no_args_is_help=True
@@ -27,12 +28,24 @@ def _store(ctx: typer.Context) -> PairingStore:
     return PairingStore(config.data_dir / "pairing.json")
 
 
-def _who(channel: str, user_id: str, username: str | None) -> str:
-    name = f" (@{username.removeprefix('@')})" if username else ""
-    return f"{channel} user {user_id}{name}"
+def _channels_with_configured_owner(config: Config) -> frozenset[str]:
+    """Channels whose config names an owner (`owners`, else the `allow_from` entries;
+    "*" never makes an owner)."""
+    found = set()
+    for name in ("telegram", "discord"):
+        settings = getattr(config.channels, name)
+        entries = settings.owners if settings.owners is not None else settings.allow_from
+        if any(e.strip() and e.strip() != "*" for e in entries):
+            found.add(name)
+    return frozenset(found)
 
 
-def _print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+ChannelOption = Annotated[
+    str | None, typer.Option("--channel", help="Only on this channel, e.g. telegram.")
+]
+
+
+def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -52,16 +65,33 @@ def pairing_list(ctx: typer.Context) -> None:
 
     from clawgate.channels.pairing import CODE_TTL_SECONDS
 
-    pending = _store(ctx).pending()
+    store = _store(ctx)
+    pending = store.pending()
+    config = cli_context(ctx).config()
+    configured = _channels_with_configured_owner(config)
     if not pending:
         typer.echo("no pending pairing requests")
+        for channel in ("telegram", "discord"):
+            enabled = getattr(config.channels, channel).enabled
+            if enabled and channel not in configured and not store.has_owner(channel):
+                typer.echo(
+                    f"{channel} has no owner yet: send the bot a private message, it answers "
+                    "with the command that makes you the owner"
+                )
         return
     now = time.time()
     rows = []
     for p in pending:
         minutes = max(0, int((p.created_at + CODE_TTL_SECONDS - now) // 60))
         rows.append((p.channel, p.user_id, p.username or "-", p.code, f"{minutes} min"))
-    _print_table(("channel", "user id", "username", "code", "expires in"), rows)
+    print_table(("channel", "user id", "username", "code", "expires in"), rows)
+    for channel in sorted({p.channel for p in pending}):
+        if channel not in configured and not store.has_owner(channel):
+            typer.echo(
+                f"{channel} has no owner yet: `clawgate pairing approve CODE` makes that person "
+                "the owner (add --allowed for a plain user); the bot told you your user id, "
+                "check it is yours"
+            )
 
 
 @pairing_app.command("approve")
@@ -71,34 +101,90 @@ def pairing_approve(
     owner: Annotated[
         bool, typer.Option("--owner", help="Make them an owner: they get your private memory.")
     ] = False,
+    allowed: Annotated[
+        bool,
+        typer.Option("--allowed", help="A plain user, even when the channel has no owner yet."),
+    ] = False,
 ) -> None:
-    """Let the person who was sent CODE chat with the assistant."""
-    approval = _store(ctx).approve(code, owner=owner)
-    role = "an owner" if approval.owner else "an allowed user"
-    who = _who(approval.channel, approval.user_id, approval.username)
-    typer.echo(f"approved {who} as {role}; they can chat now")
+    """Let the person who was sent CODE chat with the assistant. While a channel has no owner,
+    the first person approved becomes its owner (unless --allowed)."""
+    if owner and allowed:
+        fail("--owner and --allowed exclude each other")
+    role: bool | None = True if owner else False if allowed else None
+    approval = _store(ctx).approve(
+        code, owner=role, owned_channels=_channels_with_configured_owner(cli_context(ctx).config())
+    )
+    if role is None and approval.owner:
+        typer.echo(
+            f"approved {approval.who} as the owner (the first approval makes the owner; "
+            f"`clawgate pairing demote {approval.user_id}` makes them a plain user); "
+            "they can chat now"
+        )
+        return
+    typer.echo(f"approved {approval.who} as {approval.role}; they can chat now")
+
+
+@pairing_app.command("promote")
+def pairing_promote(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
+    channel: ChannelOption = None,
+) -> None:
+    """Make an approved person an owner: they get your private memory."""
+    for approval in _store(ctx).set_owner(user, channel, True):
+        typer.echo(f"{approval.who} is now an owner")
+
+
+@pairing_app.command("demote")
+def pairing_demote(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
+    channel: ChannelOption = None,
+) -> None:
+    """Make an owner approved through pairing a plain allowed user."""
+    for approval in _store(ctx).set_owner(user, channel, False):
+        typer.echo(f"{approval.who} is now an allowed user")
+
+
+@pairing_app.command("deny")
+def pairing_deny(
+    ctx: typer.Context,
+    code: Annotated[str, typer.Argument(help="The code of the request to drop.")],
+) -> None:
+    """Drop a pending request.
+
+    If they write again, they get a new code."""
+    dropped = _store(ctx).deny(code)
+    typer.echo(f"denied {dropped.who} (code {dropped.code})")
+
+
+@pairing_app.command("clear")
+def pairing_clear(ctx: typer.Context, channel: ChannelOption = None) -> None:
+    """Drop every pending request."""
+    dropped = _store(ctx).clear(channel)
+    if not dropped:
+        typer.echo("no pending pairing requests")
+        return
+    for pending in dropped:
+        typer.echo(f"dropped {pending.who} (code {pending.code})")
 
 
 @pairing_app.command("revoke")
 def pairing_revoke(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(help="Their user id (or @username).")],
-    channel: Annotated[
-        str | None, typer.Option("--channel", help="Only on this channel, e.g. telegram.")
-    ] = None,
+    channel: ChannelOption = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
     removed = _store(ctx).revoke(user_id, channel)
     for approval in removed:
-        typer.echo(f"revoked {_who(approval.channel, approval.user_id, approval.username)}")
+        typer.echo(f"revoked {approval.who}")
 
 
 @pairing_app.command("approved")
 def pairing_approved(
     ctx: typer.Context,
-    channel: Annotated[
-        str | None, typer.Option("--channel", help="Only this channel, e.g. telegram.")
-    ] = None,
+    channel: ChannelOption = None,
 ) -> None:
     """Everyone approved through pairing (allow_from in the config comes on top)."""
     approvals: list[Approval] = _store(ctx).approved(channel)
@@ -115,4 +201,4 @@ def pairing_approved(
         )
         for a in sorted(approvals, key=lambda a: (a.channel, a.approved_at))
     ]
-    _print_table(("channel", "user id", "username", "role", "approved"), rows)
+    print_table(("channel", "user id", "username", "role", "approved"), rows)

@@ -49,6 +49,11 @@ LAZY_SUB_APPS = {
         "pairing_app",
         "Approve who may chat with the assistant in private.",
     ),
+    "groups": (
+        "clawgate.gateway.cli.groups",
+        "groups_app",
+        "Groups that mentioned the bot, with their ids; `allow` lets one in.",
+    ),
     "service": ("clawgate.gateway.cli.ops", "service_app", "Run the gateway as a systemd service."),
     "cron": (
         "clawgate.gateway.cli.cron",

@@ -99,6 +99,9 @@ class _ChatChannelConfig(_Section):
     # other people's words; none by default (Discord: channel ids).
     share_group_memory: IdList = Field(default_factory=list)
     require_mention: bool = True
+    # In an allowed group, how many recent messages that did not address the bot go along
+    # with the next one that does, as context (0: none).
+    group_context: int = Field(10, ge=0, le=100)
     proxy: str | None = None
 
     @model_validator(mode="after")
