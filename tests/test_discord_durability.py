@@ -99,11 +99,14 @@ async def test_a_mention_after_more_than_a_page_of_chatter_is_answered_at_the_re
     await fake.user_says(world.general, "more chatter", author_id=MEMBER, username="bob")
 
     async with world.running() as running:
-        assert (await fake.next_message(world.general, REPLY_TIMEOUT)).content == (
-            "re: after the chatter"
-        )
+        reply = (await fake.next_message(world.general, REPLY_TIMEOUT)).content
+        # The chatter before it rides along as quoted group context (`group_context`).
+        assert reply.startswith("re: ") and reply.endswith("after the chatter")
         assert await running.gateway.dispatcher.wait_idle(10)
-    assert asked(fake_llm) == ["[bob] before", "[bob] after the chatter"]
+    before, after = asked(fake_llm)
+    assert before == "[bob] before"
+    assert after.startswith("[bob] ") and after.endswith("\nafter the chatter")
+    assert "> bob: chatter 249" in after  # the newest chatter, quoted as context
     pages = fake.count(f"GET /channels/{world.general}/messages")
     assert pages >= 3  # every page after the watermark, not the oldest 100
 
