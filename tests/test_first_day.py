@@ -7,6 +7,7 @@ cancelling a slow turn beside the running gateway."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import tomllib
@@ -34,6 +35,7 @@ ANSWERS = {
     "anyone here?": "Hello, group.",
 }
 HELD = "tell me a long story"
+README = Path(__file__).parent.parent / "README.md"
 
 
 def before_onboard(home: Path, telegram: FakeTelegram) -> Path:
@@ -48,6 +50,13 @@ def before_onboard(home: Path, telegram: FakeTelegram) -> Path:
         "poll_timeout = 1\n"
     )
     return path
+
+
+def quick_start_steps() -> list[str]:
+    """The clawgate subcommands the README's quick start runs, in order."""
+    block = README.read_text(encoding="utf-8").split("<!-- run-command -->", 1)[1]
+    command = block.split("```")[1]
+    return re.findall(r"clawgate (\w+)", command)
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -115,6 +124,8 @@ async def onboard(home: Path, fake_llm: FakeLLM) -> str:
 
 
 async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram) -> None:
+    # The README's quick start is this test's first two steps.
+    assert quick_start_steps() == ["onboard", "gateway"]
     home = tmp_path
     never = asyncio.Event()  # the held reply is never released
     fake_llm.handler = model(never)
@@ -185,7 +196,8 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
         assert refusal["text"] == "Only the owner can change the model here."
         assert len(fake_llm.requests) == asked, "the refused switch was not checked live"
 
-        # 7. The terminal beside the gateway: a slow turn cancelled with /stop.
+        # 7. The terminal beside the gateway (it holds the workspace lock, so the terminal
+        # talks through its control socket): a slow turn cancelled with /stop.
         terminal = await Terminal().start(home, "agent")
         try:
             await terminal.expect(r"you> ", REPLY_TIMEOUT)
@@ -200,5 +212,9 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
         finally:
             await terminal.close()
         assert "Too late." not in terminal.seen
+    session = home / ".clawgate" / "workspace" / "sessions" / "cli_default.jsonl"
+    said = [json.loads(line) for line in session.read_text(encoding="utf-8").splitlines()]
+    said = [(r["role"], r["content"]) for r in said if "role" in r]
+    assert said == [("user", HELD)], "the stopped turn left no reply behind"
     assert fake_llm.unscripted == 0
     assert not any("(unexpected" in m["text"] for m in telegram.sent), telegram.sent
