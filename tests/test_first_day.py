@@ -171,6 +171,7 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
     code, shown = await run_cli(home, "groups", "allow", str(GROUP))
     assert code == 0, shown
     assert f"added {GROUP} to [channels.telegram] group_allow" in shown
+    assert "restart the gateway to apply it" in shown, "which the next step does"
 
     async with gateway(home):
         telegram.user_says(
