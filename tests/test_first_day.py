@@ -156,7 +156,7 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
         # 5. A group nobody allowed: the mention is logged with the id to allow.
         telegram.user_says(
             GROUP,
-            f"{MENTION} anyone here?",
+            f"{MENTION} is this thing on?",  # never answered, not even after the allow
             user_id=MEMBER,
             first_name="Bob",
             chat_type="supergroup",
