@@ -1,0 +1,221 @@
+"""A newcomer's whole first day (issue 15), every step the real console script from an empty
+HOME against the loopback fakes: interactive onboard on a pty, the gateway, pairing as the
+owner by following the bot's own reply, an answer, a group found through its logged id and
+let in with `clawgate groups allow`, a member's `/model` refused, and the terminal's `/stop`
+cancelling a slow turn beside the running gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
+from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
+from tests.process import ClawgateProcess
+from tests.pty_terminal import Terminal
+
+NEWCOMER = 4242  # writes to the bot first, so becomes its owner
+MEMBER = 5005
+GROUP = -100777
+MENTION = f"@{BOT_USERNAME}"
+START_TIMEOUT = 60.0
+REPLY_TIMEOUT = 120.0  # the first model call of a fresh process, on a loaded machine
+EXIT_TIMEOUT = 40.0
+
+ANSWERS = {
+    "Reply with: ok": "ok",  # onboard's live check of the model
+    "what can you do?": "I can read, write and remember.",
+    "anyone here?": "Hello, group.",
+}
+HELD = "tell me a long story"
+README = Path(__file__).parent.parent / "README.md"
+
+
+def before_onboard(home: Path, telegram: FakeTelegram) -> Path:
+    """All a newcomer has before onboard is nothing; the fake's address stands in for
+    api.telegram.org, which a real bot needs no line for."""
+    path = home / ".clawgate" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "[channels.telegram]\n"
+        f'base_url = "{telegram.base_url}"\n'
+        f'base_file_url = "{telegram.base_file_url}"\n'
+        "poll_timeout = 1\n"
+    )
+    return path
+
+
+def quick_start_steps() -> list[str]:
+    """The clawgate subcommands the README's quick start runs, in order."""
+    block = README.read_text(encoding="utf-8").split("<!-- run-command -->", 1)[1]
+    command = block.split("```")[1]
+    return re.findall(r"clawgate (\w+)", command)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    said = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = said[-1].get("content") if said else ""
+    return content if isinstance(content, str) else ""
+
+
+def model(never: asyncio.Event) -> Any:
+    def answer(body: dict[str, Any]) -> Reply:
+        if any(t["function"]["name"] == "save_memory" for t in body.get("tools") or []):
+            return tool_call("save_memory", history_entry="A first day.")
+        said = last_user_text(body)
+        if said.endswith(HELD):
+            return gate(never, text("Too late."))
+        for question, reply in ANSWERS.items():
+            if said.endswith(question):
+                return text(reply)
+        return text(f"(unexpected: {said!r})")
+
+    return answer
+
+
+async def run_cli(home: Path, *args: str) -> tuple[int, str]:
+    """A `clawgate ...` command as typed in a terminal: (exit code, what it showed)."""
+    terminal = await Terminal().start(home, *args)
+    try:
+        return await terminal.exit_code(REPLY_TIMEOUT), terminal.seen
+    finally:
+        await terminal.close()
+
+
+@asynccontextmanager
+async def gateway(home: Path) -> AsyncIterator[ClawgateProcess]:
+    """`clawgate gateway` with no flags: the config onboard wrote under ~/.clawgate."""
+    async with ClawgateProcess(home, "gateway") as running:
+        await running.wait_for_log("gateway running", START_TIMEOUT)
+        yield running
+        running.send_signal(signal.SIGTERM)
+        assert await running.wait(EXIT_TIMEOUT) == 0, running.stderr
+
+
+async def onboard(home: Path, fake_llm: FakeLLM) -> str:
+    """Answers onboard's questions as a newcomer would; returns its closing advice."""
+    term = await Terminal().start(home, "onboard")
+    try:
+        await term.expect(r"Model, as provider/name.*: ")
+        term.type("openai/fake-model")
+        await term.expect(r"API base URL.*: ")
+        term.type(fake_llm.url)
+        await term.expect(r"API key \(input hidden.*: ")
+        term.type("sk-first-day")
+        await term.expect(r"model: openai/fake-model answered")
+        await term.expect(r"Telegram bot token.*: ")
+        term.type(TOKEN)
+        await term.expect(r"telegram: getMe ok: @claw_test_bot")
+        await term.expect(r"Discord bot token.*: ")
+        term.type("")  # skipped
+        advice = await term.expect(r"Start the gateway:(.|\n)*pairing approve CODE --owner")
+        assert await term.exit_code() == 0, term.seen
+    finally:
+        await term.close()
+    assert "sk-first-day" not in term.seen, "the key was echoed"
+    return advice
+
+
+async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram) -> None:
+    # The README's quick start is this test's first two steps.
+    assert quick_start_steps() == ["onboard", "gateway"]
+    home = tmp_path
+    never = asyncio.Event()  # the held reply is never released
+    fake_llm.handler = model(never)
+    config_path = before_onboard(home, telegram)
+
+    # 1. Onboard, asked in a terminal.
+    advice = await onboard(home, fake_llm)
+    assert re.search(r"`\S*clawgate gateway`", advice), advice
+    saved = tomllib.loads(config_path.read_text())
+    assert saved["agent"]["model"] == "openai/fake-model"
+    assert saved["channels"]["telegram"]["enabled"] is True
+    assert not saved["channels"].get("discord", {}).get("enabled")
+
+    async with gateway(home) as first:
+        # 2-3. The newcomer writes first and follows the bot's own instructions.
+        telegram.user_says(NEWCOMER, "hello", username="newcomer")
+        pairing = (await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT))["text"]
+        [command] = re.findall(r"^clawgate pairing approve .*$", pairing, re.MULTILINE)
+        code, shown = await run_cli(home, *command.split()[1:])
+        assert code == 0, shown
+        assert f"approved telegram user {NEWCOMER} (@newcomer) as an owner" in shown
+
+        # 4. The owner is answered by the model.
+        telegram.user_says(NEWCOMER, "what can you do?", username="newcomer")
+        answer = await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT)
+        assert answer["text"] == "I can read, write and remember."
+
+        # 5. A group nobody allowed: the mention is logged with the id to allow.
+        telegram.user_says(
+            GROUP,
+            f"{MENTION} is this thing on?",  # never answered, not even after the allow
+            user_id=MEMBER,
+            first_name="Bob",
+            chat_type="supergroup",
+        )
+        logged = await first.wait_for_log(f"mentioned in group {GROUP}", REPLY_TIMEOUT)
+        assert f"clawgate groups allow {GROUP}" in logged
+    assert telegram.messages_to(GROUP) == [], "a group not allowed is not answered"
+
+    code, listed = await run_cli(home, "groups")
+    assert code == 0, listed
+    assert re.search(rf"telegram\W+{GROUP}\W.*Bob \(id {MEMBER}\)", listed), listed
+    code, shown = await run_cli(home, "groups", "allow", str(GROUP))
+    assert code == 0, shown
+    assert f"added {GROUP} to [channels.telegram] group_allow" in shown
+    assert "restart the gateway to apply it" in shown, "which the next step does"
+
+    async with gateway(home):
+        telegram.user_says(
+            GROUP,
+            f"{MENTION} anyone here?",
+            user_id=MEMBER,
+            first_name="Bob",
+            chat_type="supergroup",
+        )
+        hello = await telegram.next_message(GROUP, timeout=REPLY_TIMEOUT)
+        assert hello["text"] == "Hello, group."
+
+        # 6. A member may not switch the owner's model.
+        asked = len(fake_llm.requests)
+        telegram.user_says(
+            GROUP,
+            "/model openai/expensive",
+            user_id=MEMBER,
+            first_name="Bob",
+            chat_type="supergroup",
+        )
+        refusal = await telegram.next_message(GROUP, timeout=REPLY_TIMEOUT)
+        assert refusal["text"] == "Only the owner can change the model here."
+        assert len(fake_llm.requests) == asked, "the refused switch was not checked live"
+
+        # 7. The terminal beside the gateway (it holds the workspace lock, so the terminal
+        # talks through its control socket): a slow turn cancelled with /stop.
+        terminal = await Terminal().start(home, "agent")
+        try:
+            await terminal.expect(r"you> ", REPLY_TIMEOUT)
+            held = len(fake_llm.requests)
+            terminal.type(HELD)
+            await fake_llm.wait_for_requests(held + 1, timeout=REPLY_TIMEOUT)
+            terminal.type("/stop")
+            await terminal.expect(r"Stopped\.", REPLY_TIMEOUT)
+            await terminal.expect(r"you> ", REPLY_TIMEOUT)
+            terminal.keys("\x04")  # Ctrl-D quits
+            assert await terminal.exit_code(EXIT_TIMEOUT) == 0, terminal.seen
+        finally:
+            await terminal.close()
+        assert "Too late." not in terminal.seen
+    session = home / ".clawgate" / "workspace" / "sessions" / "cli_default.jsonl"
+    said = [json.loads(line) for line in session.read_text(encoding="utf-8").splitlines()]
+    said = [(r["role"], r["content"]) for r in said if "role" in r]
+    assert said == [("user", HELD)], "the stopped turn left no reply behind"
+    assert fake_llm.unscripted == 0
+    assert not any("(unexpected" in m["text"] for m in telegram.sent), telegram.sent
