@@ -1,5 +1,8 @@
 """Session file I/O: appends per second (write-only and fsync per turn) and reload time.
 
+Reload is timed twice: messages only, and the same number of messages with the records a
+gateway writes beside them (a delivery record per reply, a consolidation every 20 turns).
+
 Run: python bench/session_io.py [--messages 10000]
 """
 
@@ -12,7 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from clawgate.agent.session import Message, SessionStore, load_session
+from clawgate.agent.session import (
+    Consolidation,
+    Delivery,
+    Message,
+    SessionStore,
+    State,
+    load_session,
+)
 
 TEXT = "Could you look at the notes from yesterday and tell me what we decided? " * 3
 
@@ -53,12 +63,34 @@ async def run(count: int) -> None:
         assert len(loaded.messages) == count + 200
         size = session.path.stat().st_size
 
+        gateway = await store.get("bench:records")
+        store.append(gateway, State(trust="owner"))
+        for turn in range(count // 2):
+            store.append(gateway, _message(0))
+            reply = store.append(gateway, _message(1))
+            store.append(gateway, Delivery(seq=reply["seq"], status="sent"))
+            if turn % 20 == 19:
+                first = gateway.last_consolidated + 1
+                store.append(
+                    gateway, Consolidation(from_seq=first, to_seq=reply["seq"], mode="llm")
+                )
+        with_records = []
+        for _ in range(5):
+            t = time.perf_counter()
+            loaded = load_session(gateway.path, gateway.key)
+            with_records.append((time.perf_counter() - t) * 1000)
+        assert len(loaded.messages) == count // 2 * 2
+
     print(f"messages: {count}  file: {size / 1e6:.1f} MB")
     print(f"append write-only:     {write_only:,.0f} appends/s")
     print(f"append at message {count}: p50 {statistics.median(late) * 1e6:.0f} us")
     print(f"append + fsync/turn:   {with_fsync:,.0f} appends/s")
     print(
         f"reload {count + 200} messages: min {min(loads):.1f} ms, median {statistics.median(loads):.1f} ms"
+    )
+    print(
+        f"reload {len(loaded.messages)} messages + {len(loaded.records)} records: "
+        f"min {min(with_records):.1f} ms, median {statistics.median(with_records):.1f} ms"
     )
 
 

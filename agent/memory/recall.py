@@ -3,7 +3,8 @@
 Owner sessions only, and only when `[memory] auto_recall` is on. Up to three hits scoring at
 least max(min_score, RECALL_MIN_SCORE) go in as `- [path:start-end] snippet` lines within
 RECALL_BUDGET_CHARS. A slow first index build does not hold the turn up: after
-RECALL_TIMEOUT seconds the turn goes on without recall while the build continues.
+RECALL_TIMEOUT seconds the turn goes on without recall while the build continues. A message
+with no content word and no date (small talk) cannot reach the floor, so it is not searched.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import asyncio
 import logging
 
 from clawgate.agent.context import ExtraPart, PromptPart
-from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.dates import query_range
+from clawgate.agent.memory.search import MemorySearch, terms
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig
 
@@ -46,6 +48,11 @@ def format_recall(hits: list, budget: int = RECALL_BUDGET_CHARS) -> str:
 def recall_part(search: MemorySearch, config: MemoryConfig) -> ExtraPart:
     async def part(trust: Trust, incoming_text: str) -> PromptPart | None:
         if not config.auto_recall or not trust.is_owner or not incoming_text.strip():
+            return None
+        if not terms(incoming_text) and query_range(incoming_text, search.today()) is None:
+            # A hit's confidence is the share of the message's content words it covers, or
+            # that of a date it names: here 0 for every hit, so none can pass the floor,
+            # and the search (its query embedding above all) would be spent for nothing.
             return None
         floor = max(config.search.min_score, RECALL_MIN_SCORE)
         try:
