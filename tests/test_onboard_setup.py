@@ -4,19 +4,15 @@ it is written; the gateway names everything missing at once."""
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
-import os
-import re
 import stat
-import termios
 import tomllib
 from pathlib import Path
 
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, error, text
 from tests.fakes.telegram import TOKEN, FakeTelegram
-from tests.process import CLAWGATE, child_env, run_clawgate
+from tests.process import run_clawgate
+from tests.pty_terminal import Terminal
 
 
 def starting_config(home: Path, telegram: FakeTelegram | None = None) -> Path:
@@ -40,72 +36,12 @@ def saved(path: Path) -> dict:
     return tomllib.loads(path.read_text())
 
 
-class Terminal:
-    """A child on a pseudo-terminal that is its controlling tty, so hidden input works."""
-
-    def __init__(self) -> None:
-        self.output = ""
-        self._master = -1
-        self._arrived = asyncio.Event()
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self, home: Path, *args: str) -> None:
-        master, slave = os.openpty()
-        self._master = master
-
-        def take_tty() -> None:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.process = await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            *args,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=child_env(home, {"TERM": "dumb", "COLUMNS": "200"}),
-            preexec_fn=take_tty,
-        )
-        os.close(slave)
-        asyncio.get_running_loop().add_reader(master, self._read)
-
-    def _read(self) -> None:
-        try:
-            data = os.read(self._master, 65536)
-        except OSError:
-            data = b""
-        if not data:
-            asyncio.get_running_loop().remove_reader(self._master)
-        self.output += data.decode("utf-8", "replace").replace("\r\n", "\n")
-        self._arrived.set()
-
-    async def expect(self, pattern: str, timeout: float = 30) -> None:
-        """Wait until `pattern` (a regex) appears after the last match, then consume it."""
-        async with asyncio.timeout(timeout):
-            while not (found := re.search(pattern, self.output)):
-                self._arrived.clear()
-                await self._arrived.wait()
-        self.output = self.output[found.end() :]
-
-    def type(self, line: str) -> None:
-        os.write(self._master, line.encode() + b"\r")
-
-    async def close(self) -> int:
-        assert self.process is not None
-        try:
-            return await asyncio.wait_for(self.process.wait(), 30)
-        finally:
-            asyncio.get_running_loop().remove_reader(self._master)
-            os.close(self._master)
-
-
 async def test_interactive_onboard_checks_each_answer_and_writes_them(
     tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
 ) -> None:
     config_path = starting_config(tmp_path, telegram)
     fake_llm.script(error(401, "Incorrect API key provided"), text("ok"))
-    term = Terminal()
-    await term.start(tmp_path, "onboard")
+    term = await Terminal().start(tmp_path, "onboard")
     try:
         await term.expect(r"Model, as provider/name.*: ")
         term.type("openai/fake-model")
@@ -135,11 +71,10 @@ async def test_interactive_onboard_checks_each_answer_and_writes_them(
         term.type("")
         await term.expect(r"Start the gateway: `\S*clawgate gateway`")
         await term.expect(r"pairing approve CODE --owner")
-        assert await term.close() == 0
+        assert await term.exit_code() == 0
     finally:
-        if term.process and term.process.returncode is None:
-            term.process.kill()
-    assert "sk-right-key" not in term.output and "sk-wrong-key" not in term.output
+        await term.close()
+    assert "sk-right-key" not in term.seen and "sk-wrong-key" not in term.seen
     data = saved(config_path)
     assert data["agent"]["model"] == "openai/fake-model"
     assert data["agent"]["api_base"] == fake_llm.url
