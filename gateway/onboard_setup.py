@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from clawgate.kernel.config import Config
+from clawgate.kernel.config import Config, resolve_key_env
 from clawgate.kernel.errors import ConfigError, describe_validation
 from clawgate.kernel.storage import DiskWriter
 
@@ -89,28 +89,32 @@ def _table(parent: Any, name: str) -> Any:
     return parent[name]
 
 
-def preview(config_path: Path, setup: Setup, environ: dict[str, str]) -> tuple[str, Config]:
-    """The config text with the answers applied, and what it loads to: nothing is written.
-
-    Raises ConfigError (one line) when the result would not load.
-    """
+def edit_config(
+    config_path: Path,
+    change: Callable[[tomlkit.TOMLDocument], object],
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str, Config]:
+    """The config text with `change` applied to its parsed document (comments kept), and
+    what it loads to; nothing is written. Raises ConfigError (one line) when the file does
+    not parse or the result would not load."""
     text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     try:
         document = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
         raise ConfigError(f"{config_path}: not valid TOML: {exc}") from None
-    apply(document, setup)
+    change(document)
     new_text = tomlkit.dumps(document)
     data = tomllib.loads(new_text)
-    agent = data.get("agent", {})
-    if agent.get("api_key_env") and not agent.get("api_key"):
-        found = environ.get(agent["api_key_env"], "")
-        if found:
-            agent["api_key"] = found
+    resolve_key_env(data, environ or {})
     try:
         return new_text, Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{config_path}: {describe_validation(exc, whole='config')}") from None
+
+
+def preview(config_path: Path, setup: Setup, environ: dict[str, str]) -> tuple[str, Config]:
+    """The config text with the answers applied, and what it loads to: nothing is written."""
+    return edit_config(config_path, lambda document: apply(document, setup), environ)
 
 
 def save(config_path: Path, text: str, writer: DiskWriter | None = None) -> None:

@@ -91,37 +91,30 @@ def groups_allow(
     ] = None,
 ) -> None:
     """Add a group to the channel's group_allow in the config file (comments are kept)."""
-    import tomllib
-
     import tomlkit
-    from pydantic import ValidationError
 
-    from clawgate.gateway.onboard_setup import save
-    from clawgate.kernel.config import Config
-    from clawgate.kernel.errors import ConfigError, describe_validation
+    from clawgate.gateway.onboard_setup import edit_config, save
 
     context = cli_context(ctx)
     config = context.config()
     group_id = group_id.strip()
     name = _channel_of(config, group_id, channel)
     path = context.config_path
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    try:
-        document = tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    section = document.setdefault("channels", tomlkit.table()).setdefault(name, tomlkit.table())
-    entries = section.setdefault("group_allow", tomlkit.array())
-    if group_id in {str(e).strip() for e in entries}:
+    present = False
+
+    def add(document: tomlkit.TOMLDocument) -> None:
+        nonlocal present
+        section = document.setdefault("channels", tomlkit.table()).setdefault(name, tomlkit.table())
+        entries = section.setdefault("group_allow", tomlkit.array())
+        present = group_id in {str(e).strip() for e in entries}
+        if not present:
+            # Ids as numbers, the way the README writes them; anything else stays a string.
+            entries.append(int(group_id) if re.fullmatch(r"-?\d+", group_id) else group_id)
+
+    new_text, _ = edit_config(path, add)
+    if present:
         typer.echo(f"{name} group {group_id} is already in group_allow of {path}")
         return
-    # Ids as numbers, the way the README writes them; anything else stays a string.
-    entries.append(int(group_id) if re.fullmatch(r"-?\d+", group_id) else group_id)
-    new_text = tomlkit.dumps(document)
-    try:
-        Config.model_validate(tomllib.loads(new_text))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe_validation(exc, whole='config')}") from None
     save(path, new_text)
     typer.echo(
         f"added {group_id} to [channels.{name}] group_allow in {path}; "

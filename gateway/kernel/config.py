@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -239,6 +240,16 @@ class Config(_Section):
         return [s.get_secret_value() for s in found if s and s.get_secret_value()]
 
 
+def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Fill `agent.api_key` from the variable `agent.api_key_env` names, when no key is set
+    (raw config data, before validation)."""
+    agent = data.get("agent")
+    if isinstance(agent, dict) and agent.get("api_key_env") and not agent.get("api_key"):
+        found = env.get(str(agent["api_key_env"]), "")
+        if found:
+            agent["api_key"] = found
+
+
 def default_config_path(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(CONFIG_ENV):
@@ -300,11 +311,7 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
     overrides = _apply_env(data, env)
-    agent = data.get("agent")
-    if isinstance(agent, dict) and agent.get("api_key_env") and not agent.get("api_key"):
-        found = env.get(str(agent["api_key_env"]), "")
-        if found:
-            agent["api_key"] = found
+    resolve_key_env(data, env)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
