@@ -306,3 +306,17 @@ async def test_clawgate_dashboard_prints_a_working_one_time_link_and_rotates(
         assert (await anonymous.get("/memory", allow_redirects=False)).status == 303
     finally:
         await anonymous.close()
+
+
+async def test_onboard_makes_the_token_once_private(tmp_path: Path) -> None:
+    code, output = await clawgate_output(tmp_path, "onboard", "--yes", "--no-check")
+    assert code == 0, output
+    token_file = token_path(tmp_path / ".clawgate")
+    assert f"created  {token_file}" in output
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = read_token(tmp_path / ".clawgate")
+    assert token and len(token) >= 40 and token not in output
+    code, output = await clawgate_output(tmp_path, "onboard", "--yes", "--no-check")
+    assert code == 0, output
+    assert f"kept     {token_file}" in output
+    assert read_token(tmp_path / ".clawgate") == token
