@@ -28,6 +28,9 @@ from clawgate.gateway.dashboard.server import Dashboard
 from clawgate.kernel.config import DashboardConfig
 from clawgate.kernel.errors import ConfigError
 from tests.dashboard_harness import DashboardClient, clawgate_output, dashboard, free_port
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
+from tests.process import fake_model, fake_telegram, write_config
 
 __all__ = ["dashboard"]
 
@@ -320,3 +323,21 @@ async def test_onboard_makes_the_token_once_private(tmp_path: Path) -> None:
     assert code == 0, output
     assert f"kept     {token_file}" in output
     assert read_token(tmp_path / ".clawgate") == token
+
+
+async def test_a_gateway_told_to_listen_beyond_loopback_without_a_token_stops_with_one_line(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    config_path = write_config(
+        tmp_path,
+        agent=fake_model(fake_llm),
+        telegram=fake_telegram(telegram, [1001]),
+        extra=f'[dashboard]\nhost = "0.0.0.0"\nport = {free_port()}\n',
+    )
+    code, output = await clawgate_output(tmp_path, "--config", str(config_path), "gateway")
+    assert code == 2, output
+    assert output.splitlines()[-1] == (
+        "clawgate: [dashboard] host = '0.0.0.0' is not loopback and there is no dashboard "
+        'token: run `clawgate dashboard --rotate` to make one, or set host = "127.0.0.1"'
+    ), output
+    assert "Traceback" not in output
