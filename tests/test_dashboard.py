@@ -341,3 +341,13 @@ async def test_a_gateway_told_to_listen_beyond_loopback_without_a_token_stops_wi
         'token: run `clawgate dashboard --rotate` to make one, or set host = "127.0.0.1"'
     ), output
     assert "Traceback" not in output
+
+
+async def test_a_browser_with_a_cookie_from_before_a_rotation_logs_in_again(
+    dashboard: DashboardClient,
+) -> None:
+    token = rotate_token(dashboard.config.data_dir)
+    assert (await dashboard.get("/memory", allow_redirects=False)).status == 303
+    login = await dashboard.client.post("/login", data={"token": token}, allow_redirects=False)
+    assert login.status == 303
+    assert (await dashboard.get("/memory", allow_redirects=False)).status == 200
