@@ -25,7 +25,7 @@ from clawgate.gateway.dashboard.auth import (
     token_path,
 )
 from clawgate.gateway.dashboard.server import Dashboard
-from clawgate.kernel.config import DashboardConfig
+from clawgate.kernel.config import DashboardConfig, load_config
 from clawgate.kernel.errors import ConfigError
 from tests.dashboard_harness import DashboardClient, clawgate_output, dashboard, free_port
 from tests.fakes.llm import FakeLLM
@@ -351,3 +351,10 @@ async def test_a_browser_with_a_cookie_from_before_a_rotation_logs_in_again(
     login = await dashboard.client.post("/login", data={"token": token}, allow_redirects=False)
     assert login.status == 303
     assert (await dashboard.get("/memory", allow_redirects=False)).status == 200
+
+
+def test_the_dashboard_section_defaults_to_loopback_and_checks_its_port(tmp_path: Path) -> None:
+    settings = load_config(tmp_path / "absent.toml", environ={}).dashboard
+    assert (settings.enabled, settings.host, settings.port) == (True, "127.0.0.1", 18790)
+    with pytest.raises(ConfigError, match="CLAWGATE_DASHBOARD__PORT"):
+        load_config(tmp_path / "absent.toml", environ={"CLAWGATE_DASHBOARD__PORT": "70000"})
