@@ -43,7 +43,7 @@ auto_recall = false
 [agents.work]
 model = "openai/work-model"
 share_memory_from = ["main"]
-bindings = [{{channel = "discord", guild = 900}}, {{channel = "telegram", chat = -5}}]
+bindings = [{{channel = "discord", guild = 900}}, {{channel = "discord", chat = 55}}]
 [agents.work.channels.telegram]
 token = "222:work"
 owners = ["77"]
@@ -105,7 +105,7 @@ def test_agent_directories(tmp_path: Path) -> None:
     assert work.pairing_file == work.data_dir / "pairing.json"
     assert config.agents["work"].bindings == [
         Binding(channel="discord", guild="900"),
-        Binding(channel="telegram", chat="-5"),
+        Binding(channel="discord", chat="55"),
     ]
 
 
@@ -186,8 +186,13 @@ def test_unknown_agent_names_the_known_ones(tmp_path: Path) -> None:
             "the workspace of agent home",
         ),
         (
-            '[agents.home]\nbindings = [{channel = "telegram", chat = "-5"}]\n',
-            "binding telegram (chat -5) is claimed by agents work and home",
+            '[agents.home]\nbindings = [{channel = "discord", chat = "55"}]\n',
+            "binding discord (chat 55) is claimed by agents work and home",
+        ),
+        (
+            '[agents.home]\nbindings = [{channel = "telegram", chat = "-5"}]\n'
+            '[agents.home.channels.telegram]\ntoken = "333:home"\n',
+            "agent home has its own telegram bot: its binding telegram (chat -5)",
         ),
         (
             '[agents.home.channels.telegram]\ntoken = "222:work"\n',

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelStates
@@ -44,16 +46,42 @@ def build_runtimes(
     """Every agent's runtime, each publishing through its own AgentBus (its name on every
     reply), with the cron tool over its own workspace."""
     built: list[tuple[AgentRuntime, MessageBus]] = []
+    searches: dict[str, MemorySearch] = {}
     for name, config in router.agents.items():
         agent_bus = AgentBus(bus, name)
+        spec = router.root.agents.get(name)
+        shared = SharedMemory(searches, spec.share_memory_from if spec is not None else [])
         runtime = AgentRuntime.build(
             config,
             outbox=agent_bus.publish_outbound,
             channel_status=_channel_status(router, states),
             extra_tools=cron_tools(config),
+            shared_memory=shared,
         )
+        searches[name] = runtime.search
         built.append((runtime, agent_bus))
     return built
+
+
+class SharedMemory(Mapping[str, MemorySearch]):
+    """The memory searches of the agents one agent may read (`share_memory_from`), by name:
+    the other agent's own MemorySearch, so one index has one writer in the process. A view
+    over every agent's search, complete once all runtimes are built."""
+
+    def __init__(self, searches: Mapping[str, MemorySearch], names: Sequence[str]) -> None:
+        self._searches = searches
+        self._names = list(names)
+
+    def __getitem__(self, name: str) -> MemorySearch:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._searches[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _channel_status(router: Router, states: ChannelStates) -> Any:

@@ -156,6 +156,13 @@ def own_token(root: Config, agent: Config, platform: str) -> str | None:
 
 
 def _check_bots(config: Config, derived: dict[str, Config]) -> None:
+    for name, spec in config.agents.items():
+        for binding in spec.bindings:
+            if own_token(config, derived[name], binding.channel) is not None:
+                raise ValueError(
+                    f"agent {name} has its own {binding.channel} bot: its binding "
+                    f"{binding.label()} would take chats of the shared bot it cannot answer in"
+                )
     for platform in PLATFORMS:
         owners: dict[str, str] = {}
         for name, agent in derived.items():
