@@ -221,6 +221,20 @@ async def test_each_agent_answers_its_own_chats_and_keeps_its_memory_to_itself(
         assert (await discord.next_message(homes.general, REPLY_TIMEOUT)).content == (
             "work: in general"
         )
+        # An attachment posted in a chat bound to work lands in work's workspace only.
+        await discord.user_says(
+            homes.general,
+            "a file",
+            author_id=MEMBER,
+            username="bob",
+            mentions_bot=True,
+            attachments={"plan.txt": b"the plan"},
+        )
+        assert (await discord.next_message(homes.general, REPLY_TIMEOUT)).content.startswith(
+            "work: "
+        )
+        assert [p.name for p in homes.work_data.rglob("*plan.txt")] != []
+        assert list((homes.home / "workspace").rglob("*plan.txt")) == []
         await discord.user_says(homes.owner_dm, "in my dm", author_id=OWNER, username="ann")
         assert (await discord.next_message(homes.owner_dm, REPLY_TIMEOUT)).content == (
             "home: in my dm"
@@ -241,6 +255,12 @@ async def test_each_agent_answers_its_own_chats_and_keeps_its_memory_to_itself(
         await discord.user_says(homes.owner_dm, "do search", author_id=OWNER, username="ann")
         shared = (await discord.next_message(homes.owner_dm, REPLY_TIMEOUT)).content
         assert "[agent main, read-only]" in shared and SECRET_DIGITS in shared
+
+        # /status lists every agent with its channels.
+        work_telegram.user_says(WORK_USER, "/status")
+        listed = (await work_telegram.next_message(WORK_USER, REPLY_TIMEOUT))["text"]
+        assert "telegram@work (agent work): running" in listed, listed
+        assert "discord (agent main, work, home): running" in listed, listed
 
         status = json.loads((homes.home / "data" / "status.json").read_text(encoding="utf-8"))
         agents = {a["name"]: a for a in status["agents"]}

@@ -15,29 +15,34 @@ from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.errors import ChannelError
 
 
-def create_channel(platform: str, channel_config: Any, bus: MessageBus, config: Any) -> Channel:
+def create_channel(
+    platform: str, channel_config: Any, bus: MessageBus, config: Any, **options: Any
+) -> Channel:
     """One chat channel. Its library is imported only here."""
     try:
         module = __import__(f"clawgate.channels.{platform}", fromlist=["create_channel"])
     except ImportError:
         raise ChannelError(f"channel {platform!r} is not available in this version") from None
-    channel: Channel = module.create_channel(channel_config, bus, config)
+    channel: Channel = module.create_channel(channel_config, bus, config, **options)
     return channel
 
 
 def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
     """A channel per bot, built from the config of the agent it belongs to (its rules, its
     data_dir for state, pairing and groups, its workspace for media), publishing through an
-    AccountBus that routes what it receives."""
-    return {
-        key: create_channel(
+    AccountBus that routes what it receives; a shared bot also knows the workspace of each
+    agent it serves, where the files that agent's replies attach are."""
+    channels = {}
+    for key, account in router.accounts.items():
+        served = [name for name in router.agents if key in router.accounts_of(name)]
+        channels[key] = create_channel(
             account.platform,
             getattr(account.config.channels, account.platform),
             AccountBus(bus, key, router),
             account.config,
+            workspaces={name: router.agents[name].workspace for name in served},
         )
-        for key, account in router.accounts.items()
-    }
+    return channels
 
 
 def build_runtimes(
