@@ -18,13 +18,17 @@ from typing import Any
 
 import pytest
 
-from clawgate.gateway.routing import Router
-from clawgate.kernel.bus import ChatFacts, InboundMessage
-from clawgate.kernel.config import load_config
+from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.agents.build import build_runtimes
+from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.routing import AccountBus, Router
+from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
+from clawgate.kernel.config import AgentConfig, AgentSpec, Config, load_config
 from tests.discord_world import MEMBER, OWNER
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, Reply, error, gate, hang, text, tool_call
 from tests.fakes.telegram import TOKEN, FakeTelegram
+from tests.harness import RecordingChannel
 from tests.process import ClawgateProcess, fake_model, fake_telegram, toml_value, write_config
 
 MAIN_USER = 1001
@@ -402,3 +406,38 @@ def test_router_of_a_single_agent_config_is_todays_gateway(tmp_path: Path) -> No
     assert router.accounts["telegram"].config is config
     assert routed(router, "telegram", "5") == "main"
     assert router.account_for("main", "telegram") == "telegram"
+
+
+async def test_a_preset_agent_is_honoured_and_an_unknown_one_refused(
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = answering("model")
+    config = Config(
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        agent=agent_config,
+        agents={"work": AgentSpec()},
+    )
+    bus = MessageBus()
+    router = Router(config)
+    channel = RecordingChannel(AccountBus(bus, "test", router))
+    gateway = Gateway(
+        build_runtimes(router, bus, ChannelStates()), {"test": channel}, bus, router=router
+    )
+    await gateway.start()
+    try:
+        for chat, agent in (("1", "work"), ("2", None), ("3", "ghost")):
+            await bus.publish_inbound(
+                InboundMessage(
+                    channel="test", chat_id=chat, text=f"to {agent}", trust=Trust.OWNER, agent=agent
+                )
+            )
+        to_work, to_default, to_ghost = [await channel.next_reply(c) for c in ("1", "2", "3")]
+    finally:
+        await gateway.stop()
+
+    assert (to_work.agent, to_default.agent) == ("work", "main")
+    assert to_ghost.is_error and "No agent named 'ghost' here (known: main, work)" in to_ghost.text
+    work_sessions = tmp_path / "data" / "agents" / "work" / "workspace" / "sessions"
+    assert [p.name for p in work_sessions.glob("*.jsonl")] == ["test_1.jsonl"]
+    assert [p.name for p in (tmp_path / "ws" / "sessions").glob("*.jsonl")] == ["test_2.jsonl"]
