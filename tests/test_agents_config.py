@@ -40,6 +40,8 @@ allow_from = ["42"]
 dm_policy = "allowlist"
 [memory]
 auto_recall = false
+[heartbeat]
+deliver_to = "telegram:42"
 [agents.work]
 model = "openai/work-model"
 share_memory_from = ["main"]
@@ -88,6 +90,9 @@ def test_agent_inherits_top_level_keys_and_overrides_only_what_it_names(tmp_path
     assert telegram.dm_policy == "allowlist"
     assert telegram.enabled is True
     assert work.heartbeat.interval_minutes == 5
+    # The heartbeat chat is never inherited: main's chat is main's to ping.
+    assert config.heartbeat.deliver_to == "telegram:42"
+    assert work.heartbeat.deliver_to == ""
     assert work.heartbeat.active_hours == config.heartbeat.active_hours
     assert work.memory.auto_recall is False
     assert work.agents == {}

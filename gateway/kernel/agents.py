@@ -74,6 +74,12 @@ def derive_agent(root: Config, name: str) -> Config:
         update["agent"] = _merged(root.agent, type(root.agent).model_validate(own))
         for section in SECTIONS:
             update[section] = _merged(getattr(root, section), getattr(spec, section))
+    if name != MAIN:
+        # The heartbeat goes to the chat its agent names: main's chat is main's to ping.
+        heartbeat = update.get("heartbeat", root.heartbeat)
+        own = spec.heartbeat.model_fields_set if spec is not None and spec.heartbeat else set()
+        if "deliver_to" not in own and heartbeat.deliver_to:
+            update["heartbeat"] = heartbeat.model_copy(update={"deliver_to": ""})
     return root.model_copy(update=update)
 
 
