@@ -77,8 +77,8 @@ def derive_agent(root: Config, name: str) -> Config:
     if name != MAIN:
         # The heartbeat goes to the chat its agent names: main's chat is main's to ping.
         heartbeat = update.get("heartbeat", root.heartbeat)
-        own = spec.heartbeat.model_fields_set if spec is not None and spec.heartbeat else set()
-        if "deliver_to" not in own and heartbeat.deliver_to:
+        named = spec.heartbeat.model_fields_set if spec is not None and spec.heartbeat else set()
+        if "deliver_to" not in named and heartbeat.deliver_to:
             update["heartbeat"] = heartbeat.model_copy(update={"deliver_to": ""})
     return root.model_copy(update=update)
 
