@@ -191,7 +191,7 @@ class Dashboard:
         self.settings = services.config.dashboard
         self.url: str | None = None
         self._runner: web.AppRunner | None = None
-        data_dir = services.config.data_dir
+        data_dir = services.config.root.data_dir
         if self.settings.enabled and not is_loopback(self.settings.host):
             if read_token(data_dir) is None:
                 raise ConfigError(
@@ -207,7 +207,7 @@ class Dashboard:
     async def start(self) -> None:
         if not self.settings.enabled:
             return
-        ensure_token(self.services.config.data_dir, self.services.runtime.writer)
+        ensure_token(self.services.config.root.data_dir, self.services.runtime.writer)
         runner = web.AppRunner(build_app(self.services), access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:

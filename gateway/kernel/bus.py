@@ -77,10 +77,19 @@ class InboundMessage(BaseModel):
     mentioned: bool = False
     reply_to: str | None = None
     timestamp: datetime = Field(default_factory=_now)
+    # The agent that answers: set by the gateway's router (gateway/routing.py); a channel
+    # that knows it (the control socket, for `clawgate agent --agent NAME`) may set it first.
+    agent: str | None = None
 
     @property
     def session_key(self) -> str:
+        """The session inside the agent's workspace (sessions/<channel>_<chat>.jsonl)."""
         return f"{self.channel}:{self.chat_id}"
+
+    @property
+    def agent_session_key(self) -> str:
+        """The session across agents (`work/telegram:123`): where several agents meet."""
+        return agent_key(self.agent, self.session_key)
 
 
 class OutboundMessage(BaseModel):
@@ -101,10 +110,21 @@ class OutboundMessage(BaseModel):
     # The trust of the session that attached `media`: the channel sends only files inside
     # that trust's reach (kernel.areas.Reach); the narrowest unless a producer says otherwise.
     trust: Trust = Trust.GROUP
+    # The agent that wrote it: the reply leaves through that agent's bot on the platform.
+    agent: str | None = None
 
     @property
     def session_key(self) -> str:
         return f"{self.channel}:{self.chat_id}"
+
+    @property
+    def agent_session_key(self) -> str:
+        return agent_key(self.agent, self.session_key)
+
+
+def agent_key(agent: str | None, session_key: str) -> str:
+    """`agent/channel:chat`; the bare session key when no agent is named."""
+    return f"{agent}/{session_key}" if agent else session_key
 
 
 class MessageBus:

@@ -18,12 +18,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from clawgate.kernel.agents import check_agents, derive_agent
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -221,9 +223,64 @@ class DashboardConfig(_Section):
     port: int = Field(18790, ge=0, le=65535)  # 0: any free port (the log names it)
 
 
+MAIN_AGENT = "main"
+
+
+class Binding(_Section):
+    """Which chats of a shared bot an agent answers (see gateway/routing.py). Neither `chat`
+    nor `guild`: the whole channel account (every chat the bot sees that no narrower binding
+    claims)."""
+
+    channel: Literal["telegram", "discord"]
+    chat: str | None = None  # a Telegram chat id, a Discord channel id
+    guild: str | None = None  # Discord only
+
+    @model_validator(mode="after")
+    def _guild_is_discord(self) -> Binding:
+        if self.guild is not None and self.channel != "discord":
+            raise ValueError("guild is a Discord binding")
+        return self
+
+    def label(self) -> str:
+        where = [f"chat {self.chat}"] if self.chat else []
+        where += [f"guild {self.guild}"] if self.guild else []
+        return f"{self.channel} ({', '.join(where)})" if where else self.channel
+
+
+class AgentSpec(AgentConfig):
+    """`[agents.<name>]`: the `[agent]` keys of this agent (unset ones are inherited from
+    `[agent]`), its workspace, its bindings, and sections that override the top-level ones key
+    by key (a partial `[agents.x.channels.telegram]` changes only the keys it names)."""
+
+    workspace: Path | None = None  # None: <data_dir>/agents/<name>/workspace
+    bindings: list[Binding] = Field(default_factory=list)
+    # Agents whose memory this one may search, read-only; nothing else of theirs is shared.
+    share_memory_from: list[str] = Field(default_factory=list)
+    channels: ChannelsConfig | None = None
+    tools: ToolsConfig | None = None
+    memory: MemoryConfig | None = None
+    cron: CronConfig | None = None
+    heartbeat: HeartbeatConfig | None = None
+    limits: LimitsConfig | None = None
+
+    @field_validator("workspace")
+    @classmethod
+    def _expand_workspace(cls, value: Path | None) -> Path | None:
+        try:
+            return value.expanduser() if value is not None else None
+        except RuntimeError as exc:
+            raise ValueError(str(exc)) from None
+
+
 class Config(_Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
+    # Several assistants in one gateway (see kernel/agents.py); "main" is the top-level keys.
+    agents: dict[str, AgentSpec] = Field(default_factory=dict)
+    default_agent: str = MAIN_AGENT
+    # "agent": each agent keeps its own pairing approvals (its data_dir); "global": one
+    # pairing.json under the top-level data_dir serves every agent.
+    pairing_scope: Literal["agent", "global"] = "agent"
     agent: AgentConfig = Field(default_factory=AgentConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
@@ -243,20 +300,81 @@ class Config(_Section):
         except RuntimeError as exc:  # "~someone" for a user this machine does not have
             raise ValueError(str(exc)) from None
 
+    # Set on the configs `for_agent` derives: whose config it is, and the whole config it
+    # came from (so a derived config still knows every agent).
+    _agent_name: str = PrivateAttr(MAIN_AGENT)
+    _root: Config | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _agents_fit(self) -> Config:
+        check_agents(self)
+        return self
+
+    @property
+    def agent_name(self) -> str:
+        """The agent this config belongs to: "main" for a config read from a file."""
+        return self._agent_name
+
+    @property
+    def root(self) -> Config:
+        """The whole config (every agent) this one was derived from; itself if not derived."""
+        return self._root or self
+
+    @property
+    def pairing_file(self) -> Path:
+        """Where this agent's pairing approvals live: its data_dir, or the top-level one for
+        every agent when `pairing_scope = "global"`."""
+        base = self.root.data_dir if self.root.pairing_scope == "global" else self.data_dir
+        return base / "pairing.json"
+
+    def agent_names(self) -> list[str]:
+        """ "main" (the top-level keys) first, then every `[agents.X]` in file order."""
+        root = self.root
+        return [MAIN_AGENT, *(n for n in root.agents if n != MAIN_AGENT)]
+
+    def for_agent(self, name: str | None = None) -> Config:
+        """The effective single-agent config of `name` (None: `default_agent`): its workspace
+        and data_dir, its `[agent]` keys and sections merged over the top-level ones.
+        Raises ConfigError naming the known agents for an unknown name."""
+        root = self.root
+        name = name or root.default_agent
+        if name not in root.agent_names():
+            known = ", ".join(root.agent_names())
+            raise ConfigError(f"unknown agent {name!r} (known: {known})")
+        if name == self._agent_name and (self._root is not None or not self.agents):
+            return self
+        try:
+            derived = derive_agent(root, name)
+        except ValidationError as exc:  # unreachable after load: check_agents derived it once
+            raise ConfigError(f"agents.{name}: {describe_validation(exc)}") from None
+        derived._agent_name = name
+        derived._root = root
+        return derived
+
     def secrets(self) -> list[str]:
-        """Every configured secret value, so tools can scrub them from what they show."""
-        found = [self.agent.api_key, self.channels.telegram.token, self.channels.discord.token]
-        return [s.get_secret_value() for s in found if s and s.get_secret_value()]
+        """Every configured secret value, so tools can scrub them from what they show: every
+        agent's, whichever agent this config is for."""
+        root = self.root
+        configs = [root] + [derive_agent(root, n) for n in root.agents]
+        found = [
+            s
+            for c in configs
+            for s in (c.agent.api_key, c.channels.telegram.token, c.channels.discord.token)
+        ]
+        values = [s.get_secret_value() for s in found if s and s.get_secret_value()]
+        return list(dict.fromkeys(values))
 
 
 def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Fill `agent.api_key` from the variable `agent.api_key_env` names, when no key is set
     (raw config data, before validation)."""
-    agent = data.get("agent")
-    if isinstance(agent, dict) and agent.get("api_key_env") and not agent.get("api_key"):
-        found = env.get(str(agent["api_key_env"]), "")
-        if found:
-            agent["api_key"] = found
+    agents = data.get("agents")
+    specs = list(agents.values()) if isinstance(agents, dict) else []
+    for agent in [data.get("agent"), *specs]:
+        if isinstance(agent, dict) and agent.get("api_key_env") and not agent.get("api_key"):
+            found = env.get(str(agent["api_key_env"]), "")
+            if found:
+                agent["api_key"] = found
 
 
 def default_config_path(environ: dict[str, str] | None = None) -> Path:
