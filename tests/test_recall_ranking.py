@@ -216,6 +216,17 @@ def test_packaged_embedder_loads_with_the_network_unreachable(monkeypatch):
     assert isinstance(default_embedder(), StaticEmbedder)
 
 
+def test_agents_of_one_gateway_share_the_packaged_embedder(tmp_path):
+    # Each agent loading its own copy of the 16 MB model grew the gateway ~55 MB an agent.
+    from clawgate.agent.memory.embeddings import make_embedder
+
+    def no_llm():
+        raise AssertionError("the builtin embedder needs no model client")
+
+    first, second = make_embedder("builtin", no_llm), make_embedder("", no_llm)
+    assert first is second is default_embedder()
+
+
 # Auto-recall --------------------------------------------------------------------------
 
 

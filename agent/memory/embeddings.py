@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import math
@@ -251,8 +252,12 @@ class LiteLLMEmbedder:
         return normalise_rows(np.array(rows, dtype=np.float32))
 
 
+@functools.cache
 def default_embedder() -> Embedder:
-    """The packaged static model; the hashed embedder when it is not installed."""
+    """The packaged static model; the hashed embedder when it is not installed.
+
+    One per process: it holds no per-workspace state once loaded, and each agent of a
+    gateway loading its own copy cost ~55 MB an agent."""
     found = StaticEmbedder.find()
     if found is None:
         log.info("memory search: the wordllama package is missing; using the hashed embedder")
