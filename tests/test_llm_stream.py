@@ -8,6 +8,14 @@ import json
 import pytest
 
 from clawgate.agent.llm import LLMClient, TextDelta, ToolCall
+from clawgate.agent.progress import (
+    MAX_SHOWN_CHARS,
+    Progress,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+)
+from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 from tests.fakes.llm import (
@@ -21,6 +29,7 @@ from tests.fakes.llm import (
     tool_call,
     tool_calls,
 )
+from tests.harness import Harness
 
 USER = [{"role": "user", "content": "hello there"}]
 
@@ -177,3 +186,91 @@ async def test_failures_are_classified_the_same_as_without_streaming(
         await client.chat(USER)
     assert str(streamed.value) == str(plain.value)
     assert type(streamed.value) is type(plain.value)
+
+
+# --- through the loop: progress events for the channels that watch ---
+
+
+class Watcher:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Progress]] = []
+        self.ended = asyncio.Event()
+
+    async def __call__(self, message: InboundMessage, event: Progress) -> None:
+        self.events.append((message.chat_id, event))
+        if isinstance(event, TurnEnded):
+            self.ended.set()
+
+
+async def test_a_watched_channel_sees_text_tools_and_the_end_of_each_turn(
+    harness: Harness, fake_llm: FakeLLM
+) -> None:
+    watcher = Watcher()
+    harness.runtime.loop.progress.watch("test", watcher)
+    fake_llm.script(
+        tool_call("write_file", _id="call_w", path="note.md", content="key sk-test-secret"),
+        text("Saved it for you."),
+    )
+    reply = await harness.ask("note my key")
+    await asyncio.wait_for(watcher.ended.wait(), 5)
+
+    assert reply.text == "Saved it for you."
+    kinds = [type(event).__name__ for _, event in watcher.events]
+    assert kinds == ["ToolStarted", "ToolFinished", *["TextDelta"] * 4, "TurnEnded"]
+    started, finished = (event for _, event in watcher.events[:2])
+    assert isinstance(started, ToolStarted) and isinstance(finished, ToolFinished)
+    assert (started.call_id, started.name) == ("call_w", "write_file")
+    assert "sk-test-secret" not in started.arguments and "[REDACTED]" in started.arguments
+    assert finished.call_id == "call_w" and finished.result.startswith("Wrote")
+    deltas = [event.text for _, event in watcher.events if isinstance(event, TextDelta)]
+    assert "".join(deltas) == reply.text
+    assert {chat for chat, _ in watcher.events} == {"1"}
+    assert all(request.get("stream") for request in fake_llm.requests)
+
+
+async def test_long_tool_results_are_cut_for_the_watcher(
+    harness: Harness, fake_llm: FakeLLM
+) -> None:
+    (harness.workspace / "big.txt").write_text("x" * (MAX_SHOWN_CHARS * 3))
+    watcher = Watcher()
+    harness.runtime.loop.progress.watch("test", watcher)
+    fake_llm.script(tool_call("read_file", path="big.txt"), text("Big."))
+    await harness.ask("read big")
+    await asyncio.wait_for(watcher.ended.wait(), 5)
+    finished = next(e for _, e in watcher.events if isinstance(e, ToolFinished))
+    assert len(finished.result) == MAX_SHOWN_CHARS and finished.result.endswith("…")
+
+
+async def test_other_channels_are_not_streamed(harness: Harness, fake_llm: FakeLLM) -> None:
+    watcher = Watcher()
+    harness.runtime.loop.progress.watch("web", watcher)
+    fake_llm.script(text("plain reply"))
+    assert (await harness.ask("hello")).text == "plain reply"
+    assert watcher.events == []
+    assert "stream" not in fake_llm.requests[0]
+    harness.runtime.loop.progress.unwatch("web", watcher)
+    assert harness.runtime.loop.progress.for_turn(_message("web")) is None
+
+
+async def test_a_failing_watcher_does_not_fail_the_turn(
+    harness: Harness, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(message: InboundMessage, event: Progress) -> None:
+        raise RuntimeError("browser went away")
+
+    harness.runtime.loop.progress.watch("test", broken)
+    fake_llm.script(text("still answered"))
+    assert (await harness.ask("hello")).text == "still answered"
+    assert len([r for r in caplog.records if "progress observer failed" in r.message]) == 1
+
+
+def _message(channel: str) -> InboundMessage:
+    return InboundMessage(
+        channel=channel,
+        chat_id="owner",
+        message_id="m1",
+        sender_id="owner",
+        sender_name="owner",
+        text="hi",
+        trust=Trust.OWNER,
+    )
