@@ -17,6 +17,7 @@ from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.gateway.control import ControlChannel
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.cron.tool import cron_tools
+from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.gateway.dispatcher import Dispatcher
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
@@ -198,7 +199,7 @@ async def serve(config: Config) -> None:
     gateway = Gateway(
         runtime,
         # The control socket is the terminal's channel: `clawgate agent` talks through it.
-        [*chats, ControlChannel(bus, config.data_dir)],
+        [*chats, ControlChannel(bus, config.data_dir), *web_chat(config, bus, runtime)],
         bus,
         channel_states=channel_states,
         scheduler=True,
