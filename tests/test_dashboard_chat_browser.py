@@ -7,9 +7,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from selenium.webdriver.common.keys import Keys
+
 from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
-from tests.fakes.llm import FakeLLM, pause, text, tool_call
+from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.fakes.telegram import FakeTelegram
+from tests.memory_helpers import save
 
 __all__ = ["browser", "browser_driver"]  # fixtures used below
 
@@ -17,8 +20,6 @@ ANSWER = "The streamed answer arrives in several pieces."
 
 
 async def _type(browser: Browser, message: str) -> None:
-    from selenium.webdriver.common.keys import Keys
-
     field = await browser.find("#text")
     await browser.call(field.send_keys, message)
     await browser.call(field.send_keys, Keys.ENTER)
@@ -43,6 +44,8 @@ async def test_the_reply_streams_into_the_page(
     # Held after "The streamed " until the test has seen that much on the page.
     fake_llm.script(pause(release, text(ANSWER), after=3))
     fake_llm.script(tool_call("list_dir", _id="call_l", path="."), text("That is the list."))
+    # Held until /stop; then the consolidation of the transcript /new archives.
+    fake_llm.script(gate(asyncio.Event(), text("never sent")), save("The owner tried the chat."))
     async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
         await browser.get(await gateway.login_link())
         await browser.find("#chat.connected")
@@ -72,3 +75,21 @@ async def test_the_reply_streams_into_the_page(
         await browser.get(gateway.url + "chat")
         await browser.wait_for_text("#messages", ANSWER)
         assert await _count(browser, "#messages li.tool details") == 1
+        await browser.find("#chat.connected")
+
+        # Stop cancels a turn the model holds.
+        await _type(browser, "take your time")
+        await fake_llm.wait_for_requests(4)
+        await browser.find("#chat.busy")
+        await browser.call((await browser.find("#stop")).click)
+        await browser.wait_for_text("#messages li.assistant:last-child", "Stopped.")
+
+        # Slash commands complete with Tab; /new starts the page over.
+        field = await browser.find("#text")
+        await browser.call(field.send_keys, "/ne")
+        await browser.wait_for_text("#commands.open", "/new")
+        await browser.call(field.send_keys, Keys.TAB)
+        assert await browser.call(field.get_attribute, "value") == "/new "
+        await browser.call(field.send_keys, Keys.ENTER)
+        await browser.wait_for_text("#messages", "New session started.")
+        assert await _count(browser, "#messages li") == 1

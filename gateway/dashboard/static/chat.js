@@ -20,6 +20,8 @@
   // The text bubble the running turn streams into, and the message that turn answers.
   let live = null;
   let liveFor = null;
+  // Ids of the messages that were `/new`: their answer means the transcript starts over.
+  const fresh = new Set();
 
   root.classList.add("enhanced");
 
@@ -103,6 +105,9 @@
 
   const handlers = {
     user: function (event) {
+      if (/^\/new(@\S+)?(\s|$)/i.test(event.text.trim())) {
+        fresh.add(event.id);
+      }
       bubble("user", event.text);
       busy(true);
     },
@@ -131,6 +136,9 @@
     },
     reply: function (event) {
       const kind = event.is_error ? "assistant error" : "assistant";
+      if (fresh.delete(event.reply_to)) {
+        list.textContent = "";
+      }
       if (live && liveFor && liveFor === event.reply_to && !event.is_error) {
         // The stored reply is the authority; the streamed text was its preview.
         live.textContent = event.text;
