@@ -199,7 +199,7 @@ class DirectPath:
                 if data == "[DONE]":
                     return
                 chunk = _parsed(data.encode())
-                if "error" in chunk:
+                if chunk.get("error"):
                     raise HTTPFailure(_stream_error(chunk["error"]))
                 yield chunk
 

@@ -91,8 +91,14 @@ class LitellmPath:
         # Entered and left in the consumer's task: the caller closes this generator itself.
         with _unlogged(litellm):
             response = await litellm.acompletion(stream=True, **arguments)
-            async for chunk in response:
-                yield chunk
+            try:
+                async for chunk in response:
+                    yield chunk
+            finally:
+                # A stream left early (/stop, a timeout) closes its connection now.
+                aclose = getattr(response, "aclose", None)
+                if aclose is not None:
+                    await aclose()
 
     def failure(self, exc: Exception) -> Failure:
         """`exc` as a Failure: what kind of provider failure litellm's type says it is."""
