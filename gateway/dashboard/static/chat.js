@@ -175,7 +175,10 @@
     root.classList.add("connected");
     if (opened) {
       // Events sent while the stream was down are lost: the transcript has what matters.
-      fetch(base + "/transcript", { credentials: "same-origin" })
+      fetch(base + "/transcript", {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      })
         .then(function (response) { return response.json(); })
         .then(function (body) { render(body.items); })
         .catch(function () {});
