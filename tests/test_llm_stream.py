@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from clawgate.agent.llm import LLMClient, TextDelta, ToolCall
+from clawgate.agent.llm_stream import StreamAssembler, as_chunk
 from clawgate.agent.progress import (
     MAX_SHOWN_CHARS,
     Progress,
@@ -274,3 +276,86 @@ def _message(channel: str) -> InboundMessage:
         text="hi",
         trust=Trust.OWNER,
     )
+
+
+async def test_an_error_event_mid_stream_is_retried(client: LLMClient, fake_llm: FakeLLM) -> None:
+    broken = cut(text("alpha beta gamma delta epsilon zeta"), error(500, "overloaded"))
+    fake_llm.script(broken, text("second try"))
+    deltas = Deltas()
+    response = await client.chat(USER, on_delta=deltas)
+    assert response.content == "second try"
+    assert len(fake_llm.requests) == 2
+    assert [d.text for d in deltas.received if d.restart] == ["second "]
+
+
+def test_the_assembler_takes_what_providers_vary_in() -> None:
+    assembler = StreamAssembler()
+    name = {"name": "exec", "arguments": '{"command": '}
+    chunks: list[dict[str, Any]] = [
+        # No index on the first call's first piece, and no choice index: choice 0, call 0.
+        {"choices": [{"delta": {"tool_calls": [{"id": "c1", "function": name}]}}]},
+        # The name again: kept once, not doubled.
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "exec"}}]}}]},
+        {
+            "choices": [
+                {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"ls"}'}}]}}
+            ]
+        },
+        # Arguments sent whole, as an object.
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 1,
+                                "id": "c2",
+                                "function": {"name": "read_file", "arguments": {"path": "a.md"}},
+                            }
+                        ]
+                    }
+                }
+            ]
+        },
+        {"choices": [{"index": 1, "delta": {"content": "another choice"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    for chunk in chunks:
+        assert assembler.add(chunk) == ""
+    message = assembler.completion()["choices"][0]["message"]
+    assert message["content"] is None
+    assert [
+        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]
+    ] == [
+        ("c1", "exec", '{"command": "ls"}'),
+        ("c2", "read_file", '{"path": "a.md"}'),
+    ]
+
+
+def test_a_whole_completion_reads_as_one_chunk() -> None:
+    completion = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Reading.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "read_file", "arguments": "{}"},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    assembler = StreamAssembler()
+    assert assembler.add(as_chunk(completion)) == "Reading."
+    rebuilt = assembler.completion()
+    assert rebuilt["choices"][0]["message"] == completion["choices"][0]["message"]
+    assert rebuilt["choices"][0]["finish_reason"] == "tool_calls"
+    assert rebuilt["usage"] == completion["usage"]

@@ -89,9 +89,11 @@ class Paused:
 
 @dataclass(frozen=True)
 class Cut:
-    """The answer starts, then the connection closes half-way through its body."""
+    """The answer starts, then the connection closes half-way through its body (or, with
+    `error`, a stream goes on with that error event, as OpenAI reports a failure mid-way)."""
 
     reply: Text | ToolCalls
+    error: Error | None = None
 
 
 @dataclass(frozen=True)
@@ -171,10 +173,10 @@ def pause(event: asyncio.Event, reply: Text | ToolCalls, after: int = 2) -> Paus
     return Paused(after, event, reply)
 
 
-def cut(reply: Text | ToolCalls) -> Cut:
+def cut(reply: Text | ToolCalls, error: Error | None = None) -> Cut:
     """`reply`, cut off mid-way: half the JSON body (or half the SSE chunks), then the
-    connection closes without the rest."""
-    return Cut(reply)
+    connection closes without the rest; with `error`, a stream sends it as an event and ends."""
+    return Cut(reply, error)
 
 
 def garbage(body: str = '{"id": "chatcmpl-x", "choices": [{"message": ') -> Garbage:
@@ -306,7 +308,7 @@ class FakeLLM(LoopbackServer):
         if isinstance(reply, Garbage):
             return web.Response(body=reply.body.encode(), content_type="application/json")
         if isinstance(reply, Cut):
-            return await self._cut(request, body, reply.reply)
+            return await self._cut(request, body, reply.reply, reply.error)
         pause = None
         if isinstance(reply, Paused):
             pause, reply = reply, reply.reply
@@ -348,7 +350,11 @@ class FakeLLM(LoopbackServer):
         return response
 
     async def _cut(
-        self, request: web.Request, body: dict[str, Any], reply: Text | ToolCalls
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        reply: Text | ToolCalls,
+        error: Error | None = None,
     ) -> web.StreamResponse:
         if body.get("stream"):
             chunks = [f"data: {json.dumps(c)}\n\n".encode() async for c in _chunks(body, reply)]
@@ -361,7 +367,11 @@ class FakeLLM(LoopbackServer):
         response = web.StreamResponse(headers={"Content-Type": content_type, **headers})
         await response.prepare(request)
         await response.write(head)
-        if request.transport is not None:
+        if error is not None and body.get("stream"):
+            event = {"error": {"message": error.message, "type": error.type, "code": error.code}}
+            await response.write(f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode())
+            await response.write_eof()
+        elif request.transport is not None:
             request.transport.close()
         return response
 
