@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 
+from clawgate.agent.progress import ProgressWatchers
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Delivery
 from clawgate.channels.base import Channel
-from clawgate.gateway.dashboard.web_channel import WebChannel
-from clawgate.kernel.bus import MessageBus
+from clawgate.gateway.dashboard.web_channel import STREAM_BACKLOG, WebChannel
+from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import AgentConfig
+from clawgate.kernel.secrets import Redactor
 from tests.dashboard_harness import DashboardClient, dashboard_client
 from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.harness import make_config
@@ -267,3 +269,27 @@ async def test_a_page_without_the_web_channel_says_so(
     async with dashboard_client(make_config(tmp_path, agent_config)) as client:
         assert "The web chat is not running" in await client.text("/chat")
         assert (await client.post_json("/chat/owner/send", {"text": "hi"})).status == 503
+
+
+async def test_a_tab_that_stops_reading_is_dropped_not_waited_for() -> None:
+    channel = WebChannel(MessageBus(), ProgressWatchers(Redactor()))
+    await channel.start()
+    async with channel.events("owner") as slow, channel.events("owner") as fast:
+        for i in range(STREAM_BACKLOG + 1):
+            await channel.send(OutboundMessage(channel="web", chat_id="owner", text=f"r{i}"))
+            while not fast.empty():
+                assert (event := fast.get_nowait()) is not None and event["text"] == f"r{i}"
+        assert channel.watching("owner") == 1
+        drained = [slow.get_nowait() for _ in range(slow.qsize())]
+        assert drained[-1] is None and len(drained) == STREAM_BACKLOG
+    assert channel.watching("owner") == 0
+    await channel.stop()
+
+
+async def test_the_event_streams_end_when_the_channel_stops(chat: DashboardClient) -> None:
+    events = await open_events(chat)
+    await chat.harness.gateway.manager.channels["web"].stop()
+    # read() returns at the end of the body: the stream closed, with no event in it.
+    assert (await events.response.content.read()).strip() == b""
+    refused = await chat.post_json("/chat/owner/send", {"text": "hi"})
+    assert refused.status == 503
