@@ -36,6 +36,7 @@ from clawgate.agent.llm_failures import (
     unavailable,
 )
 from clawgate.agent.llm_litellm import LitellmPath
+from clawgate.agent.llm_stream import OnDelta, Relay, StreamCut, TextDelta
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
@@ -47,6 +48,8 @@ __all__ = [
     "LLMClient",
     "LLMResponse",
     "ModelMisconfigured",
+    "OnDelta",
+    "TextDelta",
     "ToolCall",
     "failure_reply",
 ]
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 # A refused or unresolvable api_base is tried this often before it is called a setting error.
 _UNREACHABLE_ATTEMPTS = 2
+# A stream that stops without an error and without finishing, as a path would describe it.
+_CUT = Failure("connection", None, "the stream was cut off mid-answer", "APIConnectionError")
 
 T = TypeVar("T")
 
@@ -169,8 +174,18 @@ class LLMClient:
         model: str | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        on_delta: OnDelta | None = None,
     ) -> LLMResponse:
         """One completion from `model` (default: the configured one), then each fallback.
+
+        With `on_delta` the answer is streamed (`stream: true`, usage in the last chunk) and
+        each piece of its text goes to `on_delta` as it arrives; the response returned is
+        the same as without. Failures are classified, retried and passed to the fallbacks
+        exactly as without streaming, also after text was sent: a person would rather see
+        an answer start over than a half one end in an error. The first delta of such a
+        new attempt has `restart` set, telling the listener to drop what it received.
+        A stream that goes quiet for `request_timeout` counts as timed out; one that keeps
+        sending may take longer.
 
         Raises ContextOverflow when the conversation does not fit, ModelUnavailable when
         no model answered or the provider refused the request.
@@ -184,6 +199,10 @@ class LLMClient:
             body["tools"] = tools
         if tool_choice is not None:
             body["tool_choice"] = tool_choice
+        relay = None
+        if on_delta is not None:
+            relay = Relay(on_delta, self._config.request_timeout)
+            body["stream_options"] = {"include_usage": True}
 
         models = [model or self._config.model, *self._config.fallback_models]
         failures: list[NextModel] = []
@@ -191,18 +210,18 @@ class LLMClient:
             target = self._endpoint(name)
             try:
                 if target is not None and target.takes(messages):
-                    raw: Any = await self._with_retries(
-                        name, partial(self._direct.complete, target, body), llm_direct.failure
+                    attempt: Callable[[], Awaitable[Any]] = partial(
+                        self._direct.complete, target, body
                     )
+                    if relay is not None:
+                        attempt = partial(_streamed, relay, self._direct.stream, target, body)
+                    raw: Any = await self._with_retries(name, attempt, llm_direct.failure, relay)
                 else:
-                    litellm_call = partial(
-                        self._litellm.call,
-                        "acompletion",
-                        model=name,
-                        **body,
-                        **self._litellm_params(),
-                    )
-                    raw = await self._with_retries(name, litellm_call, self._litellm.failure)
+                    params = {"model": name, **body, **self._litellm_params()}
+                    attempt = partial(self._litellm.call, "acompletion", **params)
+                    if relay is not None:
+                        attempt = partial(_streamed, relay, self._litellm.stream, **params)
+                    raw = await self._with_retries(name, attempt, self._litellm.failure, relay)
             except NextModel as exc:
                 failures.append(exc)
                 continue
@@ -284,6 +303,7 @@ class LLMClient:
         model: str,
         attempt: Callable[[], Awaitable[T]],
         describe: Callable[[Exception], Failure],
+        relay: Relay | None = None,
     ) -> T:
         """Run `attempt` up to 1 + max_retries times; raise NextModel when they all fail."""
         started = time.monotonic()
@@ -292,14 +312,20 @@ class LLMClient:
         async def once() -> T:
             nonlocal started, unreachable
             started = time.monotonic()
+            if relay is not None:
+                relay.new_attempt()
             try:
-                # The path's own timeout bounds each read; this bounds the whole attempt.
-                async with asyncio.timeout(self._config.request_timeout):
+                # The path's own timeout bounds each read; this bounds the whole attempt
+                # (a stream pushes it back with every chunk).
+                async with asyncio.timeout(self._config.request_timeout) as deadline:
+                    if relay is not None:
+                        relay.deadline = deadline
                     return await attempt()
             except TimeoutError:
                 raise Retry("timed out") from None
             except Exception as exc:
-                retry = classify(model, describe(exc), self._scrub)
+                failure = _CUT if isinstance(exc, StreamCut) else describe(exc)
+                retry = classify(model, failure, self._scrub)
                 if retry is None:
                     raise  # not a provider failure: a bug, keep its traceback
                 reason = refusal(exc) if self._config.api_base else None
@@ -339,6 +365,11 @@ class LLMClient:
             reason = exhausted.last.reason
             log.warning("model %s failed %d times: %s", model, self._attempts, reason)
             raise NextModel(model, reason, self._attempts) from None
+
+
+async def _streamed(relay: Relay, stream: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """One streamed attempt on either path: its chunks played through `relay`."""
+    return await relay.collect(stream(*args, **kwargs))
 
 
 def _field(item: Any, name: str) -> Any:

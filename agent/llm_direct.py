@@ -24,10 +24,12 @@ import logging
 import os
 import re
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.llm_failures import Failure, Kind, retry_after
+from clawgate.agent.llm_stream import as_chunk
 
 if TYPE_CHECKING:
     import httpx
@@ -170,29 +172,69 @@ class DirectPath:
 
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
-        if target.missing_key:
-            # As litellm does: nothing is sent without the key the provider requires.
-            raise HTTPFailure(Failure("auth", None, "missing credentials", "AuthenticationError"))
-        body = json.dumps(
-            {"model": target.model, **params}, ensure_ascii=False, separators=(",", ":")
-        ).encode()
+        body = _request_body(target, params)
         response = await self._session().post(target.url, content=body, headers=target.headers)
         content = response.content
         if response.status_code >= 300:
             raise HTTPFailure(_status_failure(response.status_code, content, response.headers))
-        try:
-            parsed = json.loads(content)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            # litellm calls an unreadable body a provider error (HTTP 500): so do we.
-            raise HTTPFailure(Failure("api", 500, "unreadable response body", "APIError"))
-        return parsed
+        return _parsed(content)
+
+    async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Any]:
+        """POST one chat completion with `"stream": true`; yield each SSE chunk as it
+        arrives (a server that answers with a plain body yields it as one chunk). An error
+        status is an HTTPFailure, as for `complete`; so is an error event mid-stream."""
+        body = _request_body(target, {**params, "stream": True})
+        request = self._session().stream("POST", target.url, content=body, headers=target.headers)
+        async with request as response:
+            if response.status_code >= 300:
+                content = await response.aread()
+                raise HTTPFailure(_status_failure(response.status_code, content, response.headers))
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                yield as_chunk(_parsed(await response.aread()))
+                return
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments, event names, keep-alives
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = _parsed(data.encode())
+                if chunk.get("error"):
+                    raise HTTPFailure(_stream_error(chunk["error"]))
+                yield chunk
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
             await client.aclose()
+
+
+def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:
+    if target.missing_key:
+        # As litellm does: nothing is sent without the key the provider requires.
+        raise HTTPFailure(Failure("auth", None, "missing credentials", "AuthenticationError"))
+    return json.dumps(
+        {"model": target.model, **params}, ensure_ascii=False, separators=(",", ":")
+    ).encode()
+
+
+def _parsed(content: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        # litellm calls an unreadable body a provider error (HTTP 500): so do we.
+        raise HTTPFailure(Failure("api", 500, "unreadable response body", "APIError"))
+    return parsed
+
+
+def _stream_error(error: Any) -> Failure:
+    """An error event inside a stream that had started (OpenAI sends `{"error": {...}}`)."""
+    if isinstance(error, dict):
+        status = error.get("code") if isinstance(error.get("code"), int) else None
+        return _status_failure(status or 500, json.dumps({"error": error}).encode(), {})
+    return Failure("api", 500, str(error), "APIError")
 
 
 def failure(exc: Exception) -> Failure:

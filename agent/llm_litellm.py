@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
@@ -83,6 +84,21 @@ class LitellmPath:
         litellm = self.lib()
         with _unlogged(litellm):
             return await getattr(litellm, function)(**arguments)
+
+    async def stream(self, **arguments: Any) -> AsyncIterator[Any]:
+        """`acompletion(stream=True, ...)`, yielding litellm's chunks as they arrive."""
+        litellm = self.lib()
+        # Entered and left in the consumer's task: the caller closes this generator itself.
+        with _unlogged(litellm):
+            response = await litellm.acompletion(stream=True, **arguments)
+            try:
+                async for chunk in response:
+                    yield chunk
+            finally:
+                # A stream left early (/stop, a timeout) closes its connection now.
+                aclose = getattr(response, "aclose", None)
+                if aclose is not None:
+                    await aclose()
 
     def failure(self, exc: Exception) -> Failure:
         """`exc` as a Failure: what kind of provider failure litellm's type says it is."""

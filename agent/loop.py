@@ -28,6 +28,7 @@ from clawgate.agent.media import attach_images, image_parts, transcripts
 from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.tokens import estimate_messages
+from clawgate.agent.progress import ProgressWatchers, TurnProgress
 from clawgate.agent.session import Command, Message, Session, SessionStore, State, TurnError
 from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay
 from clawgate.agent.tools.base import ToolContext
@@ -130,6 +131,8 @@ class AgentLoop:
         self.outbox = outbox
         self._secrets = tuple(config.secrets())
         self._workspace = config.workspace.resolve()
+        # Channels that show turns as they run (the web chat) register here.
+        self.progress = ProgressWatchers(sessions.redact)
 
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
         """Answer one inbound message (a command or a model turn)."""
@@ -220,10 +223,11 @@ class AgentLoop:
         limit = self.config.agent.turn_timeout_seconds
         scope = asyncio.timeout(limit)
         _turn_limit.set(scope)
+        progress = self.progress.for_turn(message)
         with session.pinned():
             try:
                 async with scope:
-                    return await self._tool_loop(message, session)
+                    return await self._tool_loop(message, session, progress)
             except OSError as exc:
                 if scope.expired():
                     # Whatever a tool was doing, the dispatcher's slot is free again.
@@ -235,8 +239,12 @@ class AgentLoop:
             finally:
                 await self.sessions.sync(session)
                 self.consolidator.maybe_schedule(session)
+                if progress is not None:
+                    await progress.ended()
 
-    async def _tool_loop(self, message: InboundMessage, session: Session) -> TurnResult:
+    async def _tool_loop(
+        self, message: InboundMessage, session: Session, progress: TurnProgress | None = None
+    ) -> TurnResult:
         ctx = ToolContext(
             workspace=self._workspace,
             trust=message.trust,
@@ -269,7 +277,10 @@ class AgentLoop:
             try:
                 messages = await self._fit(session, ctx, system, schemas, model, level)
                 response = await self.llm.chat(
-                    attach_images(messages, images), tools=schemas, model=model
+                    attach_images(messages, images),
+                    tools=schemas,
+                    model=model,
+                    on_delta=progress.text if progress is not None else None,
                 )
             except ContextOverflow as exc:
                 log.warning(
@@ -297,7 +308,7 @@ class AgentLoop:
             self.usage.record(session.key, total)
             if not response.tool_calls:
                 return self._finish(session, response, total)
-            await self._run_tool_calls(session, response, ctx)
+            await self._run_tool_calls(session, response, ctx, progress)
         note = (
             f"I stopped after {self.config.agent.max_tool_iterations} tool steps without "
             "finishing. Tell me to continue if you want me to go on."
@@ -386,7 +397,11 @@ class AgentLoop:
         return TurnResult(text, seq=stored["seq"], usage=usage)
 
     async def _run_tool_calls(
-        self, session: Session, response: LLMResponse, ctx: ToolContext
+        self,
+        session: Session,
+        response: LLMResponse,
+        ctx: ToolContext,
+        progress: TurnProgress | None = None,
     ) -> None:
         calls = [
             {
@@ -402,12 +417,16 @@ class AgentLoop:
         done: set[str] = set()
         try:
             for call in response.tool_calls:
+                if progress is not None:
+                    await progress.tool_started(call)
                 result = await self.tools.execute(call.name, call.arguments, ctx)
                 self.sessions.append(
                     session,
                     Message(role="tool", tool_call_id=call.id, name=call.name, content=result),
                 )
                 done.add(call.id)
+                if progress is not None:
+                    await progress.tool_finished(call, result)
         except asyncio.CancelledError:
             # /stop or the turn's limit: keep every call paired with a result.
             limit = _turn_limit.get()

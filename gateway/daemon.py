@@ -19,6 +19,7 @@ from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.agents.build import build_accounts, build_runtimes, create_channel
 from clawgate.gateway.agents.unit import AgentUnit
 from clawgate.gateway.control import ControlChannel
+from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.ratelimit import RateLimiter
@@ -267,10 +268,19 @@ async def serve(config: Config) -> None:
     channel_states = ChannelStates()
     runtimes = build_runtimes(router, bus, channel_states)
     chats = build_accounts(router, bus)
+    default = next(r for r, _ in runtimes if r.config.agent_name == config.default_agent)
     gateway = Gateway(
         runtimes,
         # The control socket is the terminal's channel: `clawgate agent` talks through it.
-        {**chats, "cli": ControlChannel(AccountBus(bus, "cli", router), config.data_dir)},
+        {
+            **chats,
+            "cli": ControlChannel(AccountBus(bus, "cli", router), config.data_dir),
+            # The dashboard's chat talks to the default agent.
+            **{
+                channel.name: channel
+                for channel in web_chat(config, AccountBus(bus, "web", router), default)
+            },
+        },
         bus,
         router=router,
         channel_states=channel_states,

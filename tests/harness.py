@@ -83,15 +83,18 @@ class Harness:
         config: Config,
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
+        extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
         **gateway_options: Any,
     ) -> None:
+        """`extra_channels(bus, runtime)`: channels to run beside the recording one."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
         self.runtime = AgentRuntime.build(
             config, writer=writer, extra_tools=extra_tools, outbox=self.bus.publish_outbound
         )
-        self.gateway = Gateway(self.runtime, [self.channel], self.bus, **gateway_options)
+        more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
+        self.gateway = Gateway(self.runtime, [self.channel, *more], self.bus, **gateway_options)
 
     @property
     def workspace(self) -> Path:

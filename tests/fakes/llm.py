@@ -78,10 +78,22 @@ class Gated:
 
 
 @dataclass(frozen=True)
+class Paused:
+    """Streamed: the first `after` chunks, then nothing until `event` is set, then the rest
+    (a request that does not stream gets the whole reply once `event` is set)."""
+
+    after: int
+    event: asyncio.Event
+    reply: Text | ToolCalls
+
+
+@dataclass(frozen=True)
 class Cut:
-    """The answer starts, then the connection closes half-way through its body."""
+    """The answer starts, then the connection closes half-way through its body (or, with
+    `error`, a stream goes on with that error event, as OpenAI reports a failure mid-way)."""
 
     reply: Text | ToolCalls
+    error: Error | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,7 @@ class Garbage:
     body: str
 
 
-Reply = Text | ToolCalls | Error | Hang | Delayed | Gated | Cut | Garbage
+Reply = Text | ToolCalls | Error | Hang | Delayed | Gated | Paused | Cut | Garbage
 Handler = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
 
 
@@ -155,10 +167,16 @@ def gate(event: asyncio.Event, reply: Reply) -> Gated:
     return Gated(event, reply)
 
 
-def cut(reply: Text | ToolCalls) -> Cut:
+def pause(event: asyncio.Event, reply: Text | ToolCalls, after: int = 2) -> Paused:
+    """`reply`, streamed up to `after` chunks (the role chunk counts), then held until
+    `event` is set: a test sees a partial answer for as long as it likes."""
+    return Paused(after, event, reply)
+
+
+def cut(reply: Text | ToolCalls, error: Error | None = None) -> Cut:
     """`reply`, cut off mid-way: half the JSON body (or half the SSE chunks), then the
-    connection closes without the rest."""
-    return Cut(reply)
+    connection closes without the rest; with `error`, a stream sends it as an event and ends."""
+    return Cut(reply, error)
 
 
 def garbage(body: str = '{"id": "chatcmpl-x", "choices": [{"message": ') -> Garbage:
@@ -271,12 +289,7 @@ class FakeLLM(LoopbackServer):
                         return None
                     reply = inner
                 case Gated(event, inner):
-                    waiters = [asyncio.ensure_future(event.wait())]
-                    waiters.append(asyncio.ensure_future(self._stopping.wait()))
-                    _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                    for task in pending:
-                        task.cancel()
-                    if not event.is_set():
+                    if await self._held(event):
                         return None
                     reply = inner
                 case _:
@@ -295,25 +308,53 @@ class FakeLLM(LoopbackServer):
         if isinstance(reply, Garbage):
             return web.Response(body=reply.body.encode(), content_type="application/json")
         if isinstance(reply, Cut):
-            return await self._cut(request, body, reply.reply)
+            return await self._cut(request, body, reply.reply, reply.error)
+        pause = None
+        if isinstance(reply, Paused):
+            pause, reply = reply, reply.reply
+            if not body.get("stream") and await self._held(pause.event):
+                return web.Response(status=503, text="fake LLM stopping")
         assert isinstance(reply, Text | ToolCalls)
         if body.get("stream"):
-            return await self._stream(request, body, reply)
+            return await self._stream(request, body, reply, pause)
         return web.json_response(_completion(body, reply))
 
+    async def _held(self, event: asyncio.Event) -> bool:
+        """Wait for `event`; True if the server stopped first."""
+        waiters = [
+            asyncio.ensure_future(event.wait()),
+            asyncio.ensure_future(self._stopping.wait()),
+        ]
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        return not event.is_set()
+
     async def _stream(
-        self, request: web.Request, body: dict[str, Any], reply: Text | ToolCalls
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        reply: Text | ToolCalls,
+        pause: Paused | None = None,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
+        sent = 0
         async for chunk in _chunks(body, reply):
+            if pause is not None and sent == pause.after and await self._held(pause.event):
+                return response
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            sent += 1
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 
     async def _cut(
-        self, request: web.Request, body: dict[str, Any], reply: Text | ToolCalls
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        reply: Text | ToolCalls,
+        error: Error | None = None,
     ) -> web.StreamResponse:
         if body.get("stream"):
             chunks = [f"data: {json.dumps(c)}\n\n".encode() async for c in _chunks(body, reply)]
@@ -326,7 +367,11 @@ class FakeLLM(LoopbackServer):
         response = web.StreamResponse(headers={"Content-Type": content_type, **headers})
         await response.prepare(request)
         await response.write(head)
-        if request.transport is not None:
+        if error is not None and body.get("stream"):
+            event = {"error": {"message": error.message, "type": error.type, "code": error.code}}
+            await response.write(f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode())
+            await response.write_eof()
+        elif request.transport is not None:
             request.transport.close()
         return response
 

@@ -1,0 +1,177 @@
+"""The browser chat as a channel: the dashboard's owner talks to the assistant in `web:<name>`.
+
+Like the control socket (gateway/control.py), this is a channel on the bus: what the owner
+types is published as an owner `InboundMessage`, and replies come back through the channel
+manager's `send`, so the dispatcher's order and /stop, slash commands, session records and
+delivery records are those of every other channel. What only a browser gets is the turn as
+it runs: the channel watches its turns (`AgentLoop.progress`) and hands each event, and each
+reply, to every open event stream of that conversation (the dashboard's chat page, one per
+browser tab; see gateway/dashboard/chat.py).
+
+A reply is part of the session transcript, which the page shows on load: one sent while no
+tab is open is recorded as delivered and seen on the next visit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from clawgate.agent.progress import (
+    Progress,
+    ProgressWatchers,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+)
+from clawgate.channels.base import Channel
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import Config
+from clawgate.kernel.errors import ChannelError
+
+if TYPE_CHECKING:
+    from clawgate.agent.runtime import AgentRuntime
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONVERSATION = "owner"
+# A conversation name is one path segment and one session-key part, readable as typed.
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_TEXT_CHARS = 100_000
+# Events a tab may fall behind by before it is dropped (its page reconnects and reloads).
+STREAM_BACKLOG = 2000
+
+Event = dict[str, Any]
+
+
+def valid_name(name: str) -> bool:
+    return NAME.fullmatch(name) is not None
+
+
+def progress_event(event: Progress) -> Event:
+    """A turn's progress as the browser receives it (JSON)."""
+    if isinstance(event, TextDelta):
+        return {"type": "delta", "text": event.text, "restart": event.restart}
+    if isinstance(event, ToolStarted):
+        return {"type": "tool_started", **asdict(event)}
+    if isinstance(event, ToolFinished):
+        return {"type": "tool_finished", **asdict(event)}
+    assert isinstance(event, TurnEnded)
+    return {"type": "turn_ended"}
+
+
+def web_chat(config: Config, bus: MessageBus, runtime: AgentRuntime) -> list[Channel]:
+    """The daemon's web chat channel on `runtime`, when the dashboard that serves it is on."""
+    return [WebChannel(bus, runtime.loop.progress)] if config.dashboard.enabled else []
+
+
+class WebChannel(Channel):
+    """Publishes what the browser sends as owner messages of `web:<name>`; fans replies and
+    turn progress out to the conversation's open event streams."""
+
+    name = "web"
+    max_message_chars = MAX_TEXT_CHARS
+
+    def __init__(self, bus: MessageBus, progress: ProgressWatchers) -> None:
+        super().__init__(bus)
+        self._progress = progress
+        self._streams: dict[str, set[asyncio.Queue[Event | None]]] = {}
+        self._running = False
+
+    async def start(self) -> None:
+        self._progress.watch(self.name, self._observe)
+        self._running = True
+
+    async def stop(self) -> None:
+        self._running = False
+        self._progress.unwatch(self.name, self._observe)
+        for queues in self._streams.values():
+            for queue in queues:
+                _end(queue)
+        self._streams.clear()
+
+    async def send(self, message: OutboundMessage) -> None:
+        event: Event = {
+            "type": "reply",
+            "text": message.text,
+            "is_error": message.is_error,
+            "reply_to": message.reply_to,
+            "seq": message.seq,
+            "files": [str(item) for item in message.media],
+        }
+        self._publish(message.chat_id, event)
+
+    async def say(self, conversation: str, text: str) -> str:
+        """Publish what the owner typed in `conversation`; the id its reply will carry."""
+        if not self._running:
+            raise ChannelError("the web chat is not running")
+        if not valid_name(conversation):
+            raise ValueError(f"not a conversation name: {conversation!r}")
+        message_id = uuid.uuid4().hex
+        self._publish(conversation, {"type": "user", "id": message_id, "text": text})
+        await self.bus.publish_inbound(
+            InboundMessage(
+                channel=self.name,
+                chat_id=conversation,
+                message_id=message_id,
+                sender_id="owner",
+                sender_name="owner",
+                text=text[:MAX_TEXT_CHARS],
+                trust=Trust.OWNER,
+                mentioned=True,
+            )
+        )
+        return message_id
+
+    @contextlib.asynccontextmanager
+    async def events(self, conversation: str) -> AsyncIterator[asyncio.Queue[Event | None]]:
+        """A queue receiving the conversation's events while the block runs; None in it means
+        the stream is over (the gateway stops, or the reader fell too far behind)."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue(STREAM_BACKLOG)
+        if not self._running:
+            _end(queue)
+        else:
+            self._streams.setdefault(conversation, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self._streams.get(conversation)
+            if queues is not None:
+                queues.discard(queue)
+                if not queues:
+                    del self._streams[conversation]
+
+    def watching(self, conversation: str) -> int:
+        """How many event streams the conversation has open."""
+        return len(self._streams.get(conversation, ()))
+
+    async def _observe(self, message: InboundMessage, event: Progress) -> None:
+        if message.chat_id in self._streams:
+            # `for`: the message whose turn this is, as its reply's `reply_to` will say.
+            self._publish(message.chat_id, {**progress_event(event), "for": message.message_id})
+
+    def _publish(self, conversation: str, event: Event) -> None:
+        for queue in list(self._streams.get(conversation, ())):
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:
+                log.warning("web chat: a browser stopped reading %s; dropping it", conversation)
+                self._streams[conversation].discard(queue)
+                _end(queue)
+
+
+def _end(queue: asyncio.Queue[Event | None]) -> None:
+    """Put the end marker in, making room for it if the queue is full."""
+    while True:
+        try:
+            queue.put_nowait(None)
+            return
+        except asyncio.QueueFull:
+            queue.get_nowait()

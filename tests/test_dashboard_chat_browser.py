@@ -1,0 +1,95 @@
+"""The chat page in headless Chromium against a real `clawgate gateway` process: log in with
+the token's one-time link, type a message, watch the reply stream in, open a tool card."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from selenium.webdriver.common.keys import Keys
+
+from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
+from tests.fakes.telegram import FakeTelegram
+from tests.memory_helpers import save
+
+__all__ = ["browser", "browser_driver"]  # fixtures used below
+
+ANSWER = "The streamed answer arrives in several pieces."
+
+
+async def _type(browser: Browser, message: str) -> None:
+    field = await browser.find("#text")
+    await browser.call(field.send_keys, message)
+    await browser.call(field.send_keys, Keys.ENTER)
+
+
+async def _text_of(browser: Browser, css: str) -> str:
+    element = await browser.find(css)
+    return str(await browser.call(lambda: element.text))
+
+
+async def _count(browser: Browser, css: str) -> int:
+    from selenium.webdriver.common.by import By
+
+    found: list[Any] = await browser.call(browser.driver.find_elements, By.CSS_SELECTOR, css)
+    return len(found)
+
+
+async def test_the_reply_streams_into_the_page(
+    tmp_path: Path, browser: Browser, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    release = asyncio.Event()
+    # Held after "The streamed " until the test has seen that much on the page.
+    fake_llm.script(pause(release, text(ANSWER), after=3))
+    fake_llm.script(tool_call("list_dir", _id="call_l", path="."), text("That is the list."))
+    # Held until /stop; then the consolidation of the transcript /new archives.
+    fake_llm.script(gate(asyncio.Event(), text("never sent")), save("The owner tried the chat."))
+    async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
+        await browser.get(await gateway.login_link())
+        await browser.find("#chat.connected")
+        assert browser.current_url.rstrip("/").endswith("/chat")
+
+        await _type(browser, "Tell me something")
+        await browser.wait_for_text("#messages li.user .bubble", "Tell me something")
+        await browser.wait_for_text("#messages li.live .bubble", "The streamed")
+        partial = await _text_of(browser, "#messages li.live .bubble")
+        assert partial.startswith("The streamed") and partial != ANSWER
+        await browser.screenshots("chat-streaming")
+
+        release.set()
+        await browser.wait_for_text("#messages li.assistant:last-child .bubble", ANSWER)
+        await browser.find("#chat:not(.busy)")
+        assert await _count(browser, "#messages li.live") == 0
+
+        await _type(browser, "what is here?")
+        summary = await browser.find("#messages li.tool summary")
+        await browser.wait_for_text("#messages li.assistant:last-child", "That is the list.")
+        assert await _count(browser, "#messages li.tool.running") == 0
+        await browser.call(summary.click)
+        await browser.wait_for_text("#messages li.tool pre.result", "memory")
+        await browser.screenshots("chat")
+
+        # A reload shows the same conversation from the session transcript.
+        await browser.get(gateway.url + "chat")
+        await browser.wait_for_text("#messages", ANSWER)
+        assert await _count(browser, "#messages li.tool details") == 1
+        await browser.find("#chat.connected")
+
+        # Stop cancels a turn the model holds.
+        await _type(browser, "take your time")
+        await fake_llm.wait_for_requests(4)
+        await browser.find("#chat.busy")
+        await browser.call((await browser.find("#stop")).click)
+        await browser.wait_for_text("#messages li.assistant:last-child", "Stopped.")
+
+        # Slash commands complete with Tab; /new starts the page over.
+        field = await browser.find("#text")
+        await browser.call(field.send_keys, "/ne")
+        await browser.wait_for_text("#commands.open", "/new")
+        await browser.call(field.send_keys, Keys.TAB)
+        assert await browser.call(field.get_attribute, "value") == "/new "
+        await browser.call(field.send_keys, Keys.ENTER)
+        await browser.wait_for_text("#messages", "New session started.")
+        assert await _count(browser, "#messages li") == 1
