@@ -178,9 +178,19 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sweep", action="store_true", help="weights and decay ablation")
     parser.add_argument("--pooled", action="store_true", help="the pooled eval of issue 17")
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="with --pooled: each query the default ranks below plain BM25 or no recency",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --pooled: the fresh questions of bench/recall_fresh.py instead of the tuned set",
+    )
     args = parser.parse_args()
     if args.pooled:
-        return await pooled_main()
+        return await pooled_main(misses=args.misses, fresh=args.fresh)
     sys.path.insert(0, str(DATA))
     from facts import NOW
 
@@ -245,7 +255,7 @@ def _no_recency() -> dict[str, float]:
     return saved
 
 
-async def pooled_main() -> int:
+async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
     sys.path.insert(0, str(POOLED))
     from evaluate import NOW as POOL_NOW
     from evaluate import Pool, check_labels, print_table, print_targets, score
@@ -254,6 +264,10 @@ async def pooled_main() -> int:
 
     pool = Pool()
     try:
+        if fresh:
+            from recall_fresh import fresh_queries
+
+            pool.queries = fresh_queries(pool.workspace / "memory")
         problems = check_labels(pool.queries, pool.workspace / "memory")
         print(
             f"{len(pool.queries)} pooled queries; label check: "
@@ -316,9 +330,26 @@ async def pooled_main() -> int:
         print_table(pool, rows)
         if any(label == "default" for label, _ in rows):
             print_targets(rows)
+            if misses:
+                print_misses(pool, rows)
     finally:
         pool.close()
     return 0
+
+
+def print_misses(pool, rows) -> None:
+    """Each query where the default ranks its answer lower than plain BM25 or no recency does
+    (0: not in the top 5), with its kind and age: what the targets table counts."""
+    from evaluate import age_bucket
+
+    ranks = {label: groups["all"] for label, groups in rows}
+    mine = ranks["default"]
+    print("\nqueries the default ranks lower (rank: default / other; 0 = not in the top 5):")
+    for other in ("plain BM25", "default, no recency"):
+        for q, a, b in zip(pool.queries, mine, ranks[other], strict=True):
+            if b and (not a or a > b):
+                age = age_bucket(q["target_date"])
+                print(f"  vs {other:20} {q['id']} {q['kind']:10} {age:8} {a}/{b}  {q['query']}")
 
 
 if __name__ == "__main__":
