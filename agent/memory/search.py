@@ -37,7 +37,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from clawgate.agent.memory import fusion
+from clawgate.agent.memory import fusion, multihop
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
@@ -308,6 +308,13 @@ class MemorySearch:
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
         ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
+        seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
+        hop = multihop.Hop(self.index, terms, lambda q: self._keyword_ids(q, pool, window))
+        pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)
+        if pair is not None:
+            ranked = multihop.lead_with(pair, ranked, rows, today, self.config.half_life_days)
+            both = terms(rows[pair.answer].text) | terms(rows[pair.bridge].text)
+            confidence = max(confidence, len(query_terms & both) / len(query_terms))
         best = max((cand.relevance for cand in ranked), default=0.0) or 1.0
         for cand in ranked:
             cand.score = cand.relevance / best * confidence
@@ -362,6 +369,12 @@ class MemorySearch:
                 scored.append((fusion.SUBSTRING_SCORE * share**0.5, chunk_id))
             for value, chunk_id in sorted(scored, reverse=True)[:limit]:
                 raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
+
+    async def _keyword_ids(self, text: str, limit: int, window: tuple[str, str] | None) -> set[int]:
+        """The chunks a keyword search for `text` finds (the second hop's search)."""
+        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
+        await self._keyword(keyword_query(text), limit, window, raw)
+        return set().union(*raw.values())
 
     async def _term_weights(
         self, plan: KeywordQuery, text: str
