@@ -46,6 +46,9 @@ from clawgate.agent.memory.tokens import (
 # First hits tried as bridges, and bridge words taken from each.
 BRIDGES = 3
 BRIDGE_WORDS = 6
+# A link must be rarer than this idf (about a quarter of the chunks): a word in most of
+# them (the chat tag every log line carries, the owner's own name) links everything.
+MIN_LINK_IDF = math.log(4)
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def bridge_words(
     """A first hit's linking words the question does not use, rarest first (a CJK bigram has
     no idf here and counts as rare: names are what such bigrams usually are)."""
     top = max(idf.values(), default=1.0)
-    foreign = [t for t in links if _foreign(t, query)]
+    foreign = [t for t in links if _foreign(t, query) and idf.get(t, top) >= MIN_LINK_IDF]
     foreign.sort(key=lambda t: (-idf.get(t, top), t))
     return foreign[:BRIDGE_WORDS]
 
@@ -108,17 +111,22 @@ def best_pair(
     weights: Mapping[str, float],
     idf: Mapping[str, float],
     single: float,
+    evidence: Mapping[int, float],
 ) -> Pair | None:
     """The pair (a line of a first hit, a line of another chunk sharing a linking word with
     it that the question does not use) covering the most of the question, if that is more
-    than `single`, the most any one chunk covers; ties go to the rarer link. Lines, not
+    than `single`, the most any one chunk covers; ties go to the rarer link, then to the
+    answer with more keyword `evidence` in the second search. Lines, not
     chunks: a day's log holds many people's news, and the link must sit in the sentence
     that matched."""
     query = frozenset(weights)
     top_idf = max(idf.values(), default=1.0)
     best: Pair | None = None
+    best_rank = (0.0, 0.0, 0.0)
     for b in bridges:
-        links = frozenset(t for t in b.links if _foreign(t, query))
+        links = frozenset(
+            t for t in b.links if _foreign(t, query) and idf.get(t, top_idf) >= MIN_LINK_IDF
+        )
         for a in found:
             shared = links & a.links
             if a.id == b.id or not shared or a.terms & b.terms & query:
@@ -129,8 +137,9 @@ def best_pair(
             link = max(idf.get(t, top_idf) for t in shared)
             answer, bridge = _roles(a, b, weights)
             pair = Pair(answer, bridge, together, link)
-            if best is None or (pair.coverage, pair.link) > (best.coverage, best.link):
-                best = pair
+            rank = (pair.coverage, pair.link, evidence.get(pair.answer, 0.0))
+            if best is None or rank > best_rank:
+                best, best_rank = pair, rank
     return best
 
 
@@ -146,13 +155,14 @@ def _roles(a: Text, b: Text, weights: Mapping[str, float]) -> tuple[int, int]:
 
 class Hop:
     """The second hop of one search: the index (document frequencies, rows), the query-term
-    extractor search.py counts coverage with, and its keyword search (text -> chunk ids)."""
+    extractor search.py counts coverage with, and its keyword search for chunks holding one of
+    the missing words and one of the linking words ((missing, links) -> {chunk id: 0..1})."""
 
     def __init__(
         self,
         index: MemoryIndex,
         terms: Callable[[str], frozenset[str]],
-        keyword: Callable[[str], Awaitable[set[int]]],
+        keyword: Callable[[str, str], Awaitable[dict[int, float]]],
     ) -> None:
         self.index = index
         self.terms = terms
@@ -182,16 +192,17 @@ class Hop:
         norm = normalise(text)
         asked = [w for w in words(norm) if stem(w) in missing]
         asked += [run for run in cjk_runs(norm) if set(run) & missing]
-        for r in first:
-            asked += bridge_words(links[r.id], query, idf)
-        hits = await self.keyword(" ".join(asked))
+        via = [w for r in first for w in bridge_words(links[r.id], query, idf)]
+        scores = await self.keyword(" ".join(asked), " ".join(via))
+        hits = set(scores)
         for chunk_id, row in (await self.index.chunks(hits - set(rows))).items():
             if window is None or (row.date and window[0] <= row.date <= window[1]):
                 rows[chunk_id] = row
         found = (hits | set(ranked)) & set(rows)
         single = max(covered(seen, self.terms(rows[c].text)) for c in found)
         second = [t for c in sorted(found) for t in self._lines(rows[c])]
-        return best_pair([t for r in first for t in self._lines(r)], second, seen, idf, single)
+        bridges = [t for r in first for t in self._lines(r)]
+        return best_pair(bridges, second, seen, idf, single, scores)
 
     def _lines(self, row: ChunkRow) -> list[Text]:
         return [

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -309,7 +309,7 @@ class MemorySearch:
             confidence = max(confidence, DATE_CONFIDENCE)
         ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
-        hop = multihop.Hop(self.index, terms, lambda q: self._keyword_ids(q, pool, window))
+        hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
         pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)
         if pair is not None:
             ranked = multihop.lead_with(pair, ranked, rows, today, self.config.half_life_days)
@@ -370,11 +370,23 @@ class MemorySearch:
             for value, chunk_id in sorted(scored, reverse=True)[:limit]:
                 raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
 
-    async def _keyword_ids(self, text: str, limit: int, window: tuple[str, str] | None) -> set[int]:
-        """The chunks a keyword search for `text` finds (the second hop's search)."""
+    async def _keyword_ids(
+        self, missing: str, links: str, limit: int, window: tuple[str, str] | None
+    ) -> dict[int, float]:
+        """The second hop's keyword search: chunks holding a word of `missing` and one of
+        `links` (CJK: either, through the trigram and substring sides), with their keyword
+        evidence on this search's 0..1 scale."""
+        plan = keyword_query(f"{missing} {links}")
+        need, via = keyword_query(missing).match, keyword_query(links).match
+        if need and via:
+            plan = replace(plan, match=f"({need}) AND ({via})")
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
-        await self._keyword(keyword_query(text), limit, window, raw)
-        return set().union(*raw.values())
+        await self._keyword(plan, limit, window, raw)
+        found = dict(raw["cjk"])
+        for table in ("chunks_fts", "chunks_tri"):
+            for c, value in fusion.normalise_keyword(raw[table]).items():
+                found[c] = max(found.get(c, 0.0), value)
+        return found
 
     async def _term_weights(
         self, plan: KeywordQuery, text: str
