@@ -46,9 +46,9 @@ from clawgate.agent.memory.tokens import (
 # First hits tried as bridges, and bridge words taken from each.
 BRIDGES = 3
 BRIDGE_WORDS = 6
-# A link must be rarer than this idf (about a quarter of the chunks): a word in most of
+# A link must be in at most half of the chunks (idf >= ln 2): a word in most of
 # them (the chat tag every log line carries, the owner's own name) links everything.
-MIN_LINK_IDF = math.log(4)
+MIN_LINK_IDF = math.log(2)
 
 
 @dataclass(frozen=True)
