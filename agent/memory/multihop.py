@@ -22,6 +22,7 @@ hands it; the rest are pure functions over texts and weights.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -61,11 +62,16 @@ class Pair:
 
 @lru_cache(maxsize=8192)
 def link_terms(text: str) -> frozenset[str]:
-    """What may link two chunks: stemmed content words that are not numbers (dates, times and
-    chat ids are not entities), and CJK bigrams free of common function characters."""
-    norm = normalise(text)
-    found = {stem(w) for w in words(norm) if w not in STOPWORDS and not w.isdigit()}
-    for run in cjk_runs(norm):
+    """What may link two chunks: names - capitalised words (stemmed, stop words and numbers
+    aside: dates, times and chat ids are not entities) and CJK bigrams free of common
+    function characters. Names are what a chain goes through (a person, a pet, a company),
+    and keeping to them keeps the second hop's look-ups few."""
+    found = {
+        stem(w.lower())
+        for w in words(unicodedata.normalize("NFKC", text))
+        if w[0].isupper() and w.lower() not in STOPWORDS and not w.isdigit()
+    }
+    for run in cjk_runs(normalise(text)):
         found.update(g for g in cjk_bigrams(run) if not set(g) & CJK_STOP_CHARS)
     return frozenset(found)
 
@@ -187,12 +193,16 @@ class Hop:
         query = frozenset(seen)
         first = [rows[c] for c in ranked[:BRIDGES]]
         links = {r.id: link_terms(r.text) for r in first}
+        if not any(links.values()):
+            return None
         total, freqs = await self.index.doc_freqs(sorted(set().union(*links.values())))
         idf = {t: math.log(1 + (total - n + 0.5) / (n + 0.5)) for t, n in freqs.items() if n}
         norm = normalise(text)
         asked = [w for w in words(norm) if stem(w) in missing]
         asked += [run for run in cjk_runs(norm) if set(run) & missing]
         via = [w for r in first for w in bridge_words(links[r.id], query, idf)]
+        if not via:
+            return None  # no name in the first hits that the question does not use
         scores = await self.keyword(" ".join(asked), " ".join(via))
         hits = set(scores)
         for chunk_id, row in (await self.index.chunks(hits - set(rows))).items():
