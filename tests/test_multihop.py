@@ -138,3 +138,27 @@ async def test_no_second_search_when_the_best_hit_covers_the_question(tmp_path):
         assert asked and "maya" in asked[0][1]
     finally:
         await search.close()
+
+
+async def test_one_entry_holding_the_question_beats_words_scattered_over_a_days_log(tmp_path):
+    ws = tmp_path / "ws"
+    write(
+        ws,
+        "2026-01-29.md",
+        "- 20:35 Maya changed mobile provider to Vodafone on a 20 GB plan after a long call"
+        " about the contract, the roaming fees and the old handset.\n",
+    )
+    # Newer, shorter, and holding every word of the question - in two people's entries.
+    write(
+        ws,
+        "2026-06-19.md",
+        "- 11:35 Maya asked for a quick dinner idea.\n- 15:05 Ravi changed mobile provider.\n",
+    )
+    for day in range(10, 16):
+        write(ws, f"2026-11-{day}.md", f"- Tom planned the week ahead, day {day}.\n")
+    search = make_search(tmp_path)
+    try:
+        hits = await search.search("Which mobile provider is Maya with?")
+        assert hits[0].path == "memory/2026-01-29.md"
+    finally:
+        await search.close()

@@ -171,6 +171,17 @@ def weighted_coverage(weights: dict[str, float], text: str) -> float:
     return sum(w for term, w in weights.items() if term in found) / total
 
 
+def entry_coverage(weights: dict[str, float], text: str) -> float:
+    """A chunk's weighted coverage, averaged with that of its best line: a day's log holds
+    many separate entries, and one entry that holds the whole question beats words
+    scattered over several."""
+    whole = weighted_coverage(weights, text)
+    lines = text.splitlines()
+    if len(lines) < 2 or whole <= 0:
+        return whole
+    return (whole + max(weighted_coverage(weights, line) for line in lines)) / 2
+
+
 def coverage(query_terms: frozenset[str], text: str) -> float:
     if not query_terms:
         return 0.0
@@ -282,7 +293,7 @@ class MemorySearch:
         for c, value in raw["cjk"].items():
             bm25[c] = max(bm25.get(c, 0.0), value)
         keyword = {
-            c: weighted_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
+            c: entry_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
             for c, r in rows.items()
         }
         mean = self.index.vectors.mean(query_vector) if query_vector is not None else 0.0
