@@ -32,12 +32,12 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
-from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from clawgate.agent.memory import fusion, multihop
+from clawgate.agent.memory.coverage import CHITCHAT, coverage, entry_coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
@@ -141,51 +141,6 @@ def keyword_query(text: str) -> KeywordQuery:
         terms=tuple(content) + tuple(runs),
         words=tuple(content),
     )
-
-
-# Words of small talk: a message made of them names nothing in memory.
-CHITCHAT = frozenset(
-    """hi hello hey hiya thanks thank thx ok okay yes yeah yep no nope sure good great nice
-    cool fine morning evening night bye goodbye please lol haha hmm well really today
-    tonight doing going up again""".split()
-)
-CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
-
-
-@lru_cache(maxsize=8192)
-def terms(text: str) -> frozenset[str]:
-    """Content words (stemmed) and CJK characters: what confidence counts as covered."""
-    norm = normalise(text)
-    found = {stem(w) for w in words(norm) if w not in STOPWORDS and w not in CHITCHAT}
-    for run in cjk_runs(norm):
-        found.update(c for c in run if c not in CJK_STOP_CHARS and c not in CHITCHAT_CJK)
-    return frozenset(found)
-
-
-def weighted_coverage(weights: dict[str, float], text: str) -> float:
-    """The share of the query's words (by weight: rare words count more) in a text."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    found = terms(text)
-    return sum(w for term, w in weights.items() if term in found) / total
-
-
-def entry_coverage(weights: dict[str, float], text: str) -> float:
-    """A chunk's weighted coverage, averaged with that of its best line: a day's log holds
-    many separate entries, and one entry that holds the whole question beats words
-    scattered over several."""
-    whole = weighted_coverage(weights, text)
-    lines = text.splitlines()
-    if len(lines) < 2 or whole <= 0:
-        return whole
-    return (whole + max(weighted_coverage(weights, line) for line in lines)) / 2
-
-
-def coverage(query_terms: frozenset[str], text: str) -> float:
-    if not query_terms:
-        return 0.0
-    return len(query_terms & terms(text)) / len(query_terms)
 
 
 def snippet(text: str, terms: tuple[str, ...], limit: int = SNIPPET_CHARS) -> str:
