@@ -20,6 +20,11 @@ For a query:
    match; ordered by relevance, recency breaking near-ties only (none when the question
    names a date: it has said which time it wants); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
+   The keyword side counts how much of the question a chunk holds (coverage.py: by idf,
+   the chunk's share averaged with its best line's, as a day's log is many entries).
+   Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
+   reached through a name in the first hits that, with it, covers more of the question
+   than any one chunk goes first, its bridge second.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
