@@ -13,7 +13,9 @@ strictly more of the question (by idf weight, over the words memory contains) th
 chunk does, and if the two cover different words of it: two chunks that both hold one of
 the question's words (its name, say) are two partial answers about what the question
 names, not a chain through something it does not name. Of a pair, the bridge is the chunk holding the question's rarest
-covered word (the name the question gives); the other one answers, and goes first.
+covered word (the name the question gives); the other one answers, and goes first. The
+pair's evidence is one no single chunk has, so it goes above chunks ranked by fusion.py
+(whose "never below a chunk with better evidence on every side" orders single chunks).
 
 `Hop.find` runs the second search through the index and the keyword search search.py
 hands it; the rest are pure functions over texts and weights.
