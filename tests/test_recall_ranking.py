@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import socket
 import sqlite3
 import subprocess
@@ -129,6 +130,34 @@ def test_better_keyword_and_vector_evidence_is_never_ranked_below():
         worse = Candidate(2, t=0.60, v=0.50, recency=new_recency)
         assert _ranked([worse, better]) == [1, 2]
         assert _ranked([better, worse], recency_weight=1.0) == [1, 2]
+
+
+def test_no_chunk_passes_one_with_better_evidence_whatever_the_ages():
+    """The fusion invariant over many random near-tied candidate sets: wherever a chunk's
+    keyword and vector evidence are both at least another's (one strictly), it ranks
+    above it, whatever their recency."""
+    rng = random.Random(17)
+    weights = (0.7, 0.3, 0.0)
+    for _ in range(300):
+        cands = [
+            Candidate(
+                i,
+                t=round(rng.uniform(0.5, 0.6), 2),
+                v=round(rng.uniform(0.4, 0.5), 2),
+                recency=rng.random(),
+            )
+            for i in range(8)
+        ]
+        ranked = [c.id for c in fusion.order(_weighed(cands, weights), weights, 0.05)]
+        for a in cands:
+            for b in cands:
+                if fusion.dominates(a, b, weights):
+                    assert ranked.index(a.id) < ranked.index(b.id)
+
+
+def _weighed(cands: list[Candidate], weights) -> list[Candidate]:
+    fusion.weigh(cands, weights)
+    return cands
 
 
 def test_recency_breaks_near_ties_only():

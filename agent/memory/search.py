@@ -20,6 +20,11 @@ For a query:
    match; ordered by relevance, recency breaking near-ties only (none when the question
    names a date: it has said which time it wants); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
+   The keyword side counts how much of the question a chunk holds (coverage.py: by idf,
+   the chunk's share averaged with its best line's, as a day's log is many entries).
+   Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
+   reached through a name in the first hits that, with it, covers more of the question
+   than any one chunk goes first, its bridge second.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
@@ -30,14 +35,14 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
-from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from clawgate.agent.memory import fusion
+from clawgate.agent.memory import fusion, multihop
+from clawgate.agent.memory.coverage import CHITCHAT, coverage, entry_coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
@@ -147,40 +152,6 @@ def keyword_query(text: str) -> KeywordQuery:
     )
 
 
-# Words of small talk: a message made of them names nothing in memory.
-CHITCHAT = frozenset(
-    """hi hello hey hiya thanks thank thx ok okay yes yeah yep no nope sure good great nice
-    cool fine morning evening night bye goodbye please lol haha hmm well really today
-    tonight doing going up again""".split()
-)
-CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
-
-
-@lru_cache(maxsize=8192)
-def terms(text: str) -> frozenset[str]:
-    """Content words (stemmed) and CJK characters: what confidence counts as covered."""
-    norm = normalise(text)
-    found = {stem(w) for w in words(norm) if w not in STOPWORDS and w not in CHITCHAT}
-    for run in cjk_runs(norm):
-        found.update(c for c in run if c not in CJK_STOP_CHARS and c not in CHITCHAT_CJK)
-    return frozenset(found)
-
-
-def weighted_coverage(weights: dict[str, float], text: str) -> float:
-    """The share of the query's words (by weight: rare words count more) in a text."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    found = terms(text)
-    return sum(w for term, w in weights.items() if term in found) / total
-
-
-def coverage(query_terms: frozenset[str], text: str) -> float:
-    if not query_terms:
-        return 0.0
-    return len(query_terms & terms(text)) / len(query_terms)
-
-
 def snippet(text: str, terms: tuple[str, ...], limit: int = SNIPPET_CHARS) -> str:
     flat = " ".join(text.split())
     if len(flat) <= limit:
@@ -286,7 +257,7 @@ class MemorySearch:
         for c, value in raw["cjk"].items():
             bm25[c] = max(bm25.get(c, 0.0), value)
         keyword = {
-            c: weighted_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
+            c: entry_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
             for c, r in rows.items()
         }
         mean = self.index.vectors.mean(query_vector) if query_vector is not None else 0.0
@@ -312,6 +283,13 @@ class MemorySearch:
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
         ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
+        seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
+        hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
+        pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)
+        if pair is not None:
+            ranked = multihop.lead_with(pair, ranked, rows, today, self.config.half_life_days)
+            both = terms(rows[pair.answer].text) | terms(rows[pair.bridge].text)
+            confidence = max(confidence, len(query_terms & both) / len(query_terms))
         best = max((cand.relevance for cand in ranked), default=0.0) or 1.0
         for cand in ranked:
             cand.score = cand.relevance / best * confidence
@@ -366,6 +344,24 @@ class MemorySearch:
                 scored.append((fusion.SUBSTRING_SCORE * share**0.5, chunk_id))
             for value, chunk_id in sorted(scored, reverse=True)[:limit]:
                 raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
+
+    async def _keyword_ids(
+        self, missing: str, links: str, limit: int, window: tuple[str, str] | None
+    ) -> dict[int, float]:
+        """The second hop's keyword search: chunks holding a word of `missing` and one of
+        `links` (CJK: either, through the trigram and substring sides), with their keyword
+        evidence on this search's 0..1 scale."""
+        plan = keyword_query(f"{missing} {links}")
+        need, via = keyword_query(missing).match, keyword_query(links).match
+        if need and via:
+            plan = replace(plan, match=f"({need}) AND ({via})")
+        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
+        await self._keyword(plan, limit, window, raw)
+        found = dict(raw["cjk"])
+        for table in ("chunks_fts", "chunks_tri"):
+            for c, value in fusion.normalise_keyword(raw[table]).items():
+                found[c] = max(found.get(c, 0.0), value)
+        return found
 
     async def _term_weights(
         self, plan: KeywordQuery, text: str

@@ -68,11 +68,16 @@ def cjk_bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+_SIBILANTS = ("s", "x", "z", "ch", "sh")
+
+
 def stem(word: str) -> str:
     """A crude English suffix stripper: enough to match "booked" with "booking"."""
     for suffix in ("ations", "ation", "ings", "ing", "edly", "ies", "ied", "ed", "es", "ly", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)]
+            if suffix == "es" and not base.endswith(_SIBILANTS):
+                continue  # "lives" is "live" + "s", as "boxes" is "box" + "es"
             if suffix in ("ies", "ied"):
                 base += "y"
             return base
