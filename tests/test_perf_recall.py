@@ -1,11 +1,12 @@
-"""Auto-recall on a small, unchanged index reads it in place: no hop to aiosqlite's thread
-or a worker thread per owner turn, and a changed file is still seen at once."""
+"""Auto-recall on a small, unchanged index reads it in place, and unchanged daily logs are
+not read again: no hop to aiosqlite's thread or a worker thread per owner turn, and a
+changed file is still seen at once."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from clawgate.agent.memory import index as index_module
 from clawgate.agent.memory.embeddings import HashedEmbedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.recall import recall_part
+from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.store import MemoryStore
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
 
@@ -77,3 +80,32 @@ async def test_recall_on_an_unchanged_index_stays_on_the_loop_thread(
         assert index._generation != generation
     finally:
         await search.close()
+
+
+async def test_unchanged_daily_logs_are_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "ws"
+    clock = datetime(2027, 1, 20, 9, 0, tzinfo=UTC)
+    store = MemoryStore(workspace, clock=lambda: clock)
+    _write(workspace, "2027-01-20.md", "- 08:00 Booked the dentist.\n")
+    part = daily_logs_part(store)
+    reads: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted_to_thread(function: Any, /, *args: Any, **kwargs: Any) -> Any:
+        reads.append(getattr(function, "__name__", "?"))
+        return await to_thread(function, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted_to_thread)
+    first = await part(Trust.OWNER, "hello")
+    assert first is not None and "Booked the dentist" in first.text and len(reads) == 1
+    again = await part(Trust.OWNER, "hello")
+    assert again == first and len(reads) == 1
+
+    # Appended in place, and yesterday's log appearing: both are read before the next turn.
+    with (workspace / "memory" / "2027-01-20.md").open("a") as handle:
+        handle.write("- 09:00 Paid the rent.\n")
+    _write(workspace, "2027-01-19.md", "- 18:00 Called Rita.\n")
+    later = await part(Trust.OWNER, "hello")
+    assert later is not None and "Paid the rent" in later.text and "Called Rita" in later.text

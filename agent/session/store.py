@@ -6,6 +6,8 @@ one write() per line through the kernel's DiskWriter (complete or raise, and a l
 torn one starts afresh), one fsync per turn (`sync`). A line that may wait for its fsync (the
 note that a reply went out) is made durable by the session's next `sync`, or within
 SYNC_LATER_SECONDS by one batched fsync (`sync_later`), so a turn costs one fsync, not two.
+The store reloads a file's live window only: what the last consolidation covered stays on
+disk until asked for (transcript.py).
 """
 
 from __future__ import annotations
