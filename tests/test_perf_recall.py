@@ -10,10 +10,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from clawgate.agent.memory import index as index_module
-from clawgate.agent.memory.embeddings import HashedEmbedder
+from clawgate.agent.memory.embeddings import HashedEmbedder, StaticEmbedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
@@ -109,3 +110,21 @@ async def test_unchanged_daily_logs_are_not_read_again(
     _write(workspace, "2027-01-19.md", "- 18:00 Called Rita.\n")
     later = await part(Trust.OWNER, "hello")
     assert later is not None and "Paid the rent" in later.text and "Called Rita" in later.text
+
+
+def test_a_query_is_encoded_without_the_tokenizers_thread_pool() -> None:
+    embedder = StaticEmbedder.find()
+    if embedder is None:
+        pytest.skip("the packaged static model is not installed")
+    tokenizer, _matrix = embedder._load()
+    texts = ["where does Rita live?", "Lisbon 上周"]
+    batch = embedder.embed_sync([*texts, *texts, *texts, *texts, "one more"])[:2]
+
+    class NoBatch:
+        def __getattr__(self, name: str) -> Any:
+            if name == "encode_batch":
+                raise AssertionError("a query of two texts went through encode_batch")
+            return getattr(tokenizer, name)
+
+    embedder._loaded = (NoBatch(), _matrix)
+    assert np.array_equal(embedder.embed_sync(texts), batch)
