@@ -208,17 +208,17 @@ class ContextBuilder:
         return text
 
     async def _extra_parts(self, trust: Trust, incoming_text: str) -> list[PromptPart]:
-        results = await asyncio.gather(
-            *(make(trust, incoming_text) for make in self.extra_parts), return_exceptions=True
-        )
+        # One after another: each is quick (recall reads its index in place, the logs are a
+        # small file), and a task per part cost more than the parts themselves.
         parts: list[PromptPart] = []
-        for make, result in zip(self.extra_parts, results, strict=True):
-            if isinstance(result, Exception):
+        for make in self.extra_parts:
+            try:
+                result = await make(trust, incoming_text)
+            except Exception as exc:
                 # Recall is a nicety: a broken index must not stop the assistant answering.
-                log.warning("prompt part %r failed: %s", make, result, exc_info=result)
-            elif isinstance(result, BaseException):
-                raise result
-            elif result is not None and result.text.strip():
+                log.warning("prompt part %r failed: %s", make, exc, exc_info=exc)
+                continue
+            if result is not None and result.text.strip():
                 parts.append(result)
         return parts
 

@@ -150,10 +150,8 @@ class AgentLoop:
             return self._outbound(message, TurnResult(text))
         if not message.text.strip() and not message.media:
             return self._outbound(message, TurnResult(EMPTY_MESSAGE))
-        if message.message_id and message.message_id in session.message_ids:
-            return await self._redelivered(
-                message, session, session.message_ids[message.message_id]
-            )
+        if message.message_id and (seen := session.seq_of(message.message_id)) is not None:
+            return await self._redelivered(message, session, seen)
         result = await self.run_turn(message, session)
         return self._outbound(message, result, session)
 

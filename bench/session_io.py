@@ -1,7 +1,9 @@
 """Session file I/O: appends per second (write-only and fsync per turn) and reload time.
 
-Reload is timed twice: messages only, and the same number of messages with the records a
-gateway writes beside them (a delivery record per reply, a consolidation every 20 turns).
+Reload is timed three times: messages only, and the same number of messages with the
+records a gateway writes beside them (a delivery record per reply, a consolidation every 20
+turns), parsed whole (`load_session`, as the CLI reads a file) and as the store reloads it
+(`live_only`: the consolidated part stays on disk until something asks for it).
 
 Run: python bench/session_io.py [--messages 10000]
 """
@@ -80,6 +82,12 @@ async def run(count: int) -> None:
             loaded = load_session(gateway.path, gateway.key)
             with_records.append((time.perf_counter() - t) * 1000)
         assert len(loaded.messages) == count // 2 * 2
+        live_only = []
+        for _ in range(5):
+            t = time.perf_counter()
+            live = load_session(gateway.path, gateway.key, live_only=True)
+            live_only.append((time.perf_counter() - t) * 1000)
+        assert live.unconsolidated() == loaded.unconsolidated()
 
     print(f"messages: {count}  file: {size / 1e6:.1f} MB")
     print(f"append write-only:     {write_only:,.0f} appends/s")
@@ -91,6 +99,10 @@ async def run(count: int) -> None:
     print(
         f"reload {len(loaded.messages)} messages + {len(loaded.records)} records: "
         f"min {min(with_records):.1f} ms, median {statistics.median(with_records):.1f} ms"
+    )
+    print(
+        f"reload the same, live window only (the store's reload): "
+        f"min {min(live_only):.1f} ms, median {statistics.median(live_only):.1f} ms"
     )
 
 

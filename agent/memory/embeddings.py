@@ -153,6 +153,9 @@ class HashedEmbedder:
         return vector / norm if norm else vector
 
 
+SERIAL_ENCODE = 8
+
+
 class StaticEmbedder:
     """A static embedding model shipped in a wheel: token vectors averaged, L2-normalised.
 
@@ -215,9 +218,13 @@ class StaticEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         tokenizer, matrix = self._load()
         out = np.zeros((len(texts), matrix.shape[1]), dtype=np.float32)
-        encoded = tokenizer.encode_batch(
-            [t[:MAX_EMBED_CHARS] for t in texts], add_special_tokens=False
-        )
+        cut = [t[:MAX_EMBED_CHARS] for t in texts]
+        if len(cut) <= SERIAL_ENCODE:
+            # A query's one or two texts: the batch call hands them to the tokenizer's thread
+            # pool, whose wake-ups cost more than the encoding on a busy machine.
+            encoded = [tokenizer.encode(t, add_special_tokens=False) for t in cut]
+        else:
+            encoded = tokenizer.encode_batch(cut, add_special_tokens=False)
         for row, enc in enumerate(encoded):
             if enc.ids:
                 ids = np.clip(np.asarray(enc.ids, dtype=np.int64), 0, matrix.shape[0] - 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,11 +28,13 @@ from clawgate.agent.memory.index_db import (
     FileState,
     IndexStatus,
     RefreshReport,
+    WriteTxn,
     cjk_text,
     db_path_for,
     fetch,
     open_db,
     read_file,
+    scan_memory,
 )
 from clawgate.agent.memory.vectors import VectorMatrix
 
@@ -41,6 +44,14 @@ EMBED_BATCH = 256
 EMBED_RETRY_SECONDS = 60.0
 MEMORY_DIR = "memory"
 MAX_CACHED_FREQS = 50_000
+# Up to this many chunks, a search's reads run on the caller's thread through a second,
+# read-only connection: each costs tens of microseconds there, while a hop to aiosqlite's
+# thread and back costs more than the query on a busy machine. Past it, a query may take
+# long enough that the event loop should not wait for it.
+SYNC_READ_CHUNKS = 5_000
+# Up to this many memory files, a refresh that finds nothing changed is done in place (a
+# generation read and a stat per file), without a task or a thread.
+SYNC_SCAN_FILES = 64
 
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
@@ -68,6 +79,8 @@ class MemoryIndex:
         self._freqs: dict[str, int] = {}
         self._total: int | None = None
         self._freqs_generation = -1
+        self._reader: sqlite3.Connection | None = None
+        self._small = False  # the index held at most SYNC_READ_CHUNKS chunks when last counted
 
     @classmethod
     def for_workspace(
@@ -95,9 +108,30 @@ class MemoryIndex:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            reader.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
+
+    async def _read(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
+        """Rows of a read-only query: in place while the index is small, else on aiosqlite."""
+        if self._small:
+            try:
+                return self._read_here(sql, params)
+            except sqlite3.Error:
+                pass  # busy, or another thread than the one that opened it: take the long way
+        return await fetch(await self._conn(), sql, params)
+
+    def _read_here(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
+        if self._closed or self._db is None:
+            raise sqlite3.OperationalError("the index is not open")
+        if self._reader is None:
+            reader = sqlite3.connect(self.db_path, isolation_level=None)
+            reader.execute("PRAGMA query_only = 1")
+            self._reader = reader
+        return self._reader.execute(sql, tuple(params)).fetchall()
 
     def mark_dirty(self, path: str | Path) -> None:
         """Reindex this file at the next refresh even if its size and mtime look unchanged."""
@@ -115,6 +149,8 @@ class MemoryIndex:
         """Bring the index up to date with the files: a stat of each memory file when
         nothing changed. Concurrent callers share one run; a caller that is cancelled
         (e.g. a recall timeout) does not cancel it."""
+        if (self._refreshing is None or self._refreshing.done()) and self._unchanged():
+            return RefreshReport(0, 0, 0, 0, 0)
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.create_task(self._refresh(progress))
         return await asyncio.shield(self._refreshing)
@@ -170,23 +206,25 @@ class MemoryIndex:
             embedded = await self._embed_missing(db, progress)
             return RefreshReport(len(changed), len(removed), added, removed_chunks, embedded)
 
-    def _scan(self) -> dict[str, tuple[int, int, int]]:
-        found: dict[str, tuple[int, int, int]] = {}
+    def _unchanged(self) -> bool:
+        """Whether a refresh would find nothing to do, when that is cheap to tell: no task, no
+        thread, no write; any doubt says no and the refresh runs as usual."""
+        if self._dirty or self._missing or len(self._files) > SYNC_SCAN_FILES:
+            return False
+        if self._lock is not None and self._lock.locked():
+            return False
         try:
-            entries = list(os.scandir(self.memory_dir))
-        except FileNotFoundError:
-            return found
-        for entry in entries:
-            if not entry.name.endswith(".md") or entry.name.startswith("."):
-                continue
-            try:
-                if not entry.is_file():
-                    continue
-                info = entry.stat()
-            except OSError:
-                continue
-            found[f"{MEMORY_DIR}/{entry.name}"] = (info.st_size, info.st_mtime_ns, info.st_ino)
-        return found
+            rows = self._read_here("SELECT value FROM meta WHERE key = 'generation'")
+        except sqlite3.Error:
+            return False
+        if (int(rows[0][0]) if rows else 0) != self._generation:
+            return False
+        disk = self._scan()
+        files = self._files
+        return disk.keys() == files.keys() and all(files[p].same_stat(s) for p, s in disk.items())
+
+    def _scan(self) -> dict[str, tuple[int, int, int]]:
+        return scan_memory(self.memory_dir, MEMORY_DIR)
 
     async def _read_generation(self, db: aiosqlite.Connection) -> int:
         rows = await fetch(db, "SELECT value FROM meta WHERE key = 'generation'")
@@ -214,8 +252,8 @@ class MemoryIndex:
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(ids), -1)
             self.vectors.add(ids, matrix)
 
-    def _write(self, db: aiosqlite.Connection) -> _WriteTxn:
-        return _WriteTxn(self, db)
+    def _write(self, db: aiosqlite.Connection) -> WriteTxn:
+        return WriteTxn(self, db)
 
     async def _index_file(self, db: aiosqlite.Connection, path: str) -> tuple[int, int]:
         """Re-chunk one file; chunks whose place and text are unchanged keep their ids."""
@@ -352,14 +390,12 @@ class MemoryIndex:
         """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query. With
         `days` (first, last ISO dates) only chunks dated within them."""
         assert table in ("chunks_fts", "chunks_tri")
-        db = await self._conn()
         where = ""
         params: tuple[str, ...] = ()
         if days is not None:
             where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
             params = days
-        rows = await fetch(
-            db,
+        rows = await self._read(
             f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
             "ORDER BY rank LIMIT ?",
             (match, *params, limit),
@@ -374,16 +410,16 @@ class MemoryIndex:
             self._freqs.clear()
             self._total = None
             self._freqs_generation = self._generation
-        db = await self._conn()
         unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
         if self._total is None:
-            self._total = int((await fetch(db, "SELECT count(*) FROM chunks"))[0][0])
+            self._total = int((await self._read("SELECT count(*) FROM chunks"))[0][0])
+            self._small = self._total <= SYNC_READ_CHUNKS
         if unknown:
             counts = ", ".join(
                 "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in unknown
             )
             quoted = ['"' + t.replace('"', '""') + '"' for t in unknown]
-            row = (await fetch(db, f"SELECT {counts}", quoted))[0]
+            row = (await self._read(f"SELECT {counts}", quoted))[0]
             self._freqs.update(zip(unknown, (int(n) for n in row), strict=True))
             if len(self._freqs) > MAX_CACHED_FREQS:
                 self._freqs.clear()
@@ -391,18 +427,15 @@ class MemoryIndex:
 
     async def dated_between(self, first: str, last: str) -> list[int]:
         """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
-        db = await self._conn()
-        rows = await fetch(db, "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
+        rows = await self._read("SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
         return [int(r[0]) for r in rows]
 
     async def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
         """Chunks whose CJK text contains any needle (the 1-2 character fallback)."""
         if not needles:
             return []
-        db = await self._conn()
         where = " OR ".join("instr(cjk, ?) > 0" for _ in needles)
-        rows = await fetch(
-            db,
+        rows = await self._read(
             f"SELECT id, cjk FROM chunks WHERE cjk != '' AND ({where}) LIMIT ?",
             (*needles, limit),
         )
@@ -412,10 +445,8 @@ class MemoryIndex:
         ids = list(ids)
         if not ids:
             return {}
-        db = await self._conn()
         marks = ",".join("?" * len(ids))
-        rows = await fetch(
-            db,
+        rows = await self._read(
             f"SELECT id, path, start_line, end_line, date, text FROM chunks WHERE id IN ({marks})",
             ids,
         )
@@ -449,35 +480,3 @@ class MemoryIndex:
         return IndexStatus(
             self.db_path, len(indexed), chunk_count, self.model_id, vectors, dirty, size
         )
-
-
-class _WriteTxn:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), bumping meta.generation."""
-
-    def __init__(self, index: MemoryIndex, db: aiosqlite.Connection) -> None:
-        self._index = index
-        self._db = db
-
-    async def __aenter__(self) -> aiosqlite.Connection:
-        await self._db.execute("BEGIN IMMEDIATE")
-        try:
-            current = await self._index._read_generation(self._db)
-        except BaseException:
-            await self._db.execute("ROLLBACK")
-            raise
-        self._stale = current != self._index._generation
-        self._next = current + 1
-        return self._db
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            await self._db.execute("ROLLBACK")
-            # Memory state (vectors, file table) may be ahead of the database: reload.
-            self._index._generation = -1
-            return
-        await self._db.execute(
-            "UPDATE meta SET value = ? WHERE key = 'generation'", (str(self._next),)
-        )
-        await self._db.execute("COMMIT")
-        # Another process wrote in between: reload at the next refresh.
-        self._index._generation = -1 if self._stale else self._next

@@ -19,12 +19,16 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
 from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
 from clawgate.kernel.storage import make_dirs
+
+if TYPE_CHECKING:
+    from clawgate.agent.memory.index import MemoryIndex
 
 SCHEMA_VERSION = "1"
 PRIVATE_DIR = 0o700
@@ -218,3 +222,55 @@ def read_file(path: Path) -> tuple[str, tuple[int, int, int]]:
         info = os.fstat(handle.fileno())
         data = handle.read()
     return data.decode("utf-8", errors="replace"), (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def scan_memory(folder: Path, prefix: str) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of each Markdown file in `folder`, by `prefix/name`."""
+    found: dict[str, tuple[int, int, int]] = {}
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        if not entry.name.endswith(".md") or entry.name.startswith("."):
+            continue
+        try:
+            if not entry.is_file():
+                continue
+            info = entry.stat()
+        except OSError:
+            continue
+        found[f"{prefix}/{entry.name}"] = (info.st_size, info.st_mtime_ns, info.st_ino)
+    return found
+
+
+class WriteTxn:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), bumping meta.generation."""
+
+    def __init__(self, index: MemoryIndex, db: aiosqlite.Connection) -> None:
+        self._index = index
+        self._db = db
+
+    async def __aenter__(self) -> aiosqlite.Connection:
+        await self._db.execute("BEGIN IMMEDIATE")
+        try:
+            current = await self._index._read_generation(self._db)
+        except BaseException:
+            await self._db.execute("ROLLBACK")
+            raise
+        self._stale = current != self._index._generation
+        self._next = current + 1
+        return self._db
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            await self._db.execute("ROLLBACK")
+            # Memory state (vectors, file table) may be ahead of the database: reload.
+            self._index._generation = -1
+            return
+        await self._db.execute(
+            "UPDATE meta SET value = ? WHERE key = 'generation'", (str(self._next),)
+        )
+        await self._db.execute("COMMIT")
+        # Another process wrote in between: reload at the next refresh.
+        self._index._generation = -1 if self._stale else self._next

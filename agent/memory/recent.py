@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from datetime import date, timedelta
+from typing import Any
 
 from clawgate.agent.context import PromptPart
 from clawgate.agent.memory.store import MemoryStore
@@ -14,10 +17,32 @@ DAILY_CAP_CHARS = 4_000
 def daily_logs_part(store: MemoryStore):
     """Today's and yesterday's logs (each capped to its newest part), owner sessions only."""
 
+    # (days, their files' stamps) -> the logs read then: two stats on the loop thread are
+    # cheaper than a thread hop to read files that have not changed since the last turn.
+    cache: dict[str, Any] = {}
+
+    def stamps(days: list[date]) -> tuple[tuple[int, int, int] | None, ...]:
+        found: list[tuple[int, int, int] | None] = []
+        for day in days:
+            try:
+                info = os.stat(store.daily_path(day))
+            except OSError:
+                found.append(None)
+            else:
+                found.append((info.st_mtime_ns, info.st_size, info.st_ino))
+        return tuple(found)
+
     async def part(trust: Trust, incoming_text: str) -> PromptPart | None:
         if not trust.is_owner:
             return None
-        logs = await asyncio.to_thread(store.recent_daily)
+        today = store.now().date()
+        days = [today - timedelta(days=1), today]
+        key = (days, stamps(days))  # taken before reading: a change while reading shows next turn
+        if cache.get("key") == key:
+            logs = cache["logs"]
+        else:
+            logs = await asyncio.to_thread(store.recent_daily)
+            cache.update(key=key, logs=logs)
         if not logs:
             return None
         blocks = []

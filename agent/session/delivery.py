@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from clawgate.agent.session.records import Command, Delivery
+from clawgate.agent.session.records import Command
 from clawgate.agent.session.store import Session
 
 
@@ -29,7 +29,7 @@ def hand_out(session: Session, seq: int) -> None:
 
 
 def delivered(session: Session, seq: int) -> bool:
-    return any(r.seq == seq and r.status == "sent" for r in session.records_of(Delivery))
+    return any(r.status == "sent" for r in session.deliveries_for(seq))
 
 
 def answered(session: Session, seq: int) -> bool:
@@ -77,14 +77,14 @@ def replay(session: Session, user_seq: int) -> ReplayDecision:
         if answered(session, reply["seq"]):
             return ReplayDecision(Replay.ANSWERED)
         return ReplayDecision(Replay.UNSENT, reply)
-    if any(m["role"] == "user" for m in session.messages if m["seq"] > user_seq):
+    if any(m["role"] == "user" for m in session.messages_after(user_seq)):
         return ReplayDecision(Replay.SUPERSEDED)
     return ReplayDecision(Replay.UNFINISHED)
 
 
 def unanswered(session: Session) -> dict[str, Any] | None:
     """The last user message if it came with a platform id and no reply followed it."""
-    last_user = next((m for m in reversed(session.messages) if m["role"] == "user"), None)
+    last_user = session.last_user_message()
     if last_user is None or not last_user.get("message_id"):
         return None
     if reply_to(session, last_user["seq"]) is not None:

@@ -6,19 +6,19 @@ one write() per line through the kernel's DiskWriter (complete or raise, and a l
 torn one starts afresh), one fsync per turn (`sync`). A line that may wait for its fsync (the
 note that a reply went out) is made durable by the session's next `sync`, or within
 SYNC_LATER_SECONDS by one batched fsync (`sync_later`), so a turn costs one fsync, not two.
+The store reloads a file's live window only: what the last consolidation covered stays on
+disk until asked for (transcript.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
 import logging
+import os
 import re
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -37,13 +37,19 @@ from clawgate.agent.session.records import (
     State,
     utc_now_iso,
 )
+from clawgate.agent.session.transcript import (
+    ColdPart,
+    Session,
+    read_key,
+    same_file,
+    session_filename,
+)
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 
-_SAFE = re.compile(r"[A-Za-z0-9-]")
 R = TypeVar("R", bound=RecordKind)
 # Set by the store, not by whoever appends a message.
 _STAMPS = {"seq", "timestamp"}
@@ -52,85 +58,6 @@ _STAMPS = {"seq", "timestamp"}
 CARRIED_MESSAGE_IDS = 200
 # Longest a `sync_later` line waits for its fsync when no turn of its session comes first.
 SYNC_LATER_SECONDS = 1.0
-
-
-def session_filename(key: str) -> str:
-    """Map a session key to a file stem: ':' -> '_', anything else unsafe -> %XX per UTF-8 byte.
-
-    '_' itself is escaped, so the mapping is injective: no two keys share a file.
-    """
-    out: list[str] = []
-    for char in key:
-        if char == ":":
-            out.append("_")
-        elif _SAFE.fullmatch(char):
-            out.append(char)
-        else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    return "".join(out)
-
-
-def _seq(message: dict[str, Any]) -> int:
-    return int(message["seq"])
-
-
-@dataclass
-class Session:
-    """The in-memory view of one session file. Changed only by SessionStore and the delivery
-    rules (delivery.py), never by its users."""
-
-    key: str
-    path: Path
-    # Each a `Message` as stored, as a dict: the form the model is sent (see agent/history.py).
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    # The `State` records folded: the latest value of each field that was ever set.
-    state: dict[str, Any] = field(default_factory=dict)
-    records: list[RecordKind] = field(default_factory=list)
-    next_seq: int = 1
-    first_seq: int = 1  # seqs continue across /new: the first seq this transcript holds
-    # The file ended mid-line when it was loaded (a torn write, or another writer's junk the
-    # DiskWriter has not seen): the next line must start afresh.
-    needs_newline: bool = False
-    # How many turns / consolidations are using this object; pinned sessions are not evicted.
-    pins: int = 0
-    # Platform message id -> seq of the user message that carried it.
-    message_ids: dict[str, int] = field(default_factory=dict)
-    # Seqs of replies handed to the outbound queue by this process (see delivery.py).
-    handed_out: set[int] = field(default_factory=set)
-    # (first seq it covers, trust) for each recorded trust, in file order: a `State` trust
-    # line is written before the message it applies to (see `trusts_between`).
-    trust_marks: list[tuple[int, str]] = field(default_factory=list)
-
-    @contextmanager
-    def pinned(self) -> Iterator[None]:
-        self.pins += 1
-        try:
-            yield
-        finally:
-            self.pins -= 1
-
-    @property
-    def last_consolidated(self) -> int:
-        """Seq up to which messages are covered by memory (0 = none)."""
-        return int(self.state.get("last_consolidated", 0))
-
-    def unconsolidated(self) -> list[dict[str, Any]]:
-        return self.messages_after(self.last_consolidated)
-
-    def messages_after(self, seq: int) -> list[dict[str, Any]]:
-        # Seqs only grow, so a bisect keeps this flat however long the session gets.
-        return self.messages[bisect.bisect_right(self.messages, seq, key=_seq) :]
-
-    def records_of(self, kind: type[R]) -> Iterator[R]:
-        return (r for r in self.records if isinstance(r, kind))
-
-    def trusts_between(self, first: int, last: int) -> set[str]:
-        """The trusts the messages first..last were handled at; "" for any not known."""
-        marks = self.trust_marks
-        before = bisect.bisect_right(marks, first, key=lambda mark: mark[0]) - 1
-        found = {marks[before][1]} if before >= 0 else {""}
-        found.update(trust for since, trust in marks[before + 1 :] if since <= last)
-        return found
 
 
 class SessionStore:
@@ -172,7 +99,7 @@ class SessionStore:
         loading = self._loading.get(key)
         if loading is None:
             loading = asyncio.ensure_future(
-                asyncio.to_thread(load_session, self.path_for(key), key)
+                asyncio.to_thread(load_session, self.path_for(key), key, live_only=True)
             )
             self._loading[key] = loading
             try:
@@ -253,7 +180,8 @@ class SessionStore:
         except FileNotFoundError:
             pass
         self.writer.mkdir(self.directory)
-        earlier = {i: s for i, s in session.message_ids.items() if s < session.first_seq}
+        # Only a fresh transcript gets a header, and it has no cold part.
+        earlier = {i: s for i, s in session._message_ids.items() if s < session.first_seq}
         header = SessionHeader(
             key=session.key,
             created_at=utc_now_iso(),
@@ -326,10 +254,11 @@ class SessionStore:
         self.writer.mkdir(self.archive_dir)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         target = self.archive_dir / f"{session.path.stem}.{stamp}.jsonl"
-        await asyncio.to_thread(self.writer.move, session.path, target)
         # A message of the old transcript re-delivered after /new (a restart before the
-        # platform saw it acknowledged) must not start a turn in the new one.
+        # platform saw it acknowledged) must not start a turn in the new one. Read before the
+        # move: the ids may be in the part of the file not loaded yet.
         carried = list(session.message_ids.items())[-CARRIED_MESSAGE_IDS:]
+        await asyncio.to_thread(self.writer.move, session.path, target)
         fresh = Session(
             key=session.key,
             path=session.path,
@@ -357,35 +286,30 @@ class SessionStore:
 
 
 def _index_message(session: Session, message: dict[str, Any]) -> None:
-    session.messages.append(message)
+    session._messages.append(message)
     if message.get("message_id") and message["role"] == "user":
-        session.message_ids[message["message_id"]] = message["seq"]
+        session._message_ids[message["message_id"]] = message["seq"]
 
 
-def _apply_record(session: Session, record: SessionHeader | RecordKind) -> None:
+def _apply_record(
+    session: Session, record: SessionHeader | RecordKind, last_seq: int | None = None
+) -> None:
+    """Fold one record into the session; `last_seq`: the seq of the message before it, when
+    the session does not hold that message (a cold part being scanned)."""
     if isinstance(record, SessionHeader):
         session.first_seq = record.first_seq
         session.next_seq = max(session.next_seq, record.first_seq)
-        session.message_ids.update(record.earlier_message_ids or {})
+        session._message_ids.update(record.earlier_message_ids or {})
     elif isinstance(record, State):
         session.state.update(record.to_dict(exclude={"type", "timestamp"}))
         if record.trust is not None:
-            since = _seq(session.messages[-1]) + 1 if session.messages else 0
-            session.trust_marks.append((since, record.trust))
+            last = session.last_seq if last_seq is None else last_seq
+            session.trust_marks.append((last + 1 if last else 0, record.trust))
     else:
-        session.records.append(record)
+        session._records.append(record)
         if isinstance(record, Consolidation):
             # The covered range and the advance are one line, so one write() makes both land.
             session.state["last_consolidated"] = max(session.last_consolidated, record.to_seq)
-
-
-def read_key(path: Path) -> str | None:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as handle:
-            first = json.loads(handle.readline())
-    except (OSError, ValueError):
-        return None
-    return first.get("key") if isinstance(first, dict) else None
 
 
 # What a record's validation error says about the line, for the warning.
@@ -397,23 +321,37 @@ _WHY = {
 }
 
 
-def load_session(path: Path, key: str) -> Session:
-    """Read a session file. Torn, corrupt or unknown lines are skipped with a warning."""
+def load_session(path: Path, key: str, *, live_only: bool = False) -> Session:
+    """Read a session file. Torn, corrupt or unknown lines are skipped with a warning.
+
+    `live_only` (the store's reload): leave the messages up to the last consolidation and
+    their delivery records on disk until something asks for them (see transcript.py).
+    """
     session = Session(key=key, path=path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            stat = os.fstat(handle.fileno())
+            raw = handle.read()
     except FileNotFoundError:
         return session
     if raw and not raw.endswith(b"\n"):
         session.needs_newline = True
+    start = _scan_cold(session, raw, stat) if live_only else 0
+    max_seq = _parse(session, raw, start)
+    session.next_seq = max(session.next_seq, max_seq + 1, session.last_seq + 1)
+    return session
+
+
+def _parse(session: Session, raw: bytes, start: int = 0) -> int:
+    """Fold the lines of raw[start:] into the session; returns the highest message seq."""
     # The validators themselves: TypeAdapter's wrapper costs a third of a line's parse.
     as_message = MESSAGE_LINE.validator.validate_json
     as_record = RECORD_LINE.validator.validate_json
     # `_index_message` and `_apply_record` inlined for the two commonest lines: a call per
     # line is a tenth of the load.
-    messages, message_ids, records = session.messages, session.message_ids, session.records
+    messages, message_ids, records = session._messages, session._message_ids, session._records
     max_seq = 0
-    for number, data in enumerate(raw.split(b"\n"), start=1):
+    for number, data in enumerate(raw[start:].split(b"\n"), start=1):
         if not data or data.isspace():
             continue
         # A line as the store writes a record, which no message validation could accept (a
@@ -435,12 +373,126 @@ def load_session(path: Path, key: str) -> Session:
         try:
             record = as_record(data)
         except ValidationError as exc:
-            why = _WHY.get(exc.errors()[0]["type"], "a line with a malformed field")
-            log.warning("%s:%d: skipped %s", path.name, number, why)
+            _skipped(session, exc, raw.count(b"\n", 0, start) + number)
             continue
         if type(record) is Delivery:
             records.append(record)
         else:
             _apply_record(session, record)
-    session.next_seq = max(session.next_seq, max_seq + 1)
-    return session
+    return max_seq
+
+
+def _skipped(session: Session, exc: ValidationError, number: int) -> None:
+    why = _WHY.get(exc.errors()[0]["type"], "a line with a malformed field")
+    log.warning("%s:%d: skipped %s", session.path.name, number, why)
+
+
+# The cold part of a file ends with the last message a consolidation covers; these find it
+# and the lines in it that are read at once anyway (the header and every record but
+# deliveries) without splitting it into lines.
+_CONSOLIDATION = b'\n{"type":"consolidation",'
+_MESSAGE_START = re.compile(rb'\{"seq":(\d+)[,}]')
+_EAGER_LINE = re.compile(rb'\n(?!\{"seq":|\{"type":"delivery",)([^\n]*)')
+_LAZY_LINE = re.compile(rb'\{"seq":|\{"type":"delivery",')
+_ID_VALUE = re.compile(rb'"message_id"(?::"([^"\\]*)"|)')
+
+
+def _scan_cold(session: Session, raw: bytes, stat: os.stat_result) -> int:
+    """Set up the session's cold part; returns where the live part of `raw` starts."""
+    as_message = MESSAGE_LINE.validator.validate_json
+    at = raw.rfind(_CONSOLIDATION)
+    if at < 0:
+        return 0
+    end = raw.find(b"\n", at + 1)
+    try:
+        covered = RECORD_LINE.validator.validate_json(raw[at + 1 : end if end >= 0 else None])
+    except ValidationError:
+        return 0
+    if not isinstance(covered, Consolidation):
+        return 0
+    found = _message_before(raw, at, as_message, lambda seq: seq <= covered.to_seq)
+    if found is None:
+        return 0
+    last_seq, cut = found
+    ids = set(_ID_VALUE.findall(raw, 0, cut))
+    # A value the pattern cannot read (escaped, or spaced as json.dumps writes it) comes back
+    # empty and makes the set incomplete: then a lookup that misses reads the part.
+    uncertain = b"" in ids
+    first = raw.find(b"\n", 0, cut)
+    lines = [(0, raw[:first])]
+    lines += ((m.start(1), m.group(1)) for m in _EAGER_LINE.finditer(raw, first, cut))
+    for offset, data in lines:
+        if not data or data.isspace() or (offset == 0 and _LAZY_LINE.match(data)):
+            continue
+        if not (data.startswith(b'{"type":') and b'"role"' not in data and b"\\u" not in data):
+            try:
+                message = as_message(data)
+            except ValidationError:
+                pass
+            else:  # a message in an unusual spelling: its id is known exactly
+                if message.get("message_id") and message["role"] == "user":
+                    ids.add(message["message_id"].encode("utf-8", "surrogatepass"))
+                continue
+        try:
+            record = RECORD_LINE.validator.validate_json(data)
+        except ValidationError as exc:
+            _skipped(session, exc, raw.count(b"\n", 0, offset) + 1)
+            continue
+        last = 0
+        if isinstance(record, State) and record.trust is not None:
+            before = _message_before(raw, offset - 1, as_message, lambda _seq: True)
+            last = before[0] if before else 0
+        _apply_record(session, record, last)
+    session.cold = ColdPart(
+        end=cut,
+        device=stat.st_dev,
+        inode=stat.st_ino,
+        last_seq=last_seq,
+        ids=frozenset(ids),
+        ids_uncertain=uncertain,
+        records=len(session._records),
+    )
+    return cut
+
+
+def _message_before(
+    raw: bytes, newline: int, as_message: Callable[[bytes], Any], wanted: Callable[[int], bool]
+) -> tuple[int, int] | None:
+    """(seq, end of its line + 1) of the last valid message line ending at or before the
+    newline at `newline` whose seq is `wanted`; None if there is none."""
+    while newline > 0:
+        begin = raw.rfind(b"\n", 0, newline) + 1
+        line = raw[begin:newline]
+        start = _MESSAGE_START.match(line)
+        if start and wanted(int(start[1])):
+            try:
+                message = as_message(line)
+            except ValidationError:
+                pass
+            else:
+                if wanted(message["seq"]):
+                    return message["seq"], newline + 1
+        newline = begin - 1
+    return None
+
+
+def read_cold(session: Session) -> None:
+    """Read the part `load_session(live_only=True)` skipped into the session (once; on the
+    loop's thread, as every change to a session is)."""
+    cold, session.cold = session.cold, None
+    if cold is None:
+        return
+    try:
+        with session.path.open("rb") as handle:
+            if not same_file(cold, os.fstat(handle.fileno())):
+                raise FileNotFoundError("the file was replaced since it was loaded")
+            raw = handle.read(cold.end)
+    except OSError as exc:
+        log.warning("%s: cannot read its consolidated messages: %s", session.key, exc)
+        return
+    part = Session(key=session.key, path=session.path)
+    _parse(part, raw)
+    session._messages[:0] = part._messages
+    session._records[: cold.records] = part._records
+    part._message_ids.update(session._message_ids)
+    session._message_ids = part._message_ids

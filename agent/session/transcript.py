@@ -1,0 +1,210 @@
+"""`Session`: the in-memory view of one session file, whose consolidated part may stay on disk.
+
+A transcript of thousands of messages is mostly consolidated: memory covers it and no turn
+sends it to the model. The store's reload (`load_session(..., live_only=True)`) therefore
+parses only the live window - the messages after the last consolidation - plus every
+record except delivery notes, and leaves the older messages and their delivery records on
+disk (`ColdPart`). They are read, once, the first time something asks for them: the full
+`messages`, `records` or `message_ids`, or a redelivered message id that may be one of
+them. What a session answers is the same whichever way it was loaded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clawgate.agent.session.records import Delivery, RecordKind
+
+R = TypeVar("R", bound=RecordKind)
+_SAFE = re.compile(r"[A-Za-z0-9-]")
+
+
+def session_filename(key: str) -> str:
+    """Map a session key to a file stem: ':' -> '_', anything else unsafe -> %XX per UTF-8 byte.
+
+    '_' itself is escaped, so the mapping is injective: no two keys share a file.
+    """
+    out: list[str] = []
+    for char in key:
+        if char == ":":
+            out.append("_")
+        elif _SAFE.fullmatch(char):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(out)
+
+
+def _seq(message: dict[str, Any]) -> int:
+    return int(message["seq"])
+
+
+@dataclass
+class ColdPart:
+    """The part of a session file a live-window reload left unparsed: bytes [0, end)."""
+
+    end: int
+    # The file it was read from: a different file at the path (moved, replaced) is not read.
+    device: int
+    inode: int
+    # Seq of the last message in the part; every later message is held in memory.
+    last_seq: int
+    # The platform ids the part may carry (a superset: any `"message_id":"..."` value), and
+    # whether some value could not be read that way (an escape): then only a read decides.
+    ids: frozenset[bytes]
+    ids_uncertain: bool
+    # How many of the session's records came from the part (loaded eagerly: all but deliveries).
+    records: int
+
+
+class Session:
+    """The in-memory view of one session file. Changed only by SessionStore and the delivery
+    rules (delivery.py), never by its users."""
+
+    def __init__(
+        self,
+        key: str,
+        path: Path,
+        *,
+        next_seq: int = 1,
+        first_seq: int = 1,
+        message_ids: dict[str, int] | None = None,
+    ) -> None:
+        self.key = key
+        self.path = path
+        # Each a `Message` as stored, as a dict: the form the model is sent (agent/history.py).
+        # Without the cold part's messages until it is read (see `messages`).
+        self._messages: list[dict[str, Any]] = []
+        # The `State` records folded: the latest value of each field that was ever set.
+        self.state: dict[str, Any] = {}
+        self._records: list[RecordKind] = []
+        self.next_seq = next_seq
+        self.first_seq = first_seq  # seqs continue across /new: the first seq this file holds
+        # The file ended mid-line when it was loaded (a torn write, or another writer's junk
+        # the DiskWriter has not seen): the next line must start afresh.
+        self.needs_newline = False
+        # How many turns / consolidations are using this object; pinned sessions stay cached.
+        self.pins = 0
+        # Platform message id -> seq of the user message that carried it (cold part aside).
+        self._message_ids: dict[str, int] = dict(message_ids or {})
+        # Seqs of replies handed to the outbound queue by this process (see delivery.py).
+        self.handed_out: set[int] = set()
+        # (first seq it covers, trust) for each recorded trust, in file order: a `State` trust
+        # line is written before the message it applies to (see `trusts_between`).
+        self.trust_marks: list[tuple[int, str]] = []
+        self.cold: ColdPart | None = None
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        self.pins += 1
+        try:
+            yield
+        finally:
+            self.pins -= 1
+
+    # -- the whole transcript (reads the cold part once) ---------------------------------------
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        self.load_cold()
+        return self._messages
+
+    @property
+    def records(self) -> list[RecordKind]:
+        self.load_cold()
+        return self._records
+
+    @property
+    def message_ids(self) -> dict[str, int]:
+        self.load_cold()
+        return self._message_ids
+
+    def load_cold(self) -> None:
+        """Read the part a live-window reload skipped, if any."""
+        if self.cold is not None:
+            # The reader lives beside the loader it shares the line parsing with.
+            from clawgate.agent.session.store import read_cold
+
+            read_cold(self)
+
+    # -- what a turn asks (never reads the cold part) ------------------------------------------
+
+    @property
+    def last_consolidated(self) -> int:
+        """Seq up to which messages are covered by memory (0 = none)."""
+        return int(self.state.get("last_consolidated", 0))
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the newest message (0 = none)."""
+        if self._messages:
+            return _seq(self._messages[-1])
+        return self.cold.last_seq if self.cold is not None else 0
+
+    def unconsolidated(self) -> list[dict[str, Any]]:
+        return self.messages_after(self.last_consolidated)
+
+    def messages_after(self, seq: int) -> list[dict[str, Any]]:
+        if self.cold is not None and seq < self.cold.last_seq:
+            self.load_cold()
+        # Seqs only grow, so a bisect keeps this flat however long the session gets.
+        return self._messages[bisect.bisect_right(self._messages, seq, key=_seq) :]
+
+    def last_user_message(self) -> dict[str, Any] | None:
+        found = next((m for m in reversed(self._messages) if m["role"] == "user"), None)
+        if found is None and self.cold is not None:
+            self.load_cold()
+            return self.last_user_message()
+        return found
+
+    def seq_of(self, message_id: str) -> int | None:
+        """Seq of the user message that carried this platform id, if this session stored one."""
+        seq = self._message_ids.get(message_id)
+        if seq is not None or self.cold is None:
+            return seq
+        cold = self.cold
+        if cold.ids_uncertain or message_id.encode("utf-8", "surrogatepass") in cold.ids:
+            self.load_cold()
+            return self._message_ids.get(message_id)
+        return None
+
+    def records_of(self, kind: type[R]) -> Iterator[R]:
+        # Only delivery records are left in the cold part.
+        records = self.records if issubclass(Delivery, kind) else self._records
+        return (r for r in records if isinstance(r, kind))
+
+    def deliveries_for(self, seq: int) -> Iterator[Delivery]:
+        """The delivery records of the reply at `seq`, reading the cold part only if it may
+        hold some (a delivery record is written after its reply)."""
+        if self.cold is not None and seq <= self.cold.last_seq:
+            self.load_cold()
+        return (r for r in self._records if type(r) is Delivery and r.seq == seq)
+
+    def trusts_between(self, first: int, last: int) -> set[str]:
+        """The trusts the messages first..last were handled at; "" for any not known."""
+        marks = self.trust_marks
+        before = bisect.bisect_right(marks, first, key=lambda mark: mark[0]) - 1
+        found = {marks[before][1]} if before >= 0 else {""}
+        found.update(trust for since, trust in marks[before + 1 :] if since <= last)
+        return found
+
+
+def same_file(cold: ColdPart, stat: os.stat_result) -> bool:
+    return (stat.st_dev, stat.st_ino) == (cold.device, cold.inode) and stat.st_size >= cold.end
+
+
+def read_key(path: Path) -> str | None:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as handle:
+            first = json.loads(handle.readline())
+    except (OSError, ValueError):
+        return None
+    return first.get("key") if isinstance(first, dict) else None
