@@ -43,6 +43,7 @@ from clawgate.gateway.dashboard.render import (
     render,
 )
 from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.gateway.dashboard.web_channel import WebChannel
 from clawgate.kernel.errors import ConfigError, PathOutsideRoot
 from clawgate.kernel.storage import confine
 
@@ -229,6 +230,10 @@ class Dashboard:
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
+            manager = self.services.manager
+            chat = manager.channels.get(WebChannel.name) if manager is not None else None
+            if isinstance(chat, WebChannel):
+                chat.end_streams()
             await runner.cleanup()
 
 

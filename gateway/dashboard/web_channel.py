@@ -92,6 +92,11 @@ class WebChannel(Channel):
     async def stop(self) -> None:
         self._running = False
         self._progress.unwatch(self.name, self._observe)
+        self.end_streams()
+
+    def end_streams(self) -> None:
+        """End every open event stream: the dashboard's server, stopping first, would else
+        wait its shutdown timeout on each open tab."""
         for queues in self._streams.values():
             for queue in queues:
                 _end(queue)
