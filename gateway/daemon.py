@@ -204,6 +204,9 @@ async def serve(config: Config) -> None:
         scheduler=True,
         daemon=True,
     )
+    from clawgate.gateway.dashboard.server import Dashboard
+
+    dashboard = Dashboard.for_gateway(gateway)  # serves the default agent
     await gateway.start()
     rejected = gateway.manager.rejected()
     if rejected and len(rejected) == len(chats):
@@ -211,11 +214,13 @@ async def serve(config: Config) -> None:
         # not look healthy. With another chat channel up, the rejected one shows in status.
         await gateway.stop()
         raise CredentialsRejected("; ".join(rejected.values()))
+    await dashboard.start()
     log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
     try:
         await stop.wait()
     finally:
         log.info("shutting down: finishing in-flight turns")
+        await dashboard.stop()
         await gateway.stop()
         log.info("stopped")
 

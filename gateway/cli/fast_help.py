@@ -34,6 +34,8 @@ Commands:
   status        Whether the gateway runs, its channels, and disk use.
   housekeeping  Delete old media, archives and MEMORY.md versions now, per the
                 housekeeping config (the gateway also does this daily).
+  dashboard     Open the browser dashboard: prints a one-time login link
+                (valid 5 minutes).
   doctor        Check the config, file permissions, workspace and installed
                 packages. Exit 1 on problems.
   sessions      Inspect conversation transcripts.

@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from clawgate.gateway.cli.context import CliContext, cli_context, fail
+from clawgate.gateway.cli.dashboard import add_dashboard_token, dashboard
 from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.status import housekeeping, status
 
@@ -183,6 +184,7 @@ def onboard(
 
     config_path = cli_context(ctx).config_path
     result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
+    add_dashboard_token(config_path, result)  # the dashboard's login token
     for path in result.created:
         typer.echo(f"created  {path}")
     for path in result.kept:
@@ -347,6 +349,7 @@ def sessions_show(
 
 app.command("status")(status)
 app.command("housekeeping")(housekeeping)
+app.command("dashboard")(dashboard)
 app.command("doctor")(doctor)  # registered last: listed after the everyday commands
 
 

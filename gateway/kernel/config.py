@@ -213,6 +213,14 @@ class LoggingConfig(_Section):
     backups: int = Field(5, ge=0)
 
 
+class DashboardConfig(_Section):
+    # On by default: it listens on loopback only and every page needs the owner's token, so
+    # `clawgate dashboard` just works; a non-loopback host is refused without a token.
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(18790, ge=0, le=65535)  # 0: any free port (the log names it)
+
+
 class Config(_Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
@@ -225,6 +233,7 @@ class Config(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
 
     @field_validator("workspace", "data_dir")
     @classmethod

@@ -1,0 +1,189 @@
+"""Who may use the dashboard: the owner, who holds the token in `<data_dir>/dashboard.token`.
+
+    dashboard.token         the secret (0600), made by `clawgate onboard`, replaced by
+                            `clawgate dashboard --rotate` (which logs every browser out)
+    dashboard-logins.json   sha-256 digests of one-time login codes with their expiry,
+                            written by `clawgate dashboard`, consumed by the daemon
+
+The token never travels in a URL: `clawgate dashboard` prints a short-lived, single-use code
+instead, which the daemon exchanges for a session cookie. The cookie and the CSRF token are
+HMACs keyed by the token, so nothing is kept per browser in memory and rotating the token
+invalidates them all. The daemon re-reads the token file when it changes on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from clawgate.kernel.storage import DiskWriter, locked
+
+TOKEN_FILE = "dashboard.token"
+LOGINS_FILE = "dashboard-logins.json"
+LOGIN_CODE_SECONDS = 300
+SESSION_SECONDS = 7 * 24 * 3600
+COOKIE_NAME = "clawgate_session"
+CSRF_FIELD = "_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+
+
+def token_path(data_dir: Path) -> Path:
+    return data_dir / TOKEN_FILE
+
+
+def read_token(data_dir: Path) -> str | None:
+    """The token, or None when there is none (or the file is empty)."""
+    try:
+        text = token_path(data_dir).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return text or None
+
+
+def ensure_token(data_dir: Path, writer: DiskWriter | None = None) -> bool:
+    """Create the token if there is none; True if this call made it."""
+    if read_token(data_dir) is not None:
+        return False
+    rotate_token(data_dir, writer)
+    return True
+
+
+def rotate_token(data_dir: Path, writer: DiskWriter | None = None) -> str:
+    """A new token replaces the old one (0600): every session cookie and login code made
+    with the old one stops working."""
+    writer = writer or DiskWriter()
+    writer.mkdir(data_dir, mode=0o700)
+    token = secrets.token_urlsafe(32)
+    writer.replace(token_path(data_dir), token + "\n", mode=0o600)
+    with _logins_locked(data_dir):
+        writer.replace(data_dir / LOGINS_FILE, "{}\n", mode=0o600)
+    return token
+
+
+def issue_login_code(
+    data_dir: Path, writer: DiskWriter | None = None, *, clock: Callable[[], float] = time.time
+) -> str:
+    """A new one-time login code, valid for LOGIN_CODE_SECONDS. Only its digest is stored."""
+    writer = writer or DiskWriter()
+    code = secrets.token_urlsafe(24)
+    now = clock()
+    with _logins_locked(data_dir):
+        codes = {k: v for k, v in _read_logins(data_dir).items() if v > now}
+        codes[_digest(code)] = now + LOGIN_CODE_SECONDS
+        writer.replace(data_dir / LOGINS_FILE, json.dumps(codes) + "\n", mode=0o600)
+    return code
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+def _read_logins(data_dir: Path) -> dict[str, float]:
+    try:
+        data = json.loads((data_dir / LOGINS_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+
+def _logins_locked(data_dir: Path) -> AbstractContextManager[int]:
+    return locked(data_dir / (LOGINS_FILE + ".lock"))
+
+
+class Auth:
+    """Checks tokens, login codes, session cookies and CSRF tokens against the current token."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        writer: DiskWriter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.data_dir = data_dir
+        self.writer = writer or DiskWriter()
+        self.clock = clock
+        self._token: str | None = None
+        self._signature: tuple[int, int] | None = None
+
+    def token(self) -> str | None:
+        """The current token, re-read when the file changed (a rotation by the CLI)."""
+        try:
+            stat = token_path(self.data_dir).stat()
+        except FileNotFoundError:
+            self._token, self._signature = None, None
+            return None
+        signature = (stat.st_mtime_ns, stat.st_ino)
+        if signature != self._signature:
+            self._token, self._signature = read_token(self.data_dir), signature
+        return self._token
+
+    def check_token(self, given: str) -> bool:
+        token = self.token()
+        return token is not None and hmac.compare_digest(given.strip(), token)
+
+    def consume_code(self, code: str) -> bool:
+        """True once for a code `issue_login_code` made, within its lifetime; never again."""
+        if not code or self.token() is None:
+            return False
+        digest, now = _digest(code), self.clock()
+        with _logins_locked(self.data_dir):
+            codes = _read_logins(self.data_dir)
+            expiry = codes.pop(digest, None)
+            if expiry is None:
+                return False
+            live = {k: v for k, v in codes.items() if v > now}
+            self.writer.replace(self.data_dir / LOGINS_FILE, json.dumps(live) + "\n", mode=0o600)
+        return expiry > now
+
+    def new_session(self) -> str:
+        """A session cookie value: issue time, a nonce, and their MAC under the token."""
+        token = self.token()
+        if token is None:
+            raise RuntimeError("no dashboard token")
+        body = f"{int(self.clock())}.{secrets.token_urlsafe(16)}"
+        return f"{body}.{_mac(token, 'session:' + body)}"
+
+    def valid_session(self, cookie: str | None) -> bool:
+        token = self.token()
+        if not cookie or token is None or cookie.count(".") != 2:
+            return False
+        body, _, mac = cookie.rpartition(".")
+        if not hmac.compare_digest(mac, _mac(token, "session:" + body)):
+            return False
+        issued = body.partition(".")[0]
+        return issued.isdigit() and 0 <= self.clock() - int(issued) < SESSION_SECONDS
+
+    def csrf_token(self, cookie: str) -> str:
+        """The CSRF token of one session (derived, so forms carry it without server state)."""
+        token = self.token() or ""
+        return _mac(token, "csrf:" + cookie)
+
+    def valid_csrf(self, cookie: str | None, given: str | None) -> bool:
+        if not cookie or not given:
+            return False
+        return hmac.compare_digest(given, self.csrf_token(cookie))
+
+
+def _mac(key: str, message: str) -> str:
+    return hmac.new(key.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the dashboard on this machine."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,96 @@
+"""Server-rendered pages: one Jinja2 environment (autoescaping every template), the layout's
+navigation, and the helpers every page module uses.
+
+A page module renders with `render(request, "page.html", title=..., **values)`; the layout
+(`templates/base.html`) adds the navigation, the CSRF token (a `<meta>` for scripts and
+`csrf_field()` for forms) and the static files. Scripts are files under `static/`: the
+Content-Security-Policy allows no inline script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from markupsafe import Markup
+
+from clawgate.gateway.dashboard.auth import COOKIE_NAME, CSRF_FIELD
+from clawgate.gateway.dashboard.services import DashboardServices
+
+PACKAGE_DIR = Path(__file__).parent
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+STATIC_DIR = PACKAGE_DIR / "static"
+
+SERVICES = web.AppKey("services", DashboardServices)
+ENVIRONMENT = web.AppKey("jinja", jinja2.Environment)
+
+# Every page the layout links to, in order. A page whose module is not installed yet shows
+# a placeholder (server.py), so the navigation never leads nowhere.
+NAV: tuple[tuple[str, str], ...] = (
+    ("Chat", "/chat"),
+    ("Memory", "/memory"),
+    ("Sessions", "/sessions"),
+    ("People", "/people"),
+    ("Jobs", "/jobs"),
+    ("Health", "/health"),
+)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = format_time
+    return env
+
+
+def format_time(value: float | str | dt.datetime | None) -> str:
+    """A timestamp (epoch seconds, ISO text or datetime) as `YYYY-MM-DD HH:MM` UTC."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, int | float):
+        moment = dt.datetime.fromtimestamp(value, dt.UTC)
+    elif isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    else:
+        moment = value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def services(request: web.Request) -> DashboardServices:
+    return request.app[SERVICES]
+
+
+def csrf_token(request: web.Request) -> str:
+    cookie = request.cookies.get(COOKIE_NAME, "")
+    return services(request).auth.csrf_token(cookie) if cookie else ""
+
+
+def render(
+    request: web.Request, template: str, *, title: str, status: int = 200, **values: Any
+) -> web.Response:
+    """The page `template` inside the layout, as an HTML response."""
+    token = csrf_token(request)
+    page = request.app[ENVIRONMENT].get_template(template)
+    html = page.render(
+        title=title,
+        nav=NAV,
+        path=request.path,
+        csrf=token,
+        csrf_field=Markup('<input type="hidden" name="{}" value="{}">').format(CSRF_FIELD, token),
+        logged_in=bool(token),
+        **values,
+    )
+    return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")

@@ -1,0 +1,225 @@
+"""The dashboard's web server: an aiohttp application inside the gateway process, on its
+event loop, owned by the daemon through `Dashboard.start()` / `stop()`.
+
+Every request passes these checks before a page sees it (see `auth.py` for the token):
+- security headers on every response, errors included (CSP with no inline script, no
+  framing, no sniffing, no referrer, no caching);
+- the Host header names this machine when bound to loopback (a DNS-rebinding page cannot
+  talk to it);
+- a session cookie, except for the login page and the static files: pages redirect to
+  `/login`, anything else gets 401;
+- on POST, PUT, PATCH and DELETE: no cross-site request (Sec-Fetch-Site, Origin) and, once
+  logged in, the session's CSRF token in the `X-CSRF-Token` header or the `_csrf` field.
+
+Pages are modules of this package listed in PAGE_MODULES, each exposing
+`routes(services) -> list[web.RouteDef]`; one not installed yet shows a placeholder.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import mimetypes
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from clawgate.gateway.dashboard.auth import (
+    COOKIE_NAME,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    ensure_token,
+    is_loopback,
+    read_token,
+)
+from clawgate.gateway.dashboard.render import (
+    ENVIRONMENT,
+    NAV,
+    SERVICES,
+    STATIC_DIR,
+    environment,
+    render,
+)
+from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.kernel.errors import ConfigError, PathOutsideRoot
+from clawgate.kernel.storage import confine
+
+if TYPE_CHECKING:
+    from clawgate.gateway.daemon import Gateway
+
+log = logging.getLogger(__name__)
+
+# The page modules, in this package; a missing one is skipped (its nav entry shows a
+# placeholder). Each exposes `routes(services) -> list[web.RouteDef]`.
+PAGE_MODULES = ("login", "memory", "sessions", "chat", "people", "jobs", "health")
+PUBLIC_PREFIXES = ("/login", "/static/")
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_app(services: DashboardServices, *, loopback: bool | None = None) -> web.Application:
+    """The whole dashboard as an aiohttp application. `loopback`: enforce a loopback Host
+    header (default: when the configured host is loopback)."""
+    if loopback is None:
+        loopback = is_loopback(services.config.dashboard.host)
+    middlewares = [_host_check] if loopback else []
+    app = web.Application(middlewares=[*middlewares, _require_login, _csrf_check])
+    app[SERVICES] = services
+    app[ENVIRONMENT] = environment()
+    app.on_response_prepare.append(_security_headers)
+    app.router.add_get("/", _home)
+    app.router.add_get("/static/{name:.+}", _static)
+    for name in PAGE_MODULES:
+        module_name = f"{__package__}.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        app.router.add_routes(importlib.import_module(module_name).routes(services))
+    served = {info.get("path") for info in (r.get_info() for r in app.router.resources())}
+    for title, path in NAV:
+        if path not in served:
+            app.router.add_get(path, _placeholder(title))
+    return app
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
+@web.middleware
+async def _host_check(request: web.Request, handler: Handler) -> web.StreamResponse:
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    if host not in LOOPBACK_NAMES:
+        raise web.HTTPMisdirectedRequest(text="this dashboard answers on loopback only")
+    return await handler(request)
+
+
+@web.middleware
+async def _require_login(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path.startswith(PUBLIC_PREFIXES):
+        return await handler(request)
+    if request.app[SERVICES].auth.valid_session(request.cookies.get(COOKIE_NAME)):
+        return await handler(request)
+    if request.method == "GET" and "text/html" in request.headers.get("Accept", "text/html"):
+        raise web.HTTPSeeOther("/login")
+    raise web.HTTPUnauthorized(text="log in first: run `clawgate dashboard`")
+
+
+@web.middleware
+async def _csrf_check(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method not in UNSAFE_METHODS:
+        return await handler(request)
+    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+        raise web.HTTPForbidden(text="cross-site request refused")
+    origin = request.headers.get("Origin")
+    # With Referrer-Policy no-referrer a browser sends `Origin: null` on same-origin form
+    # posts; a concrete origin must be ours.
+    if origin not in (None, "null") and origin != f"{request.scheme}://{request.host}":
+        raise web.HTTPForbidden(text="cross-origin request refused")
+    cookie = request.cookies.get(COOKIE_NAME)
+    if request.path.startswith(PUBLIC_PREFIXES) and not cookie:
+        return await handler(request)
+    given = request.headers.get(CSRF_HEADER)
+    if given is None and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
+        given = str((await request.post()).get(CSRF_FIELD, "")) or None
+    if not request.app[SERVICES].auth.valid_csrf(cookie, given):
+        raise web.HTTPForbidden(text="missing or wrong CSRF token: reload the page")
+    return await handler(request)
+
+
+async def _home(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPSeeOther("/chat")
+
+
+async def _static(request: web.Request) -> web.StreamResponse:
+    try:
+        path = confine(STATIC_DIR, request.match_info["name"])
+    except PathOutsideRoot:
+        raise web.HTTPNotFound() from None
+    if not path.is_file():
+        raise web.HTTPNotFound()
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return web.FileResponse(path, headers={"Content-Type": kind, "Cache-Control": "no-cache"})
+
+
+def _placeholder(title: str) -> Handler:
+    async def page(request: web.Request) -> web.StreamResponse:
+        return render(request, "placeholder.html", title=title)
+
+    return page
+
+
+class Dashboard:
+    """The dashboard server of one gateway. Built before the gateway starts (a setup error
+    stops the daemon with one line); `start` binds after the gateway runs (a port in use is
+    logged, the gateway keeps running); `stop` closes every connection."""
+
+    def __init__(self, services: DashboardServices) -> None:
+        self.services = services
+        self.settings = services.config.dashboard
+        self.url: str | None = None
+        self._runner: web.AppRunner | None = None
+        data_dir = services.config.data_dir
+        if self.settings.enabled and not is_loopback(self.settings.host):
+            if read_token(data_dir) is None:
+                raise ConfigError(
+                    f"[dashboard] host = {self.settings.host!r} is not loopback and there is "
+                    "no dashboard token: run `clawgate dashboard --rotate` to make one, or "
+                    'set host = "127.0.0.1"'
+                )
+
+    @classmethod
+    def for_gateway(cls, gateway: Gateway) -> Dashboard:
+        return cls(DashboardServices.of_gateway(gateway))
+
+    async def start(self) -> None:
+        if not self.settings.enabled:
+            return
+        ensure_token(self.services.config.data_dir, self.services.runtime.writer)
+        runner = web.AppRunner(build_app(self.services), access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            log.error(
+                "dashboard: cannot listen on %s:%d (%s); the gateway runs without it",
+                self.settings.host,
+                self.settings.port,
+                exc.strerror or exc,
+            )
+            return
+        self._runner = runner
+        host, port = _first_address(runner.addresses)
+        self.url = f"http://{host}:{port}/"
+        log.info("dashboard listening on %s (log in with `clawgate dashboard`)", self.url)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+
+def _first_address(addresses: list[Any]) -> tuple[str, int]:
+    host, port = addresses[0][:2]
+    return (f"[{host}]" if ":" in host else host), int(port)

@@ -1,0 +1,346 @@
+"""Test fixtures for the dashboard, at three depths.
+
+- `dashboard`: aiohttp's test client over `build_app`, with the real services of an
+  in-process gateway (tests/harness.py: fake model, recording channel) on a tmp workspace,
+  already logged in through a one-time code. `DashboardClient.post_form` adds the CSRF
+  token; `.anonymous()` is a second client with no cookie.
+- `DashboardGateway`: a real `clawgate gateway` process (tests/process.py) with the
+  dashboard on a free loopback port, against the fake model and fake Telegram.
+- `browser`: headless Chromium from the distribution (`/usr/bin/chromium` driven by
+  `/usr/bin/chromedriver` through Selenium; nothing downloaded). Skipped when Chromium is
+  absent, except with CI=true, where the browser tests must run. Selenium blocks, so every
+  call runs in a thread (`await browser.call(fn)`): the fakes serve on this event loop.
+  `await browser.screenshots(name)` saves `<name>-desktop.png` (1280x900) and
+  `<name>-phone.png` (390x844) under $CLAWGATE_SCREENSHOTS (default build/screenshots/).
+
+Test modules import the fixtures they use: `from tests.dashboard_harness import dashboard`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from aiohttp import ClientResponse
+from aiohttp.test_utils import TestClient, TestServer
+
+from clawgate.gateway.dashboard.auth import (
+    COOKIE_NAME,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    ensure_token,
+    issue_login_code,
+)
+from clawgate.gateway.dashboard.server import build_app
+from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.kernel.config import AgentConfig, Config
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import Harness, make_config
+from tests.process import (
+    CLAWGATE,
+    ClawgateProcess,
+    child_env,
+    fake_model,
+    fake_telegram,
+    write_config,
+)
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+DESKTOP = (1280, 900)
+PHONE = (390, 844)
+CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
+
+
+def screenshot_dir() -> Path:
+    folder = Path(os.environ.get("CLAWGATE_SCREENSHOTS") or REPO / "build" / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# -- (a) the app in process, through aiohttp's test client -----------------------------------
+
+
+class DashboardClient:
+    """A logged-in browser, as far as HTTP goes: cookie jar, CSRF token, helpers."""
+
+    def __init__(
+        self, client: TestClient[Any, Any], services: DashboardServices, harness: Harness
+    ) -> None:
+        self.client = client
+        self.services = services
+        self.harness = harness
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (for a browser pointed at this in-process app)."""
+        return str(self.client.make_url("/"))
+
+    @property
+    def config(self) -> Config:
+        return self.services.config
+
+    @property
+    def workspace(self) -> Path:
+        return self.services.config.workspace
+
+    @property
+    def cookie(self) -> str | None:
+        for cookie in self.client.session.cookie_jar:
+            if cookie.key == COOKIE_NAME:
+                return cookie.value
+        return None
+
+    @property
+    def csrf(self) -> str:
+        cookie = self.cookie
+        assert cookie, "not logged in"
+        return self.services.auth.csrf_token(cookie)
+
+    async def login(self) -> ClientResponse:
+        code = issue_login_code(self.config.data_dir)
+        return await self.client.get(f"/login?code={code}", allow_redirects=False)
+
+    async def get(self, path: str, **kwargs: Any) -> ClientResponse:
+        return await self.client.get(path, **kwargs)
+
+    async def text(self, path: str, status: int = 200) -> str:
+        """The body of GET `path`, which must answer `status`."""
+        response = await self.client.get(path)
+        body = await response.text()
+        assert response.status == status, f"GET {path}: {response.status}\n{body[:2000]}"
+        return body
+
+    async def post_form(
+        self, path: str, data: Mapping[str, str] | None = None, *, csrf: bool = True, **kw: Any
+    ) -> ClientResponse:
+        """POST a form as the page's <form> would (with its `_csrf` field)."""
+        fields = dict(data or {})
+        if csrf:
+            fields[CSRF_FIELD] = self.csrf
+        return await self.client.post(path, data=fields, allow_redirects=False, **kw)
+
+    async def post_json(self, path: str, body: Any, **kw: Any) -> ClientResponse:
+        """POST JSON as the page scripts do (the token in the X-CSRF-Token header)."""
+        headers = {CSRF_HEADER: self.csrf, **kw.pop("headers", {})}
+        return await self.client.post(path, json=body, headers=headers, **kw)
+
+    async def anonymous(self) -> TestClient[Any, Any]:
+        """Another client on the same server, with no cookie."""
+        other = TestClient(TestServer(self.client.app))
+        await other.start_server()
+        return other
+
+
+@pytest.fixture
+async def dashboard(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[DashboardClient]:
+    """The dashboard app over a running in-process gateway, logged in."""
+    async with dashboard_client(make_config(tmp_path, agent_config)) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def dashboard_client(
+    config: Config, **harness_options: Any
+) -> AsyncIterator[DashboardClient]:
+    """An in-process gateway (tests/harness.py) with the dashboard app over its services,
+    logged in. `harness_options` go to `Harness` (e.g. `scheduler=True`)."""
+    async with Harness(config, **harness_options) as harness:
+        services = DashboardServices.of_gateway(harness.gateway)
+        ensure_token(config.data_dir)
+        async with TestClient(TestServer(build_app(services), host="127.0.0.1")) as test_client:
+            client = DashboardClient(test_client, services, harness)
+            response = await client.login()
+            assert response.status == 303, await response.text()
+            yield client
+
+
+# -- (b) a real gateway process with the dashboard -------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class DashboardGateway:
+    """`async with DashboardGateway(home, telegram, fake_llm) as gw`: `clawgate gateway` with
+    the dashboard on a free loopback port; `gw.url`, `await gw.login_link()` (made by the
+    real `clawgate dashboard --no-open`)."""
+
+    def __init__(
+        self,
+        home: Path,
+        telegram: FakeTelegram,
+        llm: FakeLLM,
+        *,
+        chats: tuple[int, ...] = (1001,),
+        extra: str = "",
+    ) -> None:
+        # `extra`: top-level TOML lines, or whole sections, written before [dashboard].
+        self.home = home
+        self.port = free_port()
+        self.config_path = write_config(
+            home,
+            agent=fake_model(llm, request_timeout=60),
+            telegram=fake_telegram(telegram, chats),
+            extra=f'{extra}\n[dashboard]\nhost = "127.0.0.1"\nport = {self.port}\n',
+        )
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.process = ClawgateProcess(home, "--config", str(self.config_path), "gateway")
+
+    @property
+    def workspace(self) -> Path:
+        return self.home / "workspace"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    async def __aenter__(self) -> DashboardGateway:
+        await self.process.start()
+        await self.process.wait_for_log("dashboard listening on", timeout=60)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        import signal
+
+        if self.process.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await self.process.wait(30)
+            except TimeoutError:
+                pass
+        await self.process.close()
+
+    async def login_link(self) -> str:
+        """A one-time login link, as `clawgate dashboard --no-open` prints it."""
+        child = await asyncio.create_subprocess_exec(
+            str(CLAWGATE),
+            "--config",
+            str(self.config_path),
+            "dashboard",
+            "--no-open",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=child_env(self.home),
+            cwd=self.home,
+        )
+        raw, _ = await asyncio.wait_for(child.communicate(), 60)
+        out = raw.decode(errors="replace")
+        assert child.returncode == 0, out
+        match = re.search(r"(http://\S+/login\?code=\S+)", out)
+        assert match, out
+        return match.group(1)
+
+
+# -- (c) headless Chromium -----------------------------------------------------------------
+
+
+def chromium_or_skip() -> None:
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} missing: CI must run the browser tests")
+    pytest.skip("no /usr/bin/chromium (apt-get install chromium chromium-driver)")
+
+
+class Browser:
+    """One headless Chromium. Every Selenium call runs in a thread (`call`), so the event
+    loop - and the fakes on it - keeps running while the browser waits."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    async def call(self, work: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(work, *args)
+
+    async def get(self, url: str) -> None:
+        await self.call(self.driver.get, url)
+
+    async def find(self, css: str, timeout: float = 20) -> Any:
+        """The first element matching `css`, waiting for it to appear."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        wait = WebDriverWait(self.driver, timeout)
+        return await self.call(
+            wait.until, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+        )
+
+    async def wait_for_text(self, css: str, text: str, timeout: float = 20) -> None:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        wait = WebDriverWait(self.driver, timeout)
+        await self.call(
+            wait.until,
+            expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, css), text),
+        )
+
+    @property
+    def current_url(self) -> str:
+        return str(self.driver.current_url)
+
+    async def screenshots(self, name: str) -> list[Path]:
+        """The current page at desktop and at phone width; back to desktop after."""
+        saved = []
+        folder = screenshot_dir()
+        for label, (width, height) in (("phone", PHONE), ("desktop", DESKTOP)):
+            await self.call(self.driver.set_window_size, width, height)
+            path = folder / f"{name}-{label}.png"
+            assert await self.call(self.driver.save_screenshot, str(path)), path
+            saved.append(path)
+        return saved
+
+
+@pytest.fixture
+def browser_driver() -> Iterator[Any]:
+    chromium_or_skip()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="clawgate-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser(browser_driver: Any) -> Browser:
+    return Browser(browser_driver)
