@@ -5,6 +5,7 @@ same write as its `clawgate` command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import date
@@ -54,14 +55,15 @@ POSTS = [
 ]
 
 
-@pytest.fixture
-async def ops(
-    tmp_path: Path, agent_config: AgentConfig, monkeypatch: pytest.MonkeyPatch
+@contextlib.asynccontextmanager
+async def ops_client(
+    tmp_path: Path, agent_config: AgentConfig, monkeypatch: pytest.MonkeyPatch, **overrides: Any
 ) -> AsyncIterator[DashboardClient]:
     """Logged in to the dashboard of a gateway running its scheduler, started from a config
     file with comments (the one `groups allow` edits), with a secret the redactor knows."""
     agent = agent_config.model_copy(update={"api_key": SecretStr(SECRET), "max_retries": 0})
-    config = make_config(tmp_path, agent, heartbeat=HeartbeatConfig(enabled=False))
+    overrides.setdefault("heartbeat", HeartbeatConfig(enabled=False))
+    config = make_config(tmp_path, agent, **overrides)
     path = tmp_path / "config.toml"
     path.write_text(
         CONFIG_TEXT.format(workspace=config.workspace, data_dir=config.data_dir), encoding="utf-8"
@@ -70,6 +72,14 @@ async def ops(
     async with dashboard_client(
         config, scheduler=True, scheduler_options={"poll_interval": 0.05}
     ) as client:
+        yield client
+
+
+@pytest.fixture
+async def ops(
+    tmp_path: Path, agent_config: AgentConfig, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[DashboardClient]:
+    async with ops_client(tmp_path, agent_config, monkeypatch) as client:
         yield client
 
 
@@ -237,6 +247,33 @@ async def test_cron_add_disable_enable_run_now_and_delete(
     assert store.load() == JobsFile()
     response = await ops.post_form(f"/jobs/{job.id}/run")
     assert notice_of(response) == f"error: job {job.id} failed: no job with id {job.id!r}"
+
+
+async def test_the_heartbeat_shows_its_schedule_and_last_tick(
+    tmp_path: Path, agent_config: AgentConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heartbeat = HeartbeatConfig(
+        enabled=True, deliver_to="test:1", interval_minutes=45, active_hours="00:00-00:00"
+    )
+    async with ops_client(tmp_path, agent_config, monkeypatch, heartbeat=heartbeat) as ops:
+        (ops.workspace / "HEARTBEAT.md").write_text("# Heartbeat\n", encoding="utf-8")
+        page = await ops.text("/jobs")
+        assert "Every 45 min between 00:00-00:00, reporting to test:1." in page
+        assert "has nothing to act on" in page and "none since the gateway started" in page
+        assert await ops.services.scheduler.heartbeat.tick() == "no-tasks"  # type: ignore[union-attr]
+        assert "(no-tasks)" in await ops.text("/jobs")
+
+
+async def test_a_broken_jobs_file_is_reported_with_the_jobs_still_scheduled(
+    ops: DashboardClient,
+) -> None:
+    await ops.post_form(
+        "/jobs/add", {"name": "tea", "message": "tea", "kind": "cron", "schedule": "0 16 * * *"}
+    )
+    (ops.workspace / "cron" / "jobs.json").write_text("{", encoding="utf-8")
+    page = await ops.text("/jobs")
+    assert "not valid JSON" in page and "(the scheduler keeps the jobs it loaded before)" in page
+    assert "<strong>tea</strong>" in page
 
 
 async def test_the_health_page_runs_doctor_on_demand(ops: DashboardClient) -> None:

@@ -73,7 +73,8 @@ async def test_run_now_in_the_browser_delivers_the_jobs_reply(
         await browser.wait_for_text("#jobs tr[data-job='tea']", "ok")
 
         await browser.get(f"{gateway.url}health/doctor")
-        await browser.find("#doctor li")
+        # The config file the gateway was started with (`--config`), not the default one.
+        await browser.wait_for_text("#doctor", f"config loads: {gateway.config_path}")
         await browser.wait_for_text("#log", "dashboard listening on")
         await browser.wait_for_text("#channels", "running")
         await browser.screenshots("health")

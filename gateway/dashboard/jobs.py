@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from yarl import URL
 
 from clawgate.gateway.cron.heartbeat import heartbeat_tasks
-from clawgate.gateway.cron.models import CronJob, JobState
+from clawgate.gateway.cron.models import CronJob, JobState, StateFile
 from clawgate.gateway.cron.scheduler import HEARTBEAT_JOB, CronScheduler
 from clawgate.gateway.cron.store import CronStore, create_job, remove_job, set_enabled
 from clawgate.gateway.dashboard.render import render, services
+from clawgate.kernel.config import HeartbeatConfig
 from clawgate.kernel.errors import ClawgateError
 
 SCHEDULE_KINDS = ("at", "every", "cron")
@@ -63,32 +65,46 @@ def _store(request: web.Request) -> CronStore:
     return CronStore(svc.config.workspace / "cron", writer=svc.runtime.writer)
 
 
-def _rows(request: web.Request) -> tuple[list[JobRow], str]:
-    """The jobs as jobs.json has them, with the run state the scheduler keeps; an
-    unreadable jobs.json is reported, not raised (the scheduler keeps its last good set)."""
-    store, scheduler = _store(request), _scheduler(request)
-    default_tz = services(request).config.agent.timezone
+@dataclass(frozen=True)
+class _Files:
+    jobs: list[CronJob] | None  # None: jobs.json does not load (`problem` says why)
+    problem: str
+    state: StateFile | None
+    heartbeat: str
+
+
+def _read_files(store: CronStore, scheduler: CronScheduler | None, workspace: Path) -> _Files:
+    """Blocking reads, for a thread: jobs.json, state.json (without a scheduler), HEARTBEAT.md."""
     try:
-        jobs = store.load().jobs
-        problem = ""
+        jobs, problem = store.load().jobs, ""
     except ClawgateError as exc:
-        jobs, problem = (list(scheduler.jobs.values()) if scheduler else []), str(exc)
-    state = scheduler.state if scheduler is not None else store.load_state()
+        jobs, problem = None, str(exc)
+    state = store.load_state() if scheduler is None else None
+    try:
+        heartbeat = (workspace / "HEARTBEAT.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        heartbeat = ""
+    return _Files(jobs, problem, state, heartbeat)
+
+
+def _rows(files: _Files, scheduler: CronScheduler | None, default_tz: str) -> list[JobRow]:
+    """The jobs as jobs.json has them (else the set the scheduler kept), with the run state
+    the scheduler keeps. On the event loop: the scheduler's state is the loop's."""
+    jobs = (
+        files.jobs if files.jobs is not None else list(scheduler.jobs.values()) if scheduler else []
+    )
+    state = scheduler.state if scheduler is not None else files.state or StateFile()
     rows = []
     for job in jobs:
         run = state.jobs.get(job.id) or JobState()
         upcoming = scheduler.next_run(job.id) if scheduler is not None else run.next_run
         rows.append(JobRow(job, run, upcoming if job.enabled else None, job.timezone or default_tz))
-    return rows, problem
+    return rows
 
 
-def _heartbeat(request: web.Request) -> HeartbeatView:
-    svc = services(request)
-    config, scheduler = svc.config.heartbeat, _scheduler(request)
-    try:
-        text = (svc.config.workspace / "HEARTBEAT.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = ""
+def _heartbeat(
+    config: HeartbeatConfig, scheduler: CronScheduler | None, text: str
+) -> HeartbeatView:
     last = scheduler.heartbeat.last if scheduler is not None else None
     return HeartbeatView(
         enabled=config.enabled,
@@ -103,17 +119,17 @@ def _heartbeat(request: web.Request) -> HeartbeatView:
 
 
 async def jobs_page(request: web.Request) -> web.Response:
-    rows, problem = await asyncio.to_thread(_rows, request)
-    heartbeat = await asyncio.to_thread(_heartbeat, request)
     svc = services(request)
+    scheduler = svc.scheduler
+    files = await asyncio.to_thread(_read_files, _store(request), scheduler, svc.config.workspace)
     return render(
         request,
         "jobs.html",
         title="Jobs",
-        jobs=rows,
-        problem=problem,
-        heartbeat=heartbeat,
-        scheduler_running=svc.scheduler is not None,
+        jobs=_rows(files, scheduler, svc.config.agent.timezone),
+        problem=files.problem,
+        heartbeat=_heartbeat(svc.config.heartbeat, scheduler, files.heartbeat),
+        scheduler_running=scheduler is not None,
         default_target=svc.config.heartbeat.deliver_to or "cli:default",
         default_tz=svc.config.agent.timezone,
         notice=request.query.get("notice", ""),
