@@ -229,23 +229,29 @@ class DashboardGateway:
 
     async def login_link(self) -> str:
         """A one-time login link, as `clawgate dashboard --no-open` prints it."""
-        child = await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            "--config",
-            str(self.config_path),
-            "dashboard",
-            "--no-open",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=child_env(self.home),
-            cwd=self.home,
+        code, out = await clawgate_output(
+            self.home, "--config", str(self.config_path), "dashboard", "--no-open"
         )
-        raw, _ = await asyncio.wait_for(child.communicate(), 60)
-        out = raw.decode(errors="replace")
-        assert child.returncode == 0, out
+        assert code == 0, out
         match = re.search(r"(http://\S+/login\?code=\S+)", out)
         assert match, out
         return match.group(1)
+
+
+async def clawgate_output(home: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
+    """Run `clawgate *args` to the end: (exit code, stdout and stderr together)."""
+    child = await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=child_env(home),
+        cwd=home,
+    )
+    raw, _ = await asyncio.wait_for(child.communicate(), timeout)
+    assert child.returncode is not None
+    return child.returncode, raw.decode(errors="replace")
 
 
 # -- (c) headless Chromium -----------------------------------------------------------------

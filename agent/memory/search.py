@@ -30,7 +30,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -84,9 +84,13 @@ class SearchHit:
     score: float
     snippet: str
     date: str | None = None
+    # How the fusion weighed it (keyword t, vector v, date d, recency parts), for the
+    # dashboard's "why"; not part of the JSON `memory search` prints.
+    why: Candidate | None = field(default=None, compare=False, repr=False)
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
+        data.pop("why")
         data["score"] = round(self.score, 4)
         return data
 
@@ -450,6 +454,7 @@ def _merge(
                 score=head.score,
                 snippet=snippet(text, terms_),
                 date=best.date,
+                why=head,
             )
         )
     return hits

@@ -134,6 +134,10 @@ class MemoryStore:
             self.replace_memory(text)
             return text
 
+    def versions(self) -> list[Path]:
+        """The kept MEMORY.md versions, oldest first."""
+        return self._versions()
+
     def _versions(self) -> list[Path]:
         """Backups, oldest first: by their counter, after any named by the old clock stamps
         (which all predate the counter)."""

@@ -7,7 +7,7 @@ Every request passes these checks before a page sees it (see `auth.py` for the t
 - the Host header names this machine when bound to loopback (a DNS-rebinding page cannot
   talk to it);
 - a session cookie, except for the login page and the static files: pages redirect to
-  `/login`, anything else gets 401;
+  `/login`, anything else (a script asking for JSON or a stream, a POST) gets 401;
 - on POST, PUT, PATCH and DELETE: no cross-site request (Sec-Fetch-Site, Origin) and, once
   logged in, the session's CSRF token in the `X-CSRF-Token` header or the `_csrf` field.
 
@@ -54,7 +54,16 @@ log = logging.getLogger(__name__)
 
 # The page modules, in this package; a missing one is skipped (its nav entry shows a
 # placeholder). Each exposes `routes(services) -> list[web.RouteDef]`.
-PAGE_MODULES = ("login", "memory", "sessions", "chat", "people", "jobs", "health")
+PAGE_MODULES = (
+    "login",
+    "memory",
+    "memory_browse",
+    "sessions",
+    "chat",
+    "people",
+    "jobs",
+    "health",
+)
 PUBLIC_PREFIXES = ("/login", "/static/")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -118,7 +127,8 @@ async def _require_login(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     if request.app[SERVICES].auth.valid_session(request.cookies.get(COOKIE_NAME)):
         return await handler(request)
-    if request.method == "GET" and "text/html" in request.headers.get("Accept", "text/html"):
+    accept = request.headers.get("Accept", "")
+    if request.method == "GET" and not ("application/json" in accept or "event-stream" in accept):
         raise web.HTTPSeeOther("/login")
     raise web.HTTPUnauthorized(text="log in first: run `clawgate dashboard`")
 
