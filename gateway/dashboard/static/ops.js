@@ -27,9 +27,10 @@
     window.setInterval(tick, ms);
   }
 
-  function cell(text, className) {
+  function cell(text, className, label) {
     const td = document.createElement("td");
     if (className) { td.className = className; }
+    if (label) { td.setAttribute("data-label", label); }
     td.textContent = text;
     return td;
   }
@@ -51,15 +52,15 @@
           const tr = document.createElement("tr");
           tr.setAttribute("data-channel", name);
           tr.appendChild(cell(name));
-          const state = cell("");
+          const state = cell("", "", "state");
           const badge = document.createElement("span");
           badge.className = "badge state-" + info.state;
           badge.textContent = info.state;
           state.appendChild(badge);
           tr.appendChild(state);
-          tr.appendChild(cell(String(info.restarts), "num"));
-          tr.appendChild(cell(when(info.since)));
-          tr.appendChild(cell(info.last_error || ""));
+          tr.appendChild(cell(String(info.restarts), "num", "reconnects"));
+          tr.appendChild(cell(when(info.since), "", "since"));
+          tr.appendChild(cell(info.last_error || "", "", "last error"));
           return tr;
         });
         body.replaceChildren.apply(body, rows);
