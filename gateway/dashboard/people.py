@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,12 @@ def _done(message: str = "", *, error: str = "") -> web.HTTPSeeOther:
     return web.HTTPSeeOther(location=str(URL("/people").with_query(query)))
 
 
-async def _act(request: web.Request, action: Any) -> web.Response:
+Action = Callable[[dict[str, str]], str]
+
+
+async def _act(request: web.Request, action: Action) -> web.Response:
+    """Run a decision on the posted form in a thread (file locks, atomic replaces); back to
+    the page with its one line, or with the error a person can act on."""
     form = await request.post()
     try:
         message = await asyncio.to_thread(action, {k: str(v) for k, v in form.items()})
@@ -156,7 +162,7 @@ async def deny(request: web.Request) -> web.Response:
     return await _act(request, run)
 
 
-def _set_owner(request: web.Request, owner: bool) -> Any:
+def _set_owner(request: web.Request, owner: bool) -> Action:
     svc = services(request)
 
     def run(form: dict[str, str]) -> str:
