@@ -33,6 +33,11 @@ CONFIG_TEXT = """\
 workspace = "{workspace}"
 data_dir = "{data_dir}"
 
+[agent]
+model = "openai/fake-model"
+api_base = "{api_base}"
+api_key = "{secret}"
+
 [channels.telegram]
 # groups the bot answers in
 group_allow = [-100500]  # the family chat
@@ -66,7 +71,13 @@ async def ops_client(
     config = make_config(tmp_path, agent, **overrides)
     path = tmp_path / "config.toml"
     path.write_text(
-        CONFIG_TEXT.format(workspace=config.workspace, data_dir=config.data_dir), encoding="utf-8"
+        CONFIG_TEXT.format(
+            workspace=config.workspace,
+            data_dir=config.data_dir,
+            api_base=agent.api_base,
+            secret=SECRET,
+        ),
+        encoding="utf-8",
     )
     monkeypatch.setenv(CONFIG_ENV, str(path))
     async with dashboard_client(
@@ -282,6 +293,10 @@ async def test_the_health_page_runs_doctor_on_demand(ops: DashboardClient) -> No
     checked = await ops.text("/health/doctor")
     assert f"config loads: {ops.config.data_dir.parent / 'config.toml'}" in checked
     assert f"workspace {ops.workspace} is writable" in checked
+    assert "(api key set)" in checked and SECRET not in checked
+    assert "answered" not in checked  # offline: the model is not asked
+    online = await ops.text("/health/doctor?online=1")
+    assert "model: openai/fake-model answered" in online
 
 
 async def test_the_log_tail_redacts_a_configured_secret(ops: DashboardClient) -> None:

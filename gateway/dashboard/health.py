@@ -103,12 +103,13 @@ def uptime(seconds: float) -> str:
 
 async def health_page(request: web.Request) -> web.Response:
     """The page; under /health/doctor with `clawgate doctor`'s findings (on demand: the
-    checks walk the workspace and probe it with a write)."""
+    checks walk the workspace and probe it with a write), `?online=1` as `--online`."""
     svc = services(request)
     findings: list[tuple[str, str]] | None = None
     problems = 0
     if request.path == "/health/doctor":
-        report = await doctor_report(config_path(request), online=False)
+        online = request.query.get("online") == "1"
+        report = await doctor_report(config_path(request), online=online)
         findings = [(f.level, svc.runtime.redact(f.message)) for f in report.findings]
         problems = report.count("problem")
     by_day, by_session = usage_tables(request)
