@@ -43,7 +43,14 @@ api_key = "{secret}"
 group_allow = [-100500]  # the family chat
 """
 
-GETS = ["/people", "/people/channels.json", "/jobs", "/health", "/health/logs.json"]
+GETS = [
+    "/people",
+    "/people/channels.json",
+    "/jobs",
+    "/health",
+    "/health/doctor",
+    "/health/logs.json",
+]
 POSTS = [
     "/people/pairing/approve",
     "/people/pairing/deny",
