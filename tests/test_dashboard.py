@@ -25,9 +25,12 @@ from clawgate.gateway.dashboard.auth import (
     token_path,
 )
 from clawgate.gateway.dashboard.server import Dashboard
-from clawgate.kernel.config import DashboardConfig
+from clawgate.kernel.config import DashboardConfig, load_config
 from clawgate.kernel.errors import ConfigError
 from tests.dashboard_harness import DashboardClient, clawgate_output, dashboard, free_port
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
+from tests.process import fake_model, fake_telegram, write_config
 
 __all__ = ["dashboard"]
 
@@ -306,3 +309,52 @@ async def test_clawgate_dashboard_prints_a_working_one_time_link_and_rotates(
         assert (await anonymous.get("/memory", allow_redirects=False)).status == 303
     finally:
         await anonymous.close()
+
+
+async def test_onboard_makes_the_token_once_private(tmp_path: Path) -> None:
+    code, output = await clawgate_output(tmp_path, "onboard", "--yes", "--no-check")
+    assert code == 0, output
+    token_file = token_path(tmp_path / ".clawgate")
+    assert f"created  {token_file}" in output
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = read_token(tmp_path / ".clawgate")
+    assert token and len(token) >= 40 and token not in output
+    code, output = await clawgate_output(tmp_path, "onboard", "--yes", "--no-check")
+    assert code == 0, output
+    assert f"kept     {token_file}" in output
+    assert read_token(tmp_path / ".clawgate") == token
+
+
+async def test_a_gateway_told_to_listen_beyond_loopback_without_a_token_stops_with_one_line(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    config_path = write_config(
+        tmp_path,
+        agent=fake_model(fake_llm),
+        telegram=fake_telegram(telegram, [1001]),
+        extra=f'[dashboard]\nhost = "0.0.0.0"\nport = {free_port()}\n',
+    )
+    code, output = await clawgate_output(tmp_path, "--config", str(config_path), "gateway")
+    assert code == 2, output
+    assert output.splitlines()[-1] == (
+        "clawgate: [dashboard] host = '0.0.0.0' is not loopback and there is no dashboard "
+        'token: run `clawgate dashboard --rotate` to make one, or set host = "127.0.0.1"'
+    ), output
+    assert "Traceback" not in output
+
+
+async def test_a_browser_with_a_cookie_from_before_a_rotation_logs_in_again(
+    dashboard: DashboardClient,
+) -> None:
+    token = rotate_token(dashboard.config.data_dir)
+    assert (await dashboard.get("/memory", allow_redirects=False)).status == 303
+    login = await dashboard.client.post("/login", data={"token": token}, allow_redirects=False)
+    assert login.status == 303
+    assert (await dashboard.get("/memory", allow_redirects=False)).status == 200
+
+
+def test_the_dashboard_section_defaults_to_loopback_and_checks_its_port(tmp_path: Path) -> None:
+    settings = load_config(tmp_path / "absent.toml", environ={}).dashboard
+    assert (settings.enabled, settings.host, settings.port) == (True, "127.0.0.1", 18790)
+    with pytest.raises(ConfigError, match="CLAWGATE_DASHBOARD__PORT"):
+        load_config(tmp_path / "absent.toml", environ={"CLAWGATE_DASHBOARD__PORT": "70000"})

@@ -3,6 +3,8 @@ form) becomes an HttpOnly, SameSite=Strict session cookie; logging out clears it
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from clawgate.gateway.dashboard.auth import COOKIE_NAME, SESSION_SECONDS
@@ -22,7 +24,8 @@ async def login_page(request: web.Request) -> web.StreamResponse:
     code = request.query.get("code")
     if code is None:
         return render(request, "login.html", title="Log in", error="")
-    if services(request).auth.consume_code(code):
+    # In a thread: the login codes file is read and rewritten under its file lock.
+    if await asyncio.to_thread(services(request).auth.consume_code, code):
         return _logged_in(request)
     return render(
         request,

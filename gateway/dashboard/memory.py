@@ -118,7 +118,8 @@ async def save(request: web.Request) -> web.StreamResponse:
     text, based_on = str(form.get("text", "")), str(form.get("version", ""))
     base = str(form.get("base", ""))
     memory = services(request).memory
-    outcome = await memory.lock.run(save_memory, memory, based_on, text.replace("\r\n", "\n"))
+    writer = services(request).memory_writer
+    outcome = await writer.run(save_memory, memory, based_on, text.replace("\r\n", "\n"))
     if outcome.written:
         raise web.HTTPSeeOther("/memory?saved=1")
     # Refused: show what changed underneath since the form was opened; the owner's text stays
@@ -197,7 +198,7 @@ async def restore(request: web.Request) -> web.StreamResponse:
         memory.replace_memory(path.read_text(encoding="utf-8", errors="replace"))
 
     try:
-        await memory.lock.run(restore_version)
+        await services(request).memory_writer.run(restore_version)
     except FileNotFoundError:  # pruned meanwhile by a newer save
         raise web.HTTPNotFound(text="no such version") from None
     raise web.HTTPSeeOther("/memory?saved=restored")

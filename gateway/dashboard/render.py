@@ -74,8 +74,10 @@ def services(request: web.Request) -> DashboardServices:
 
 
 def csrf_token(request: web.Request) -> str:
+    """The CSRF token of this request's session; "" when it is not logged in."""
     cookie = request.cookies.get(COOKIE_NAME, "")
-    return services(request).auth.csrf_token(cookie) if cookie else ""
+    auth = services(request).auth
+    return auth.csrf_token(cookie) if auth.valid_session(cookie) else ""
 
 
 def render(

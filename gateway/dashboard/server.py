@@ -144,9 +144,11 @@ async def _csrf_check(request: web.Request, handler: Handler) -> web.StreamRespo
     # posts; a concrete origin must be ours.
     if origin not in (None, "null") and origin != f"{request.scheme}://{request.host}":
         raise web.HTTPForbidden(text="cross-origin request refused")
-    cookie = request.cookies.get(COOKIE_NAME)
-    if request.path.startswith(PUBLIC_PREFIXES) and not cookie:
+    if request.path.startswith(PUBLIC_PREFIXES):
+        # Logging in needs the token itself, which a forged request cannot carry; a stale
+        # cookie (the token was rotated) must not stand in the way.
         return await handler(request)
+    cookie = request.cookies.get(COOKIE_NAME)
     given = request.headers.get(CSRF_HEADER)
     if given is None and request.content_type in (
         "application/x-www-form-urlencoded",

@@ -20,6 +20,7 @@ from clawgate.gateway.dashboard.auth import Auth
 if TYPE_CHECKING:
     from clawgate.agent.memory.search import MemorySearch
     from clawgate.agent.memory.store import MemoryStore
+    from clawgate.agent.memory.writer import MemoryWriter
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.agent.session import SessionStore
     from clawgate.channels.manager import ChannelManager, ChannelStates
@@ -49,6 +50,11 @@ class DashboardServices:
     @property
     def memory(self) -> MemoryStore:
         return self.runtime.memory
+
+    @property
+    def memory_writer(self) -> MemoryWriter:
+        """The workspace's one memory lock: every memory write from a page runs in it."""
+        return self.runtime.memory.lock
 
     @property
     def sessions(self) -> SessionStore:
