@@ -104,15 +104,27 @@ class SeenGroups:
             # Only a convenience for finding ids: the log line above already has it.
             log.warning("%s: cannot record group %s: %s", self.path, group_id, exc)
 
+    def forget(self, channel: str, group_id: str) -> None:
+        """Drop a group the owner turned down; it is recorded again if it mentions the bot."""
+        self._writer.mkdir(self.path.parent)
+        with locked(self.lock_path):
+            groups = self.seen()
+            kept = [g for g in groups if (g.channel, g.group_id) != (channel, group_id)]
+            if len(kept) != len(groups):
+                self._write(kept)
+        self._noted.pop((channel, group_id), None)
+
     def _save(self, entry: SeenGroup) -> None:
         self._writer.mkdir(self.path.parent)
         with locked(self.lock_path):
             others = [
                 g for g in self.seen() if (g.channel, g.group_id) != (entry.channel, entry.group_id)
             ]
-            groups = [entry, *others][:MAX_GROUPS]
-            data = {"version": FORMAT_VERSION, "groups": [asdict(g) for g in groups]}
-            self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
+            self._write([entry, *others][:MAX_GROUPS])
+
+    def _write(self, groups: list[SeenGroup]) -> None:
+        data = {"version": FORMAT_VERSION, "groups": [asdict(g) for g in groups]}
+        self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
 
 
 def _parse(data: Any) -> list[SeenGroup]:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
@@ -254,8 +255,9 @@ def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
     ]
 
 
-async def serve(config: Config) -> None:
-    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM."""
+async def serve(config: Config, config_path: Path | None = None) -> None:
+    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM.
+    `config_path`: the file `config` came from (the dashboard edits it)."""
     forbid_environ_reads()  # exec'd commands must not read our environment or memory
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -289,7 +291,7 @@ async def serve(config: Config) -> None:
     )
     from clawgate.gateway.dashboard.server import Dashboard
 
-    dashboard = Dashboard.for_gateway(gateway)  # serves the default agent
+    dashboard = Dashboard.for_gateway(gateway, config_path)  # serves the default agent
     await gateway.start()
     rejected = gateway.manager.rejected()
     if rejected and len(rejected) == len(chats):

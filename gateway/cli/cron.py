@@ -106,25 +106,13 @@ def cron_add(
     ] = None,
 ) -> None:
     """Add a job; prints its id."""
-    from clawgate.gateway.cron.models import new_job
-    from clawgate.gateway.cron.store import add_job
+    from clawgate.gateway.cron.store import create_job
     from clawgate.kernel.errors import CronError, one_line
 
     config, store = _open(ctx)
-    deliver_to = to or config.heartbeat.deliver_to or "cli:default"
     try:
-        job = add_job(
-            store,
-            lambda jobs: new_job(
-                jobs,
-                name=name,
-                message=message,
-                deliver_to=deliver_to,
-                timezone=tz or config.agent.timezone,
-                at=at,
-                every=every,
-                cron=cron,
-            ),
+        job = create_job(
+            store, config, name=name, message=message, at=at, every=every, cron=cron, tz=tz, to=to
         )
     except CronError as exc:
         fail(str(exc), code=2)

@@ -7,20 +7,17 @@ id. `allow` adds it to the config with tomlkit, so the file keeps its comments a
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import cli_context
 from clawgate.gateway.cli.pairing import print_table
 
 if TYPE_CHECKING:
-    from clawgate.channels.groups import SeenGroup, SeenGroups
+    from clawgate.channels.groups import SeenGroups
     from clawgate.kernel.config import Config
-
-CHANNELS = ("telegram", "discord")
 
 groups_app = typer.Typer(
     help="Groups that mentioned the bot, with their ids; `allow` lets one in.",
@@ -29,14 +26,9 @@ groups_app = typer.Typer(
 
 
 def _seen(config: Config) -> SeenGroups:
-    from clawgate.channels.groups import SeenGroups
+    from clawgate.gateway.people import seen_groups
 
-    return SeenGroups(config.data_dir / "groups.json")
-
-
-def _allowed(config: Config, group: SeenGroup) -> bool:
-    entries = {e.strip() for e in getattr(config.channels, group.channel).group_allow}
-    return group.group_id in entries or (group.guild_id or "") in entries
+    return seen_groups(config)
 
 
 @groups_app.callback()
@@ -44,6 +36,8 @@ def groups_list(ctx: typer.Context) -> None:
     """Groups that mentioned the bot: id, title, last seen, and whether they are served."""
     if ctx.invoked_subcommand is not None:
         return
+    from clawgate.gateway.people import group_allowed
+
     config = cli_context(ctx).config()
     groups = _seen(config).seen()
     if not groups:
@@ -59,26 +53,13 @@ def groups_list(ctx: typer.Context) -> None:
             g.title or "-",
             datetime.fromtimestamp(g.last_seen).astimezone().strftime("%Y-%m-%d %H:%M"),
             g.mentioned_by or "-",
-            "yes" if _allowed(config, g) else "no",
+            "yes" if group_allowed(config, g) else "no",
         )
         for g in groups
     ]
     print_table(("channel", "group id", "title", "last seen", "mentioned by", "allowed"), rows)
-    if not all(_allowed(config, g) for g in groups):
+    if not all(group_allowed(config, g) for g in groups):
         typer.echo("to serve a group: clawgate groups allow ID")
-
-
-def _channel_of(config: Config, group_id: str, channel: str | None) -> str:
-    if channel is not None:
-        if channel not in CHANNELS:
-            fail(f"unknown channel {channel!r} (use {' or '.join(CHANNELS)})")
-        return channel
-    found = {g.channel for g in _seen(config).seen() if group_id in (g.group_id, g.guild_id)}
-    if len(found) == 1:
-        return found.pop()
-    if found:
-        fail(f"group {group_id} was seen on {' and '.join(sorted(found))}: add --channel")
-    fail(f"group {group_id} has not mentioned the bot yet: add --channel telegram or discord")
 
 
 # Telegram group ids are negative: without this click would read "-100123" as an option.
@@ -91,32 +72,14 @@ def groups_allow(
     ] = None,
 ) -> None:
     """Add a group to the channel's group_allow in the config file (comments are kept)."""
-    import tomlkit
-
-    from clawgate.gateway.onboard_setup import edit_config, save
+    from clawgate.gateway.people import allow_group
 
     context = cli_context(ctx)
-    config = context.config()
-    group_id = group_id.strip()
-    name = _channel_of(config, group_id, channel)
-    path = context.config_path
-    present = False
-
-    def add(document: tomlkit.TOMLDocument) -> None:
-        nonlocal present
-        section = document.setdefault("channels", tomlkit.table()).setdefault(name, tomlkit.table())
-        entries = section.setdefault("group_allow", tomlkit.array())
-        present = group_id in {str(e).strip() for e in entries}
-        if not present:
-            # Ids as numbers, the way the README writes them; anything else stays a string.
-            entries.append(int(group_id) if re.fullmatch(r"-?\d+", group_id) else group_id)
-
-    new_text, _ = edit_config(path, add)
-    if present:
-        typer.echo(f"{name} group {group_id} is already in group_allow of {path}")
+    edit = allow_group(context.config_path, context.config(), group_id, channel)
+    if not edit.changed:
+        typer.echo(f"{edit.channel} group {edit.group_id} is already in group_allow of {edit.path}")
         return
-    save(path, new_text)
     typer.echo(
-        f"added {group_id} to [channels.{name}] group_allow in {path}; "
+        f"added {edit.group_id} to [channels.{edit.channel}] group_allow in {edit.path}; "
         "restart the gateway to apply it"
     )

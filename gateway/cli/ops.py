@@ -35,16 +35,12 @@ def doctor(
 
     from rich.console import Console
 
-    from clawgate.gateway.ops.doctor import Report, diagnose, note, render
-    from clawgate.gateway.ops.online import online_checks
+    from clawgate.gateway.ops.doctor import render
+    from clawgate.gateway.ops.online import doctor_report
 
-    config, findings = diagnose(cli_context(ctx).config_path, fix_modes=fix_modes)
-    if online:
-        if config is None:
-            findings.append(note("online checks skipped: the config does not load"))
-        else:
-            findings += asyncio.run(online_checks(config))
-    report = Report(tuple(findings))
+    report = asyncio.run(
+        doctor_report(cli_context(ctx).config_path, online=online, fix_modes=fix_modes)
+    )
     render(report, Console(highlight=False, soft_wrap=True))
     raise typer.Exit(report.exit_code)
 

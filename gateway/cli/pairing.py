@@ -14,7 +14,6 @@ from clawgate.gateway.cli.context import cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
-    from clawgate.kernel.config import Config
 
 pairing_app = typer.Typer(
     help="Approve who may chat with the assistant in private.", no_args_is_help=True
@@ -26,18 +25,6 @@ def _store(ctx: typer.Context) -> PairingStore:
 
     config = cli_context(ctx).config()
     return PairingStore(config.data_dir / "pairing.json")
-
-
-def _channels_with_configured_owner(config: Config) -> frozenset[str]:
-    """Channels whose config names an owner (`owners`, else the `allow_from` entries;
-    "*" never makes an owner)."""
-    found = set()
-    for name in ("telegram", "discord"):
-        settings = getattr(config.channels, name)
-        entries = settings.owners if settings.owners is not None else settings.allow_from
-        if any(e.strip() and e.strip() != "*" for e in entries):
-            found.add(name)
-    return frozenset(found)
 
 
 ChannelOption = Annotated[
@@ -64,11 +51,12 @@ def pairing_list(ctx: typer.Context) -> None:
     import time
 
     from clawgate.channels.pairing import CODE_TTL_SECONDS
+    from clawgate.gateway.people import channels_with_configured_owner
 
     store = _store(ctx)
     pending = store.pending()
     config = cli_context(ctx).config()
-    configured = _channels_with_configured_owner(config)
+    configured = channels_with_configured_owner(config)
     if not pending:
         typer.echo("no pending pairing requests")
         for channel in ("telegram", "discord"):
@@ -110,10 +98,10 @@ def pairing_approve(
     the first person approved becomes its owner (unless --allowed)."""
     if owner and allowed:
         fail("--owner and --allowed exclude each other")
+    from clawgate.gateway.people import approve
+
     role: bool | None = True if owner else False if allowed else None
-    approval = _store(ctx).approve(
-        code, owner=role, owned_channels=_channels_with_configured_owner(cli_context(ctx).config())
-    )
+    approval = approve(_store(ctx), cli_context(ctx).config(), code, role)
     if role is None and approval.owner:
         typer.echo(
             f"approved {approval.who} as the owner (the first approval makes the owner; "

@@ -281,7 +281,7 @@ def gateway(
                 "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
                 err=True,
             )
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, cli_context(ctx).config_path))
     finally:
         lock.release()
 

@@ -82,6 +82,8 @@ class Heartbeat:
         self.turns = turns
         self.clock = clock
         self._lock = asyncio.Lock()
+        # (when, outcome) of the latest tick, for the dashboard; None before the first.
+        self.last: tuple[datetime, str] | None = None
 
     async def tick(self) -> str:
         """One heartbeat; returns what happened (for logs and tests)."""
@@ -89,6 +91,7 @@ class Heartbeat:
             return "running"
         async with self._lock:
             outcome = await self._tick()
+        self.last = (self.clock(), outcome)
         log.debug("heartbeat: %s", outcome)
         return outcome
 

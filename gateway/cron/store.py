@@ -8,13 +8,16 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import ValidationError
 
-from clawgate.gateway.cron.models import CronJob, JobsFile, StateFile
+from clawgate.gateway.cron.models import CronJob, JobsFile, StateFile, new_job
 from clawgate.kernel.errors import CronError, describe_validation
 from clawgate.kernel.storage import DiskWriter, locked
+
+if TYPE_CHECKING:
+    from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,36 @@ def add_job(store: CronStore, build: Callable[[JobsFile], CronJob]) -> CronJob:
         return job
 
     return store.update(change)
+
+
+def create_job(
+    store: CronStore,
+    config: Config,
+    *,
+    name: str | None,
+    message: str,
+    at: str | None = None,
+    every: int | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
+    to: str | None = None,
+) -> CronJob:
+    """A new job as a person asks for it (`clawgate cron add`, the dashboard): delivered to
+    `to`, else heartbeat.deliver_to, else cli:default; in `tz`, else the agent's time zone."""
+    deliver_to = to or config.heartbeat.deliver_to or "cli:default"
+    return add_job(
+        store,
+        lambda jobs: new_job(
+            jobs,
+            name=name,
+            message=message,
+            deliver_to=deliver_to,
+            timezone=tz or config.agent.timezone,
+            at=at,
+            every=every,
+            cron=cron,
+        ),
+    )
 
 
 def remove_job(

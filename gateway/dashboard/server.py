@@ -22,6 +22,7 @@ import importlib.util
 import logging
 import mimetypes
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -202,8 +203,8 @@ class Dashboard:
                 )
 
     @classmethod
-    def for_gateway(cls, gateway: Gateway) -> Dashboard:
-        return cls(DashboardServices.of_gateway(gateway))
+    def for_gateway(cls, gateway: Gateway, config_path: Path | None = None) -> Dashboard:
+        return cls(DashboardServices.of_gateway(gateway, config_path))
 
     async def start(self) -> None:
         if not self.settings.enabled:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clawgate.channels.pairing import PairingStore
@@ -43,6 +44,8 @@ class DashboardServices:
     dispatcher: Dispatcher | None = None
     scheduler: CronScheduler | None = None
     started_at: float = field(default_factory=time.time)
+    # The config file the gateway was started with: what `groups allow` and doctor read.
+    config_path: Path | None = None
 
     @property
     def memory(self) -> MemoryStore:
@@ -74,6 +77,7 @@ class DashboardServices:
         manager: ChannelManager | None = None,
         dispatcher: Dispatcher | None = None,
         scheduler: CronScheduler | None = None,
+        config_path: Path | None = None,
     ) -> DashboardServices:
         config = runtime.config
         return cls(
@@ -85,14 +89,16 @@ class DashboardServices:
             manager=manager,
             dispatcher=dispatcher,
             scheduler=scheduler,
+            config_path=config_path,
         )
 
     @classmethod
-    def of_gateway(cls, gateway: Gateway) -> DashboardServices:
+    def of_gateway(cls, gateway: Gateway, config_path: Path | None = None) -> DashboardServices:
         return cls.build(
             gateway.runtime,
             gateway.bus,
             manager=gateway.manager,
             dispatcher=gateway.dispatcher,
             scheduler=gateway.scheduler,
+            config_path=config_path,
         )

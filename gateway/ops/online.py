@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
-from clawgate.gateway.ops.doctor import Finding, ok, problem
+from clawgate.gateway.ops.doctor import Finding, Report, diagnose, note, ok, problem
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError, ModelUnavailable, one_line
 from clawgate.kernel.secrets import Redactor
@@ -34,6 +35,18 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
         detail = redact(detail)
         findings.append(ok(f"{name}: {detail}") if passed else problem(f"{name}: {detail}"))
     return findings
+
+
+async def doctor_report(config_path: Path, *, online: bool, fix_modes: bool = False) -> Report:
+    """Everything `clawgate doctor` checks: the offline checks (in a thread: they walk the
+    workspace), then with `online` the model and platform pings."""
+    config, findings = await asyncio.to_thread(diagnose, config_path, fix_modes=fix_modes)
+    if online:
+        if config is None:
+            findings.append(note("online checks skipped: the config does not load"))
+        else:
+            findings += await online_checks(config)
+    return Report(tuple(findings))
 
 
 async def _guarded(
