@@ -7,7 +7,8 @@ OpenAI's chat completions. aiohttp rather than httpx: its C parser costs about a
 httpx's client CPU per call, and at zero model latency that layer was half the gateway's
 turn. The session keeps httpx's conduct where the two differ by default: no redirects
 followed, keep-alive 5 s, certifi's CA bundle unless SSL_CERT_FILE/SSL_CERT_DIR is set,
-HTTP(S)_PROXY and NO_PROXY honoured (ALL_PROXY, which httpx also reads, is not). Everything else, and any request litellm would rewrite
+HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read once per session (an http:// or https:// proxy;
+socks:// neither client supports here, httpx lacking its socksio extra). Everything else, and any request litellm would rewrite
 (OpenAI's reasoning models, images for DeepSeek), stays on the litellm path.
 
 Which endpoint a model name reaches, by its prefix (the rest is the name sent):
@@ -30,6 +31,8 @@ import os
 import re
 import ssl
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -156,6 +159,7 @@ class DirectPath:
         self._timeout = timeout
         self._client: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._proxies: dict[str, str | None] = {}  # by endpoint URL, for this session
 
     @property
     def ready(self) -> bool:
@@ -185,19 +189,43 @@ class DirectPath:
                 timeout=aiohttp.ClientTimeout(
                     total=None, connect=self._timeout, sock_read=self._timeout
                 ),
-                trust_env=True,
             )
             self._loop = loop
+            self._proxies = {}
         return self._client
 
-    def _post(self, target: Endpoint, body: bytes) -> Any:
-        return self._session().post(
-            target.url, data=body, headers=target.headers, allow_redirects=False
-        )
+    async def _post(self, target: Endpoint, body: bytes) -> aiohttp.ClientResponse:
+        """Send the request; the response once its head arrived.
+
+        A server may close an idle keep-alive connection just as it is taken for the next
+        request, which then meets the close before any answer. httpx looked at a pooled
+        socket before reusing it; aiohttp does not (nor resends a POST), so this resends
+        once, at once, on a fresh connection: a disconnect before the response's head.
+        """
+        import aiohttp
+
+        session = self._session()
+        if target.url not in self._proxies:
+            self._proxies[target.url] = _env_proxy(target.url)
+        resent = False
+        while True:
+            try:
+                return await session.post(
+                    target.url,
+                    data=body,
+                    headers=target.headers,
+                    allow_redirects=False,
+                    proxy=self._proxies[target.url],
+                )
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if resent or isinstance(exc, aiohttp.ClientConnectorError):
+                    raise
+                log.debug("connection to %s closed before an answer; resending", target.url)
+                resent = True
 
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
-        async with self._post(target, _request_body(target, params)) as response:
+        async with await self._post(target, _request_body(target, params)) as response:
             content = await response.read()
         if response.status >= 300:
             raise HTTPFailure(_status_failure(response.status, content, response.headers))
@@ -208,7 +236,7 @@ class DirectPath:
         arrives (a server that answers with a plain body yields it as one chunk). An error
         status is an HTTPFailure, as for `complete`; so is an error event mid-stream."""
         body = _request_body(target, {**params, "stream": True})
-        async with self._post(target, body) as response:
+        async with await self._post(target, body) as response:
             if response.status >= 300:
                 content = await response.read()
                 raise HTTPFailure(_status_failure(response.status, content, response.headers))
@@ -244,6 +272,19 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
             yield line.rstrip(b"\r\n")
     if pending:
         yield pending.rstrip(b"\r\n")
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (http_proxy, https_proxy, all_proxy, less
+    no_proxy), read once per session as httpx did. Not aiohttp's trust_env: that re-reads
+    the environment and ~/.netrc in a worker thread on every request, two thread hops."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    # With a proxy in the environment, proxy_bypass reads no_proxy (never the OS settings).
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
 
 
 @functools.cache
