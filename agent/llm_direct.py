@@ -262,7 +262,8 @@ class DirectPath:
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
     """The body's lines, ended by LF, CRLF or CR as SSE allows. Split here rather than by
-    aiohttp's readline, which refuses a line over 128 KiB (one tool call's arguments)."""
+    aiohttp's readline, which refuses a line over twice its read buffer (512 KiB by default),
+    and a provider may send a tool call's arguments whole in one event."""
     pending = b""
     async for data in content.iter_any():
         lines = (pending + data).splitlines(keepends=True)
