@@ -3,13 +3,16 @@
 litellm spends ~3 ms of CPU per call building, validating and logging what is, for an
 OpenAI-compatible server, one JSON POST (bench/model_call.py). This path sends that POST
 itself on one persistent `aiohttp.ClientSession`, for the providers whose API is exactly
-OpenAI's chat completions. aiohttp rather than httpx: its C parser costs about a third of
-httpx's client CPU per call, and at zero model latency that layer was half the gateway's
-turn. The session keeps httpx's conduct where the two differ by default: no redirects
-followed, keep-alive 5 s, certifi's CA bundle unless SSL_CERT_FILE/SSL_CERT_DIR is set,
-HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read once per session (an http:// or https:// proxy;
-socks:// neither client supports here, httpx lacking its socksio extra). Everything else, and any request litellm would rewrite
+OpenAI's chat completions. Everything else, and any request litellm would rewrite
 (OpenAI's reasoning models, images for DeepSeek), stays on the litellm path.
+
+aiohttp rather than httpx: its C parser costs about a third of httpx's client CPU per call,
+and at zero model latency that layer was half the gateway's turn. The session keeps httpx's
+conduct where the two differ by default: no redirects followed, keep-alive 5 s, certifi's
+CA bundle unless SSL_CERT_FILE/SSL_CERT_DIR is set, HTTP(S)_PROXY, ALL_PROXY and NO_PROXY
+read once per session (an http:// or https:// proxy; socks:// neither client supports
+here, httpx lacking its socksio extra), and no retry, no backoff, when a request meets a
+kept-alive connection the server has just closed (see `DirectPath._post`).
 
 Which endpoint a model name reaches, by its prefix (the rest is the name sent):
   openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
