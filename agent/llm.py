@@ -1,6 +1,6 @@
 """The one place that talks to a model: two paths underneath, our retry policy on top.
 
-A chat completion to an OpenAI-compatible endpoint goes out as a plain POST on httpx
+A chat completion to an OpenAI-compatible endpoint goes out as a plain POST on aiohttp
 (agent/llm_direct.py); everything else goes through litellm (agent/llm_litellm.py), which
 is imported on first use or in the background, never at module import. `agent.direct_http
 = false` sends everything through litellm. Both paths describe their failures the same
@@ -151,7 +151,7 @@ class LLMClient:
 
     async def warm_up(self) -> None:
         """Load what the configured models need in a thread, so the first reply after a start
-        does not wait for it: httpx for the direct path, litellm only if a model needs it
+        does not wait for it: aiohttp for the direct path, litellm only if a model needs it
         (it costs seconds and ~190 MB, and an import cannot be cancelled at shutdown).
 
         A daemon calls this once its channels are up; a failure is only logged, since the

@@ -1,10 +1,18 @@
-"""The direct path: chat completions POSTed to an OpenAI-compatible endpoint over httpx.
+"""The direct path: chat completions POSTed to an OpenAI-compatible endpoint over aiohttp.
 
 litellm spends ~3 ms of CPU per call building, validating and logging what is, for an
 OpenAI-compatible server, one JSON POST (bench/model_call.py). This path sends that POST
-itself on one persistent `httpx.AsyncClient`, for the providers whose API is exactly
+itself on one persistent `aiohttp.ClientSession`, for the providers whose API is exactly
 OpenAI's chat completions. Everything else, and any request litellm would rewrite
 (OpenAI's reasoning models, images for DeepSeek), stays on the litellm path.
+
+aiohttp rather than httpx: its C parser costs about a third of httpx's client CPU per call,
+and at zero model latency that layer was half the gateway's turn. The session keeps httpx's
+conduct where the two differ by default: no redirects followed, keep-alive 5 s, certifi's
+CA bundle unless SSL_CERT_FILE/SSL_CERT_DIR is set, HTTP(S)_PROXY, ALL_PROXY and NO_PROXY
+read once per session (an http:// or https:// proxy; socks:// neither client supports
+here, httpx lacking its socksio extra), and no retry, no backoff, when a request meets a
+kept-alive connection the server has just closed (see `DirectPath._post`).
 
 Which endpoint a model name reaches, by its prefix (the rest is the name sent):
   openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
@@ -18,12 +26,16 @@ Which endpoint a model name reaches, by its prefix (the rest is the name sent):
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import logging
 import os
 import re
+import ssl
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,7 +44,7 @@ from clawgate.agent.llm_failures import Failure, Kind, retry_after
 from clawgate.agent.llm_stream import as_chunk
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 log = logging.getLogger("clawgate.agent.llm")
 
@@ -82,6 +94,10 @@ _BY_STATUS: dict[int, tuple[Kind, str]] = {
     500: ("api", "InternalServerError"),
     503: ("api", "ServiceUnavailableError"),
 }
+# Connections to all endpoints together, and how long an idle one is kept: httpx's defaults,
+# which the path had before. 5 s also stays under uvicorn's (vLLM's) idle close.
+_CONNECTIONS = 100
+_KEEPALIVE = 5.0
 
 
 @dataclass(frozen=True)
@@ -140,43 +156,82 @@ class HTTPFailure(Exception):
 
 
 class DirectPath:
-    """One persistent httpx client, re-made only if the event loop it belongs to changed."""
+    """One persistent aiohttp session, re-made only if the event loop it belongs to changed."""
 
     def __init__(self, timeout: float) -> None:
         self._timeout = timeout
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._proxies: dict[str, str | None] = {}  # by endpoint URL, for this session
 
     @property
     def ready(self) -> bool:
-        return self._client is not None or "httpx" in sys.modules
+        return self._client is not None or "aiohttp" in sys.modules
 
     async def warm_up(self) -> None:
         if self.ready:
             return
         try:
-            await asyncio.to_thread(importlib.import_module, "httpx")
+            await asyncio.to_thread(importlib.import_module, "aiohttp")
         except Exception:
-            log.exception("loading httpx in the background failed")
+            log.exception("loading aiohttp in the background failed")
 
-    def _session(self) -> httpx.AsyncClient:
+    def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            import httpx
+            import aiohttp
 
-            # A client is bound to the loop its connections were opened in; one left behind
+            # A session is bound to the loop its connections were opened in; one left behind
             # by a finished loop is dropped with that loop's sockets.
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE, ssl=_tls()
+                ),
+                # Per connect and per read, no total: the retry loop bounds each attempt,
+                # and pushes a stream's bound back with every chunk.
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self._timeout, sock_read=self._timeout
+                ),
+            )
             self._loop = loop
+            self._proxies = {}
         return self._client
+
+    async def _post(self, target: Endpoint, body: bytes) -> aiohttp.ClientResponse:
+        """Send the request; the response once its head arrived.
+
+        A server may close an idle keep-alive connection just as it is taken for the next
+        request, which then meets the close before any answer. httpx looked at a pooled
+        socket before reusing it; aiohttp does not (nor resends a POST), so this resends
+        once, at once, on a fresh connection: a disconnect before the response's head.
+        """
+        import aiohttp
+
+        session = self._session()
+        if target.url not in self._proxies:
+            self._proxies[target.url] = _env_proxy(target.url)
+        resent = False
+        while True:
+            try:
+                return await session.post(
+                    target.url,
+                    data=body,
+                    headers=target.headers,
+                    allow_redirects=False,
+                    proxy=self._proxies[target.url],
+                )
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if resent or isinstance(exc, aiohttp.ClientConnectorError):
+                    raise
+                log.debug("connection to %s closed before an answer; resending", target.url)
+                resent = True
 
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
-        body = _request_body(target, params)
-        response = await self._session().post(target.url, content=body, headers=target.headers)
-        content = response.content
-        if response.status_code >= 300:
-            raise HTTPFailure(_status_failure(response.status_code, content, response.headers))
+        async with await self._post(target, _request_body(target, params)) as response:
+            content = await response.read()
+        if response.status >= 300:
+            raise HTTPFailure(_status_failure(response.status, content, response.headers))
         return _parsed(content)
 
     async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Any]:
@@ -184,21 +239,20 @@ class DirectPath:
         arrives (a server that answers with a plain body yields it as one chunk). An error
         status is an HTTPFailure, as for `complete`; so is an error event mid-stream."""
         body = _request_body(target, {**params, "stream": True})
-        request = self._session().stream("POST", target.url, content=body, headers=target.headers)
-        async with request as response:
-            if response.status_code >= 300:
-                content = await response.aread()
-                raise HTTPFailure(_status_failure(response.status_code, content, response.headers))
+        async with await self._post(target, body) as response:
+            if response.status >= 300:
+                content = await response.read()
+                raise HTTPFailure(_status_failure(response.status, content, response.headers))
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield as_chunk(_parsed(await response.aread()))
+                yield as_chunk(_parsed(await response.read()))
                 return
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+            async for line in _lines(response.content):
+                if not line.startswith(b"data:"):
                     continue  # comments, event names, keep-alives
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     return
-                chunk = _parsed(data.encode())
+                chunk = _parsed(data)
                 if chunk.get("error"):
                     raise HTTPFailure(_stream_error(chunk["error"]))
                 yield chunk
@@ -206,7 +260,46 @@ class DirectPath:
     async def aclose(self) -> None:
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
-            await client.aclose()
+            await client.close()
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The body's lines, ended by LF, CRLF or CR as SSE allows. Split here rather than by
+    aiohttp's readline, which refuses a line over twice its read buffer (512 KiB by default),
+    and a provider may send a tool call's arguments whole in one event."""
+    pending = b""
+    async for data in content.iter_any():
+        lines = (pending + data).splitlines(keepends=True)
+        # The last piece may be cut mid-line, or be the CR of a CRLF split across reads.
+        pending = lines.pop() if not lines[-1].endswith(b"\n") else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n")
+    if pending:
+        yield pending.rstrip(b"\r\n")
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (http_proxy, https_proxy, all_proxy, less
+    no_proxy), read once per session as httpx did. Not aiohttp's trust_env: that re-reads
+    the environment and ~/.netrc in a worker thread on every request, two thread hops."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    # With a proxy in the environment, proxy_bypass reads no_proxy (never the OS settings).
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's trust: the CA bundle named by SSL_CERT_FILE / SSL_CERT_DIR (which OpenSSL
+    reads by itself), else certifi's, not the system store aiohttp would default to."""
+    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context()
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:
@@ -238,15 +331,17 @@ def _stream_error(error: Any) -> Failure:
 
 
 def failure(exc: Exception) -> Failure:
-    """What an exception raised by `DirectPath.complete` amounts to."""
-    import httpx
+    """What an exception raised by `DirectPath.complete` or `.stream` amounts to."""
+    import aiohttp
 
     if isinstance(exc, HTTPFailure):
         return exc.failure
-    if isinstance(exc, httpx.TimeoutException):
-        return Failure("timeout", None, str(exc), "Timeout")
-    if isinstance(exc, httpx.TransportError):
-        return Failure("connection", None, str(exc), "APIConnectionError")
+    if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are these
+        return Failure("timeout", None, str(exc) or "timed out", "Timeout")
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        # Refused, reset, cut off mid-body, a malformed response, a URL without http(s)://:
+        # all a transport failure to httpx too. aiohttp's messages can be empty.
+        return Failure("connection", None, str(exc) or type(exc).__name__, "APIConnectionError")
     return Failure("other", None, str(exc), type(exc).__name__)
 
 

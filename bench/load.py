@@ -9,8 +9,10 @@ loopback. Each configuration runs in a fresh child process, so peak RSS is its o
 Printed per run: throughput; gateway overhead per turn (time in AgentLoop.handle minus the
 time inside LLMClient.chat) p50/p99; CPU time of the model-call layer per call, measured by
 stepping every 25th call's coroutine and summing `time.thread_time()` over its steps (the direct
-path's POST on httpx, or with --litellm each `litellm.acompletion`: the synchronous work
-litellm, the OpenAI SDK and httpx do on the event loop's thread), plus the whole process's
+path's POST on aiohttp, or with --litellm each `litellm.acompletion`: the synchronous work
+litellm, the OpenAI SDK and httpx do on the event loop's thread; aiohttp parses responses in
+its protocol's callbacks, outside the coroutine, so the direct figure is a lower bound and
+bench/model_call.py the better measure of that layer), plus the whole process's
 CPU per turn split into that layer and the rest (ours, asyncio, the OS); peak RSS (ru_maxrss); peak open file descriptors (sampled
 every 100 ms); and the checks: every message answered once, replies and session files in
 per-session order.

@@ -25,7 +25,7 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 @pytest.fixture
 def model_path() -> str:
-    """Which model path serves the fake: "direct" (httpx) or "litellm". Modules that must
+    """Which model path serves the fake: "direct" (aiohttp) or "litellm". Modules that must
     pass through both override this with a parametrized fixture; MODEL_PATH_UNDER_TEST
     sends the whole suite through one."""
     return os.environ.get("MODEL_PATH_UNDER_TEST", "direct")

@@ -106,6 +106,20 @@ async def test_tool_calls_are_assembled_across_chunks(client: LLMClient, fake_ll
     assert response.usage["total_tokens"] > 0
 
 
+async def test_an_event_line_longer_than_a_read_buffer_arrives_whole(
+    client: LLMClient, fake_llm: FakeLLM
+) -> None:
+    # Each half of these arguments is one SSE line of ~600 KB, past what aiohttp's readline
+    # takes (twice its read buffer: 512 KiB by default).
+    content = "x" * 1_200_000
+    fake_llm.script(tool_calls(call("write_file", "call_w", path="big.txt", content=content)))
+    response = await client.chat(USER, tools=[], on_delta=Deltas())
+
+    assert response.tool_calls == [
+        ToolCall("call_w", "write_file", json.dumps({"path": "big.txt", "content": content}))
+    ]
+
+
 async def test_a_tool_call_without_text_sends_no_delta(
     client: LLMClient, fake_llm: FakeLLM
 ) -> None:

@@ -77,6 +77,8 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
         response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
     except ModelUnavailable as exc:
         return False, f"failed: {one_line(exc)}"
+    finally:
+        await client.aclose()
     return True, f"{response.model} answered"
 
 
