@@ -63,7 +63,7 @@ class AgentConfig(_Section):
     context_window_tokens: int = Field(128_000, ge=1024)
     request_timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
-    # Chat completions to OpenAI-compatible endpoints as one POST on httpx, not via litellm.
+    # Chat completions to OpenAI-compatible endpoints as one POST on aiohttp, not via litellm.
     direct_http: bool = True
     max_concurrent_turns: int = Field(8, ge=1)
     # Wall-clock limit of one model turn, tools included: a stuck turn frees its slot.
