@@ -7,6 +7,7 @@ overwrites a file, so a self-hoster's edits survive a second run.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ TEMPLATE_PACKAGE = "clawgate.workspace"
 _SKIP_NAMES = {"__init__.py", "__pycache__", ".gitkeep"}
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+AGENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass
@@ -170,6 +172,50 @@ def _lay_down(workspace: Path, writer: DiskWriter, result: OnboardResult) -> Non
     for folder in ("memory", "skills", "public"):
         _make_dir(workspace / folder, writer, result, track=False)
     _make_dir(workspace / "sessions", writer, result, track=True)
+
+
+def check_new_agent(config: Config, name: str, config_path: Path) -> None:
+    """Refuse (ConfigError, one line) a name that is not letters, digits, - and _, or one
+    the config already has."""
+    if not AGENT_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{name!r} cannot name an agent: use letters, digits, - and _ (at most 64)"
+        )
+    if name in config.agent_names():
+        raise ConfigError(f"agent {name!r} already exists in {config_path}")
+
+
+def agent_workspace(config: Config, name: str) -> Path:
+    """Where a new agent's workspace goes by default: beside the main one."""
+    return config.workspace.parent / f"workspace-{name}"
+
+
+def lay_down_agent(workspace: Path, *, writer: DiskWriter | None = None) -> OnboardResult:
+    """The starter workspace for an added agent (what is there already is kept)."""
+    result = OnboardResult()
+    _lay_down(workspace.expanduser(), writer or DiskWriter(), result)
+    return result
+
+
+def agent_next_steps(
+    name: str, config_path: Path, own_bots: list[str], *, program: str = "clawgate"
+) -> list[str]:
+    """How to reach an added agent: its own bot, or chats of a bot it shares, bound to it."""
+    if own_bots:
+        reach = [f"It has its own bot ({', '.join(own_bots)}); to send it chats of another bot:"]
+    else:
+        reach = [
+            f"Nothing reaches it yet. Give it its own bot, in {config_path}:",
+            f'  [agents.{name}.channels.telegram]  enabled = true, token = "..."  (or discord)',
+            "or send it chats of a bot it shares:",
+        ]
+    return [
+        *reach,
+        f'  [agents.{name}]  bindings = [{{ channel = "telegram", chat = "-100123" }}]',
+        '    (discord: { channel = "discord", guild = "<guild id>" } or chat = "<channel id>")',
+        f"Then restart the gateway (`{program} gateway`). In the terminal: "
+        f"`{program} agent --agent {name}`; every agent: `{program} agents`.",
+    ]
 
 
 def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> bool:

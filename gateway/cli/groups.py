@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 from clawgate.gateway.cli.pairing import print_table
 
 if TYPE_CHECKING:
@@ -40,7 +40,10 @@ def _allowed(config: Config, group: SeenGroup) -> bool:
 
 
 @groups_app.callback()
-def groups_list(ctx: typer.Context) -> None:
+def groups_list(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Groups that mentioned the bot: id, title, last seen, and whether they are served."""
     if ctx.invoked_subcommand is not None:
         return
@@ -89,6 +92,7 @@ def groups_allow(
     channel: Annotated[
         str | None, typer.Option("--channel", help="telegram or discord (found when seen).")
     ] = None,
+    agent: AgentOption = None,
 ) -> None:
     """Add a group to the channel's group_allow in the config file (comments are kept)."""
     import tomlkit

@@ -1,5 +1,7 @@
 """`clawgate pairing`: the owner lets people in (or out). The running gateway picks up every
-change from `<data_dir>/pairing.json` on the next message, without a restart."""
+change from `<data_dir>/pairing.json` on the next message, without a restart. Each agent has
+its own (`--agent NAME`: `<data_dir>/agents/NAME/pairing.json`) unless the config sets
+`pairing_scope = "global"`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
@@ -24,8 +26,8 @@ pairing_app = typer.Typer(
 def _store(ctx: typer.Context) -> PairingStore:
     from clawgate.channels.pairing import PairingStore
 
-    config = cli_context(ctx).config()
-    return PairingStore(config.data_dir / "pairing.json")
+    # The agent's own approvals, or everyone's when the config says pairing_scope = "global".
+    return PairingStore(cli_context(ctx).config().pairing_file)
 
 
 def _channels_with_configured_owner(config: Config) -> frozenset[str]:
@@ -59,7 +61,10 @@ def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> No
 
 
 @pairing_app.command("list")
-def pairing_list(ctx: typer.Context) -> None:
+def pairing_list(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Pending pairing requests, with the code each person was given."""
     import time
 
@@ -105,6 +110,7 @@ def pairing_approve(
         bool,
         typer.Option("--allowed", help="A plain user, even when the channel has no owner yet."),
     ] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Let the person who was sent CODE chat with the assistant. While a channel has no owner,
     the first person approved becomes its owner (unless --allowed)."""
@@ -129,6 +135,7 @@ def pairing_promote(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Make an approved person an owner: they get your private memory."""
     for approval in _store(ctx).set_owner(user, channel, True):
@@ -140,6 +147,7 @@ def pairing_demote(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Make an owner approved through pairing a plain allowed user."""
     for approval in _store(ctx).set_owner(user, channel, False):
@@ -150,6 +158,7 @@ def pairing_demote(
 def pairing_deny(
     ctx: typer.Context,
     code: Annotated[str, typer.Argument(help="The code of the request to drop.")],
+    agent: AgentOption = None,
 ) -> None:
     """Drop a pending request.
 
@@ -159,7 +168,11 @@ def pairing_deny(
 
 
 @pairing_app.command("clear")
-def pairing_clear(ctx: typer.Context, channel: ChannelOption = None) -> None:
+def pairing_clear(
+    ctx: typer.Context,
+    channel: ChannelOption = None,
+    agent: AgentOption = None,
+) -> None:
     """Drop every pending request."""
     dropped = _store(ctx).clear(channel)
     if not dropped:
@@ -174,6 +187,7 @@ def pairing_revoke(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
     removed = _store(ctx).revoke(user_id, channel)
@@ -185,6 +199,7 @@ def pairing_revoke(
 def pairing_approved(
     ctx: typer.Context,
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Everyone approved through pairing (allow_from in the config comes on top)."""
     approvals: list[Approval] = _store(ctx).approved(channel)

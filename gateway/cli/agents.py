@@ -1,0 +1,88 @@
+"""`clawgate agents`: the agents one config defines, each with its workspace, model and what
+reaches it (its own bots, its bindings on a shared one). `clawgate status` shows the same
+rows when no gateway runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from clawgate.gateway.cli.context import cli_context
+
+if TYPE_CHECKING:
+    from clawgate.kernel.config import Config
+
+PLATFORMS = ("telegram", "discord")
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """One agent as the CLI shows it (also its `--json` object)."""
+
+    name: str
+    default: bool
+    workspace: str
+    model: str
+    # "telegram (own bot)", "telegram": the enabled chat channels it answers on.
+    channels: list[str]
+    # Binding labels, e.g. "telegram (chat -100123)"; none: whatever routing leaves to it.
+    bindings: list[str]
+
+
+def agent_rows(config: Config) -> list[AgentRow]:
+    """Every agent of the whole config `config` belongs to, "main" first."""
+    from clawgate.kernel.agents import own_token
+
+    root = config.root
+    rows = []
+    for name in root.agent_names():
+        agent = root.for_agent(name)
+        spec = root.agents.get(name)
+        channels = []
+        for platform in PLATFORMS:
+            if not getattr(agent.channels, platform).enabled:
+                continue
+            own = name != "main" and own_token(root, agent, platform) is not None
+            channels.append(f"{platform} (own bot)" if own else platform)
+        rows.append(
+            AgentRow(
+                name=name,
+                default=name == root.default_agent,
+                workspace=str(agent.workspace),
+                model=agent.agent.model,
+                channels=channels,
+                bindings=[b.label() for b in spec.bindings] if spec else [],
+            )
+        )
+    return rows
+
+
+def describe(row: AgentRow) -> str:
+    """One line: `work: workspace W, model M, channels telegram (own bot), bindings ...`."""
+    name = f"{row.name} (default)" if row.default else row.name
+    parts = [
+        f"workspace {row.workspace}",
+        f"model {row.model or '(none)'}",
+        f"channels {', '.join(row.channels) or 'none'}",
+    ]
+    if row.bindings:
+        parts.append(f"bindings {'; '.join(row.bindings)}")
+    return f"{name}: {', '.join(parts)}"
+
+
+def agents(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="A JSON array of the agents instead of lines.")
+    ] = False,
+) -> None:
+    """The agents in the config: workspace, model, channels and bindings of each."""
+    rows = agent_rows(cli_context(ctx).file_config())
+    if as_json:
+        typer.echo(json.dumps([asdict(row) for row in rows], indent=2, ensure_ascii=False))
+        return
+    for row in rows:
+        typer.echo(describe(row))
