@@ -7,7 +7,6 @@ overwrites a file, so a self-hoster's edits survive a second run.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from clawgate.kernel.agents import AGENT_NAME, agent_dirs
 from clawgate.kernel.config import Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
@@ -23,7 +23,6 @@ TEMPLATE_PACKAGE = "clawgate.workspace"
 _SKIP_NAMES = {"__init__.py", "__pycache__", ".gitkeep"}
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
-AGENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass
@@ -175,19 +174,21 @@ def _lay_down(workspace: Path, writer: DiskWriter, result: OnboardResult) -> Non
 
 
 def check_new_agent(config: Config, name: str, config_path: Path) -> None:
-    """Refuse (ConfigError, one line) a name that is not letters, digits, - and _, or one
-    the config already has."""
+    """Refuse (ConfigError, one line) a name the config could not hold (the kernel's rule:
+    it becomes a folder and a session key prefix), or one the config already has."""
     if not AGENT_NAME.fullmatch(name):
         raise ConfigError(
-            f"{name!r} cannot name an agent: use letters, digits, - and _ (at most 64)"
+            f"{name!r} cannot name an agent: use lowercase letters, digits, - and _ "
+            "(at most 32, starting with a letter or digit)"
         )
     if name in config.agent_names():
         raise ConfigError(f"agent {name!r} already exists in {config_path}")
 
 
 def agent_workspace(config: Config, name: str) -> Path:
-    """Where a new agent's workspace goes by default: beside the main one."""
-    return config.workspace.parent / f"workspace-{name}"
+    """Where a new agent's workspace goes by default: `<data_dir>/agents/<name>/workspace`,
+    as the config would place it (written into its section all the same, to be seen)."""
+    return agent_dirs(config.root, name)[0].absolute()
 
 
 def lay_down_agent(workspace: Path, *, writer: DiskWriter | None = None) -> OnboardResult:

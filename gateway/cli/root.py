@@ -151,7 +151,7 @@ def onboard(
         Path | None,
         typer.Option(
             help="Workspace folder (default ~/.clawgate/workspace; for --agent NAME, "
-            "workspace-NAME beside it)."
+            "agents/NAME/workspace in the data_dir)."
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help='The model, e.g. "openai/gpt-4o-mini".')] = None,

@@ -1,0 +1,302 @@
+"""`--agent NAME` on the workspace commands, `clawgate agents`, `onboard --agent`, and the
+terminal's requests naming their agent: each command acts on the named agent's workspace
+and data only, and a config without `[agents]` behaves as before."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import Message, SessionStore
+from clawgate.channels.pairing import PairingStore
+from clawgate.gateway.cli import app
+from clawgate.gateway.control import ControlChannel, ControlClient
+from clawgate.gateway.onboard import onboard
+from clawgate.gateway.ops.status import StatusWriter
+from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.config import load_config
+from tests.fakes.llm import FakeLLM, text
+from tests.process import fake_model, run_clawgate, toml_value
+
+TWO_AGENTS = """\
+# the household assistant
+workspace = {ws}
+data_dir = {data}
+
+[agent]
+model = "openai/main-model"   # the everyday model
+
+[memory]
+embedding_model = "none"
+
+[agents.work]
+model = "openai/work-model"
+bindings = [{{ channel = "telegram", chat = "-100123" }}]
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        TWO_AGENTS.format(ws=toml_value(tmp_path / "ws"), data=toml_value(tmp_path / "data"))
+    )
+    return tmp_path
+
+
+def config_path(home: Path) -> Path:
+    return home / "config.toml"
+
+
+def main_ws(home: Path) -> Path:
+    return home / "ws"
+
+
+def work_ws(home: Path) -> Path:
+    return home / "data" / "agents" / "work" / "workspace"
+
+
+def cli(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["--config", str(config_path(home)), *args])
+
+
+def test_memory_search_and_show_read_only_the_named_agents_memory(home: Path) -> None:
+    MemoryStore(work_ws(home)).replace_memory("# Memory\n- The badge number is 4711\n")
+    MemoryStore(main_ws(home)).replace_memory("# Memory\n- Ann likes tea\n")
+
+    work = cli(home, "memory", "search", "badge number", "--json", "--agent", "work")
+    assert work.exit_code == 0, work.output
+    assert any("4711" in hit["snippet"] for hit in json.loads(work.stdout))
+    main = cli(home, "memory", "search", "badge number", "--json")
+    assert main.exit_code == 0, main.output
+    assert not any("4711" in hit["snippet"] for hit in json.loads(main.stdout))
+
+    assert "4711" in cli(home, "memory", "show", "--agent", "work").stdout
+    shown = cli(home, "memory", "show").stdout
+    assert "Ann likes tea" in shown and "4711" not in shown
+    # The work agent's index lives in its own data_dir, not beside main's.
+    index = cli(home, "memory", "status", "--agent", "work").stdout
+    assert str(home / "data" / "agents" / "work") in index
+
+
+def test_cron_add_lands_in_that_agents_jobs_only(home: Path) -> None:
+    added = cli(
+        home, "cron", "add", "--name", "standup", "--message", "m", "--every", "3600",
+        "--agent", "work",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    jobs = json.loads((work_ws(home) / "cron" / "jobs.json").read_text())
+    assert [job["name"] for job in jobs["jobs"]] == ["standup"]
+    assert not (main_ws(home) / "cron" / "jobs.json").exists()
+    assert "standup" in cli(home, "cron", "list", "--agent", "work").stdout
+    assert "no scheduled jobs" in cli(home, "cron", "list").stdout
+
+
+def test_pairing_approve_writes_that_agents_pairing_file(home: Path) -> None:
+    work_file = home / "data" / "agents" / "work" / "pairing.json"
+    main_file = home / "data" / "pairing.json"
+    code = PairingStore(work_file).request("telegram", "555", "bob")
+    assert code is not None
+
+    # main has no such request: the code is unknown there.
+    assert cli(home, "pairing", "approve", code, "--allowed").exit_code != 0
+    approved = cli(home, "pairing", "approve", code, "--allowed", "--agent", "work")
+    assert approved.exit_code == 0, approved.output
+    assert [a.user_id for a in PairingStore(work_file).approved()] == ["555"]
+    assert not main_file.exists() or PairingStore(main_file).approved() == []
+    assert "555" in cli(home, "pairing", "approved", "--agent", "work").stdout
+    assert "nobody approved" in cli(home, "pairing", "approved").stdout
+
+
+async def test_sessions_and_audit_read_the_named_agents_transcripts(home: Path) -> None:
+    sessions = SessionStore(work_ws(home) / "sessions")
+    session = await sessions.get("telegram:-100123")
+    sessions.append(session, Message(role="user", content="for work"))
+
+    listed = cli(home, "sessions", "list", "--agent", "work")
+    assert "telegram:-100123" in listed.stdout
+    assert "no sessions yet" in cli(home, "sessions", "list").stdout
+    shown = cli(home, "sessions", "show", "telegram:-100123", "--agent", "work")
+    assert "for work" in shown.stdout
+    audit = cli(home, "memory", "audit", "--agent", "work")
+    assert audit.exit_code == 0 and "1 transcripts, 1 messages" in audit.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["memory", "show"],
+        ["memory", "search", "x"],
+        ["cron", "list"],
+        ["pairing", "list"],
+        ["groups"],
+        ["sessions", "list"],
+        ["status"],
+        ["housekeeping", "--dry-run"],
+        ["agent", "-m", "hi"],
+    ],
+)
+def test_an_unknown_agent_is_one_line_naming_the_known_ones(home: Path, command: list[str]) -> None:
+    result = cli(home, *command, "--agent", "nope")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["clawgate: unknown agent 'nope' (known: main, work)"]
+
+
+def test_agents_lists_each_with_workspace_model_and_bindings(home: Path) -> None:
+    listed = cli(home, "agents")
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.splitlines() == [
+        f"main (default): workspace {main_ws(home)}, model openai/main-model, channels none",
+        f"work: workspace {work_ws(home)}, model openai/work-model, channels none, "
+        "bindings telegram (chat -100123)",
+    ]
+    rows = json.loads(cli(home, "agents", "--json").stdout)
+    assert [(r["name"], r["default"], r["model"], r["bindings"]) for r in rows] == [
+        ("main", True, "openai/main-model", []),
+        ("work", False, "openai/work-model", ["telegram (chat -100123)"]),
+    ]
+    assert rows[1]["workspace"] == str(work_ws(home))
+
+
+def test_status_shows_agents_from_the_config_then_from_the_gateway(home: Path) -> None:
+    stopped = cli(home, "status", "--agent", "work")
+    assert stopped.exit_code == 0, stopped.output
+    assert "agents (from the config):" in stopped.stdout
+    assert "  work: workspace" in stopped.stdout
+    assert f"workspace of work: {work_ws(home)}" in stopped.stdout
+
+    StatusWriter(
+        home / "data",
+        lambda: {
+            "channels": {"telegram": {"state": "running"}},
+            "agents": [
+                {"name": "main", "workspace": str(main_ws(home)), "model": "openai/main-model",
+                 "channels": ["telegram", "cli"], "busy_sessions": 0},
+                {"name": "work", "workspace": str(work_ws(home)), "model": "openai/work-model",
+                 "channels": ["telegram"], "busy_sessions": 2},
+            ],
+        },
+    ).write_once()  # fmt: skip
+    running = cli(home, "status").stdout
+    assert "gateway: running" in running
+    assert "agents (as the gateway runs them):" in running
+    assert "  main (default): workspace" in running and "channels telegram, cli" in running
+    assert "  work: workspace" in running and "2 turns running" in running
+    assert f"workspace of main: {main_ws(home)}" in running
+
+
+def test_onboard_agent_adds_a_section_keeping_comments(home: Path) -> None:
+    before = config_path(home).read_text()
+    added = cli(
+        home, "onboard", "--agent", "family", "--yes", "--no-check",
+        "--model", "openai/family-model", "--telegram-token", "999:family",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    after = config_path(home).read_text()
+    assert after.startswith(before)  # every line and comment kept, the section appended
+    assert "# the everyday model" in after
+    config = load_config(config_path(home), environ={})
+    assert config.agent_names() == ["main", "work", "family"]
+    family = config.for_agent("family")
+    assert family.agent.model == "openai/family-model"
+    assert family.channels.telegram.enabled
+    workspace = home / "data" / "agents" / "family" / "workspace"
+    assert family.workspace == workspace
+    assert (workspace / "AGENTS.md").exists() and (workspace / "sessions").is_dir()
+    assert not (main_ws(home) / "AGENTS.md").exists()  # main's workspace is not touched
+    assert "own bot (telegram)" in added.stdout and "--agent family" in added.stdout
+    assert "999:family" not in added.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("work", "clawgate: agent 'work' already exists in"),
+        ("main", "clawgate: agent 'main' already exists in"),
+        ("Bad name", "clawgate: 'Bad name' cannot name an agent: use lowercase letters"),
+    ],
+)
+def test_onboard_agent_refuses_a_taken_or_bad_name(home: Path, name: str, message: str) -> None:
+    before = config_path(home).read_text()
+    result = cli(home, "onboard", "--agent", name, "--yes", "--no-check")
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(message)
+    assert config_path(home).read_text() == before
+
+
+def test_onboard_agent_needs_a_config_first(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["--config", str(tmp_path / "none.toml"), "onboard", "--agent", "x", "--yes"]
+    )
+    assert result.exit_code == 2
+    assert "run `clawgate onboard` first" in result.stderr
+    assert not (tmp_path / "none.toml").exists()
+
+
+def test_a_single_agent_config_behaves_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    onboard(path, workspace=tmp_path / "ws", data_dir=tmp_path / "data")
+    MemoryStore(tmp_path / "ws").replace_memory("# Memory\n- The boiler code is 1234\n")
+    runner = CliRunner()
+    listed = runner.invoke(app, ["--config", str(path), "agents"])
+    assert listed.stdout.splitlines() == [
+        f"main (default): workspace {tmp_path / 'ws'}, model (none), channels none"
+    ]
+    for args in (["memory", "show"], ["memory", "show", "--agent", "main"]):
+        shown = runner.invoke(app, ["--config", str(path), *args])
+        assert shown.exit_code == 0 and "1234" in shown.stdout
+    added = runner.invoke(
+        app,
+        ["--config", str(path), "cron", "add", "--name", "n", "--message", "m", "--every", "60"],
+    )
+    assert added.exit_code == 0, added.output
+    assert (tmp_path / "ws" / "cron" / "jobs.json").exists()
+    assert not (tmp_path / "data" / "agents").exists()
+
+
+async def test_the_control_request_carries_the_agent_to_the_bus(tmp_path: Path) -> None:
+    bus = MessageBus()
+    channel = ControlChannel(bus, tmp_path)
+    await channel.start()
+    try:
+        for agent in ("work", None):
+            client = await ControlClient.connect(tmp_path, "default", agent)
+            assert client is not None
+            try:
+                await client.say("hello", f"id-{agent}", "ann")
+                message = await asyncio.wait_for(bus.inbound.get(), timeout=10)
+            finally:
+                await client.close()
+            assert (message.channel, message.chat_id, message.text) == ("cli", "default", "hello")
+            assert message.agent == agent
+    finally:
+        await channel.stop()
+
+
+async def test_agent_without_a_gateway_runs_in_the_named_agents_workspace(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    model = fake_model(fake_llm)
+    section = "\n".join(f"{key} = {toml_value(value)}" for key, value in model.items())
+    path = config_path(home)
+    path.write_text(path.read_text().replace('model = "openai/work-model"', section))
+    fake_llm.script(text("Work here."))
+
+    code, stderr = await run_clawgate(
+        home, "--config", str(path), "agent", "--agent", "work", "-m", "hi", timeout=90
+    )
+    assert code == 0, stderr
+    session = work_ws(home) / "sessions" / "cli_default.jsonl"
+    said = [json.loads(line) for line in session.read_text().splitlines()]
+    assert [(r["role"], r["content"]) for r in said if "role" in r] == [
+        ("user", "hi"),
+        ("assistant", "Work here."),
+    ]
+    assert not (main_ws(home) / "sessions" / "cli_default.jsonl").exists()
+    assert fake_llm.requests[-1]["model"] == "fake-model"
