@@ -23,7 +23,7 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from clawgate.kernel.config import Config, resolve_key_env
+from clawgate.kernel.config import MAIN_AGENT, Config, resolve_key_env
 from clawgate.kernel.errors import ConfigError, describe_validation
 from clawgate.kernel.storage import DiskWriter
 
@@ -224,14 +224,19 @@ def ask_model(asker: Asker, current: Config, setup: Setup) -> Setup:
 
 def ask_token(asker: Asker, name: str, current: Config) -> SecretStr | None:
     settings = getattr(current.channels, name)
-    if settings.enabled and settings.token is not None:
+    # An added agent's bot settings are inherited: a token given for it is its own bot.
+    shares = current.agent_name != MAIN_AGENT and settings.enabled
+    if settings.enabled and settings.token is not None and not shares:
         if not asker.confirm(f"{name.title()} is set up. Change its token?", default=False):
             return None
     where = {
         "telegram": "Telegram bot token, from @BotFather's /newbot",
         "discord": "Discord bot token, from the Developer Portal's Bot page",
     }[name]
-    token = asker.text(f"{where} (input hidden; Enter to skip)", hidden=True)
+    if shares:
+        where = f"Its own {where}"
+    skip = "Enter to share the main bot, with bindings" if shares else "Enter to skip"
+    token = asker.text(f"{where} (input hidden; {skip})", hidden=True)
     return SecretStr(token) if token else None
 
 

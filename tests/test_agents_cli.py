@@ -22,7 +22,9 @@ from clawgate.gateway.ops.status import StatusWriter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
-from tests.process import fake_model, run_clawgate, toml_value
+from tests.fakes.telegram import FakeTelegram
+from tests.process import fake_model, fake_telegram, run_clawgate, toml_value, write_config
+from tests.pty_terminal import Terminal
 
 TWO_AGENTS = """\
 # the household assistant
@@ -300,3 +302,38 @@ async def test_agent_without_a_gateway_runs_in_the_named_agents_workspace(
     ]
     assert not (main_ws(home) / "sessions" / "cli_default.jsonl").exists()
     assert fake_llm.requests[-1]["model"] == "fake-model"
+
+
+async def test_interactive_onboard_agent_asks_for_its_model_and_own_bot(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    path = write_config(
+        tmp_path, agent=fake_model(fake_llm), telegram=fake_telegram(telegram, [1001])
+    )
+    fake_llm.script(text("ok"))
+    term = await Terminal().start(tmp_path, "--config", str(path), "onboard", "--agent", "family")
+    try:
+        await term.expect(r"Model, as provider/name.*\[openai/fake-model\]: ")
+        term.type("openai/family-model")
+        await term.expect(r"API base URL.*: ")
+        term.type("")  # the inherited endpoint
+        await term.expect(r"Replace the API key set now\? \[y/N\]: ")
+        term.type("")
+        await term.expect(r"model: openai/family-model answered")
+        # The main bot is shared unless the agent gets its own.
+        await term.expect(r"Its own Telegram bot token.*Enter to share the main bot.*: ")
+        term.type("")
+        await term.expect(r"Discord bot token.*Enter to skip\): ")
+        term.type("")
+        await term.expect(r"agents\.family\.model = openai/family-model")
+        await term.expect(r"bindings = ")
+        assert await term.exit_code() == 0
+    finally:
+        await term.close()
+    config = load_config(path, environ={})
+    family = config.for_agent("family")
+    assert family.agent.model == "openai/family-model"
+    assert family.agent.api_key is not None  # inherited, not written again
+    assert "api_key" not in path.read_text().split("[agents.family]")[1]
+    assert family.channels.telegram.token == config.channels.telegram.token
+    assert fake_llm.requests[-1]["model"] == "family-model"
