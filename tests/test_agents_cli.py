@@ -337,3 +337,24 @@ async def test_interactive_onboard_agent_asks_for_its_model_and_own_bot(
     assert "api_key" not in path.read_text().split("[agents.family]")[1]
     assert family.channels.telegram.token == config.channels.telegram.token
     assert fake_llm.requests[-1]["model"] == "family-model"
+
+
+def test_groups_allow_for_an_agent_allows_and_binds_it_there_only(home: Path) -> None:
+    allowed = cli(home, "groups", "allow", "-100555", "--channel", "telegram", "--agent", "work")
+    assert allowed.exit_code == 0, allowed.output
+    assert "[agents.work.channels.telegram] group_allow" in allowed.stdout
+    assert "bound it to agent work" in allowed.stdout
+    config = load_config(config_path(home), environ={})
+    work = config.for_agent("work")
+    assert work.channels.telegram.group_allow == ["-100555"]
+    assert [b.chat for b in config.agents["work"].bindings] == ["-100123", "-100555"]
+    assert config.channels.telegram.group_allow == []  # main's rules are untouched
+    assert "# the everyday model" in config_path(home).read_text()
+
+    # Already bound: only allowed.
+    again = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
+    assert again.exit_code == 0 and "bound" not in again.stdout
+    work = load_config(config_path(home), environ={}).for_agent("work")
+    assert work.channels.telegram.group_allow == ["-100555", "-100123"]
+    same = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
+    assert "already in group_allow" in same.stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -94,33 +94,59 @@ def groups_allow(
     ] = None,
     agent: AgentOption = None,
 ) -> None:
-    """Add a group to the channel's group_allow in the config file (comments are kept)."""
+    """Add a group to the channel's group_allow in the config file (comments are kept). For
+    an agent sharing the bot with others, also bind the group to it, so it is routed there."""
     import tomlkit
 
     from clawgate.gateway.onboard_setup import edit_config, save
+    from clawgate.kernel.agents import own_token
+    from clawgate.kernel.config import MAIN_AGENT
 
     context = cli_context(ctx)
     config = context.config()
     group_id = group_id.strip()
     name = _channel_of(config, group_id, channel)
     path = context.config_path
-    present = False
-
-    def add(document: tomlkit.TOMLDocument) -> None:
-        nonlocal present
-        section = document.setdefault("channels", tomlkit.table()).setdefault(name, tomlkit.table())
-        entries = section.setdefault("group_allow", tomlkit.array())
-        present = group_id in {str(e).strip() for e in entries}
-        if not present:
-            # Ids as numbers, the way the README writes them; anything else stays a string.
-            entries.append(int(group_id) if re.fullmatch(r"-?\d+", group_id) else group_id)
-
-    new_text, _ = edit_config(path, add)
-    if present:
+    agent_name = config.agent_name
+    present = group_id in {e.strip() for e in getattr(config.channels, name).group_allow}
+    # main's access rules are the top-level ones, whatever [agents.main] says.
+    spec = config.root.agents.get(agent_name) if agent_name != MAIN_AGENT else None
+    bound = spec is None or any(
+        b.channel == name and group_id in (b.chat, b.guild) for b in spec.bindings
+    )
+    # An agent with its own bot gets that bot's chats; on a shared bot only what is bound.
+    bound = bound or own_token(config.root, config, name) is not None
+    if present and bound:
         typer.echo(f"{name} group {group_id} is already in group_allow of {path}")
         return
+    guild = any(g.guild_id == group_id for g in _seen(config).seen() if g.channel == name)
+
+    def add(document: tomlkit.TOMLDocument) -> None:
+        root: Any = document
+        if spec is not None:
+            root = document.setdefault("agents", tomlkit.table(is_super_table=True)).setdefault(
+                agent_name, tomlkit.table()
+            )
+        channels = root.setdefault("channels", tomlkit.table(is_super_table=True))
+        section = channels.setdefault(name, tomlkit.table())
+        if not present:
+            # An agent's own list replaces the inherited one: start from what it has now.
+            inherited = getattr(config.channels, name).group_allow if spec is not None else []
+            entries = section.setdefault("group_allow", tomlkit.array([_id(e) for e in inherited]))
+            entries.append(_id(group_id))
+        if not bound:
+            binding = tomlkit.inline_table()
+            binding.update({"channel": name, "guild" if guild else "chat": _id(group_id)})
+            root.setdefault("bindings", tomlkit.array()).append(binding)
+
+    new_text, _ = edit_config(path, add)
     save(path, new_text)
-    typer.echo(
-        f"added {group_id} to [channels.{name}] group_allow in {path}; "
-        "restart the gateway to apply it"
-    )
+    where = f"[channels.{name}]" if spec is None else f"[agents.{agent_name}.channels.{name}]"
+    done = [] if present else [f"added {group_id} to {where} group_allow"]
+    done += [] if bound else [f"bound it to agent {agent_name} ([agents.{agent_name}] bindings)"]
+    typer.echo(f"{' and '.join(done)} in {path}; restart the gateway to apply it")
+
+
+def _id(value: str) -> int | str:
+    # Ids as numbers, the way the README writes them; anything else stays a string.
+    return int(value) if re.fullmatch(r"-?\d+", value) else value
