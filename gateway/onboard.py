@@ -15,7 +15,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from clawgate.kernel.agents import AGENT_NAME, agent_dirs
-from clawgate.kernel.config import Config, load_config
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
@@ -271,25 +271,43 @@ def next_steps(
 
 
 def missing_setup(config: Config) -> list[str]:
+    """Everything the gateway still lacks, for every agent of the config, one line each."""
+    root = config.root
     problems = []
-    if not config.agent.model:
-        problems.append(
-            'no model: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
-        )
-    key_env = config.agent.api_key_env
-    if key_env and config.agent.api_key is None:
-        problems.append(f"agent.api_key_env names {key_env}, which is not set in the environment")
-    enabled = [name for name, ch in config.channels if getattr(ch, "enabled", False)]
+    enabled = False
+    for name in root.agent_names():
+        agent = root.for_agent(name)
+        section = "agent" if name == MAIN_AGENT else f"agents.{name}"
+        if not agent.agent.model:
+            problems.append(
+                'no model: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
+                if name == MAIN_AGENT
+                else f"agent {name} has no model: set [agents.{name}] model (or [agent] model)"
+            )
+        key_env = agent.agent.api_key_env
+        if key_env and agent.agent.api_key is None:
+            problems.append(
+                f"{section}.api_key_env names {key_env}, which is not set in the environment"
+            )
+        for platform, settings in agent.channels:
+            if not getattr(settings, "enabled", False):
+                continue
+            enabled = True
+            if settings.token is not None and settings.token.get_secret_value():
+                continue
+            if name == MAIN_AGENT:
+                problems.append(
+                    f"channels.{platform} is enabled but has no token: set "
+                    f"[channels.{platform}] token or CLAWGATE_CHANNELS__{platform.upper()}__TOKEN"
+                )
+            elif not getattr(root.channels, platform).enabled:  # else main's line says it
+                problems.append(
+                    f"agents.{name}.channels.{platform} is enabled but has no token: set "
+                    f"[agents.{name}.channels.{platform}] token"
+                )
     if not enabled:
         problems.append(
             "no chat channel enabled: set [channels.telegram] enabled = true and token "
             "(or the same for discord)"
         )
-    for name in enabled:
-        channel_config = getattr(config.channels, name)
-        if channel_config.token is None or not channel_config.token.get_secret_value():
-            problems.append(
-                f"channels.{name} is enabled but has no token: set [channels.{name}] token "
-                f"or CLAWGATE_CHANNELS__{name.upper()}__TOKEN"
-            )
     return problems

@@ -358,3 +358,21 @@ def test_groups_allow_for_an_agent_allows_and_binds_it_there_only(home: Path) ->
     assert work.channels.telegram.group_allow == ["-100555", "-100123"]
     same = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
     assert "already in group_allow" in same.stdout
+
+
+def test_the_gateway_names_what_each_agent_lacks(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f"workspace = {toml_value(tmp_path / 'ws')}\n"
+        f"data_dir = {toml_value(tmp_path / 'data')}\n"
+        '[agent]\nmodel = "openai/m"\n'
+        '[agents.work]\napi_key_env = "WORK_KEY_UNSET"\n'
+        "[agents.work.channels.discord]\nenabled = true\n"
+    )
+    result = CliRunner().invoke(app, ["--config", str(path), "gateway"], env={})
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[1:-1] == [
+        "  - agents.work.api_key_env names WORK_KEY_UNSET, which is not set in the environment",
+        "  - agents.work.channels.discord is enabled but has no token: set "
+        "[agents.work.channels.discord] token",
+    ]
