@@ -340,22 +340,24 @@ async def test_interactive_onboard_agent_asks_for_its_model_and_own_bot(
 
 
 def test_groups_allow_for_an_agent_allows_and_binds_it_there_only(home: Path) -> None:
+    assert cli(home, "groups", "allow", "-100999", "--channel", "telegram").exit_code == 0
     allowed = cli(home, "groups", "allow", "-100555", "--channel", "telegram", "--agent", "work")
     assert allowed.exit_code == 0, allowed.output
     assert "[agents.work.channels.telegram] group_allow" in allowed.stdout
     assert "bound it to agent work" in allowed.stdout
     config = load_config(config_path(home), environ={})
     work = config.for_agent("work")
-    assert work.channels.telegram.group_allow == ["-100555"]
+    # Its own list replaces the inherited one: what it inherited is kept in it.
+    assert work.channels.telegram.group_allow == ["-100999", "-100555"]
     assert [b.chat for b in config.agents["work"].bindings] == ["-100123", "-100555"]
-    assert config.channels.telegram.group_allow == []  # main's rules are untouched
+    assert config.channels.telegram.group_allow == ["-100999"]  # main's rules are untouched
     assert "# the everyday model" in config_path(home).read_text()
 
     # Already bound: only allowed.
     again = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
     assert again.exit_code == 0 and "bound" not in again.stdout
     work = load_config(config_path(home), environ={}).for_agent("work")
-    assert work.channels.telegram.group_allow == ["-100555", "-100123"]
+    assert work.channels.telegram.group_allow == ["-100999", "-100555", "-100123"]
     same = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
     assert "already in group_allow" in same.stdout
 

@@ -131,9 +131,13 @@ def groups_allow(
         section = channels.setdefault(name, tomlkit.table())
         if not present:
             # An agent's own list replaces the inherited one: start from what it has now.
-            inherited = getattr(config.channels, name).group_allow if spec is not None else []
-            entries = section.setdefault("group_allow", tomlkit.array([_id(e) for e in inherited]))
-            entries.append(_id(group_id))
+            if "group_allow" not in section:
+                section["group_allow"] = tomlkit.array()
+                if spec is not None:
+                    section["group_allow"].extend(
+                        _id(e) for e in getattr(config.channels, name).group_allow
+                    )
+            section["group_allow"].append(_id(group_id))
         if not bound:
             binding = tomlkit.inline_table()
             binding.update({"channel": name, "guild" if guild else "chat": _id(group_id)})
