@@ -199,7 +199,7 @@ class Trusts:
     @classmethod
     def from_config(cls, config: Config) -> Trusts:
         """Every chat channel's rules from the config, approvals from `<data_dir>/pairing.json`."""
-        store = PairingStore(config.data_dir / "pairing.json")
+        store = PairingStore(config.pairing_file)
         return cls({name: AccessPolicy(name, rules, store) for name, rules in config.channels})
 
     def decide(self, channel: str, facts: ChatFacts | None, declared: Trust) -> Trust | None:

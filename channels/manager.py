@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 MAX_PARALLEL_SENDS = 16
 
 DeliveryHook = Callable[[OutboundMessage, str | None], Awaitable[None]]
+AccountOf = Callable[[str | None, str], str]
 Sleep = Callable[[float], Awaitable[object]]
 
 RESTART_BACKOFF = Backoff(first=1.0, factor=2.0, cap=300.0)
@@ -55,6 +56,7 @@ class _Supervised:
     restarts: int = 0
     task: asyncio.Task[None] | None = None
     rejected: bool = False  # the last start failed because the platform refused the token
+    key: str = ""  # the manager's name for it: its platform, or its account ("telegram@work")
 
 
 class ChannelStates:
@@ -67,8 +69,10 @@ class ChannelStates:
     def __init__(self) -> None:
         self._channels: dict[str, _Supervised] = {}
 
-    def _track(self, channels: Iterable[Channel], now: float) -> dict[str, _Supervised]:
-        self._channels = {channel.name: _Supervised(channel, STOPPED, now) for channel in channels}
+    def _track(self, channels: Mapping[str, Channel], now: float) -> dict[str, _Supervised]:
+        self._channels = {
+            key: _Supervised(channel, STOPPED, now, key=key) for key, channel in channels.items()
+        }
         return self._channels
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
@@ -107,25 +111,33 @@ class ChannelManager:
     def __init__(
         self,
         bus: MessageBus,
-        channels: Iterable[Channel],
+        channels: Iterable[Channel] | Mapping[str, Channel],
         *,
         on_delivery: DeliveryHook | None = None,
         states: ChannelStates | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         redact: Redactor | None = None,
+        account_of: AccountOf | None = None,
     ) -> None:
         """`redact`: the gateway's redactor; every text sent and every error kept for
-        status passes it (by default only token-shaped values are caught)."""
+        status passes it (by default only token-shaped values are caught).
+        `channels` by account key when several bots share a platform ("telegram@work"), and
+        then `account_of(agent, platform)` names the one a message of that agent goes
+        through; else each channel is its platform's only one."""
         self.bus = bus
         self.redact = redact or Redactor()
-        self.channels = {channel.name: channel for channel in channels}
+        if isinstance(channels, Mapping):
+            self.channels = dict(channels)
+        else:
+            self.channels = {channel.name: channel for channel in channels}
+        self._account_of = account_of
         # Called with (message, None) once sent, or (message, error) once given up on.
         self._on_delivery = on_delivery
         self._sleep = sleep
         self._clock = clock
         self.states = states if states is not None else ChannelStates()
-        self._supervised = self.states._track(self.channels.values(), clock())
+        self._supervised = self.states._track(self.channels, clock())
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -142,7 +154,7 @@ class ChannelManager:
                 continue
             tried = asyncio.Event()
             first_tries.append(tried)
-            sup.task = spawn(self._supervise(sup, tried), name=f"channel:{sup.channel.name}")
+            sup.task = spawn(self._supervise(sup, tried), name=f"channel:{sup.key}")
         await asyncio.gather(*(tried.wait() for tried in first_tries))
 
     async def stop_all(self) -> None:
@@ -156,7 +168,7 @@ class ChannelManager:
             try:
                 await sup.channel.stop()
             except Exception:
-                log.exception("channel %s did not stop cleanly", sup.channel.name)
+                log.exception("channel %s did not stop cleanly", sup.key)
             self._set_state(sup, STOPPED)
 
     def status(self) -> dict[str, dict[str, Any]]:
@@ -173,7 +185,7 @@ class ChannelManager:
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
         """Pass the dispatcher's decision on to the message's channel (an optional
         `admitted(message, accepted)`): typing only for what will be answered."""
-        hook = getattr(self.channels.get(message.channel), "admitted", None)
+        hook = getattr(self._channel_of(message), "admitted", None)
         if hook is None:
             return
         try:
@@ -184,10 +196,15 @@ class ChannelManager:
                 "%s: channel %s failed to take note", message.session_key, message.channel
             )
 
+    def _channel_of(self, message: InboundMessage | OutboundMessage) -> Channel | None:
+        if self._account_of is None:
+            return self.channels.get(message.channel)
+        return self.channels.get(self._account_of(message.agent, message.channel))
+
     # -- supervision -----------------------------------------------------------------------
 
     async def _supervise(self, sup: _Supervised, first_try: asyncio.Event) -> None:
-        name = sup.channel.name
+        name = sup.key
         failures = 0  # in a row: a run of STABLE_AFTER starts the count afresh
         try:
             while True:
@@ -280,7 +297,7 @@ class ChannelManager:
         text = self.redact(message.text)
         if text != message.text:
             message = message.model_copy(update={"text": text})
-        channel = self.channels.get(message.channel)
+        channel = self._channel_of(message)
         error: str | None = None
         if channel is None:
             error = f"no channel named {message.channel!r} is running"
@@ -320,7 +337,7 @@ class ChannelManager:
         try:
             while True:
                 message = await self.bus.outbound.get()
-                key = message.session_key
+                key = message.agent_session_key
                 if key in queues:
                     queues[key].append(message)
                     continue

@@ -1,4 +1,5 @@
-"""Wires channels to the agent: bus -> dispatcher -> agent loop -> bus -> channel manager."""
+"""Wires channels to the agents: bus -> router -> each agent's dispatcher -> agent loop ->
+bus -> channel manager (through the bot of the agent that replies)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools.shell import forbid_environ_reads
-from clawgate.channels.access import Trusts
+from clawgate.channels.access import AccessPolicy, Trusts
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
+from clawgate.channels.pairing import PairingStore
+from clawgate.gateway.agents.build import build_accounts, build_runtimes, create_channel
+from clawgate.gateway.agents.unit import AgentUnit
 from clawgate.gateway.control import ControlChannel
-from clawgate.gateway.cron.scheduler import CronScheduler
-from clawgate.gateway.cron.tool import cron_tools
-from clawgate.gateway.dispatcher import Dispatcher
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.ratelimit import RateLimiter
-from clawgate.kernel.bus import MessageBus
+from clawgate.gateway.routing import AccountBus, Router
+from clawgate.kernel.agents import PLATFORMS
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ChannelError, CredentialsRejected
+from clawgate.kernel.errors import CredentialsRejected
 
 log = logging.getLogger(__name__)
 
@@ -32,61 +35,70 @@ HOUSEKEEPING_EVERY_SECONDS = 24 * 3600.0
 
 
 class Gateway:
-    """A running set of channels around one agent runtime.
+    """A running set of channels around one or more agent runtimes.
 
     Built in dependency order; nothing is set on a part once built. `start` opens one
-    TaskGroup that owns every long-lived task: outbound, dispatcher, one supervisor per
-    channel and, in the daemon, the status writer and housekeeping (the cron scheduler still
-    keeps its own tasks, which its `stop` ends). `stop` is the shutdown order.
+    TaskGroup that owns every long-lived task: outbound, the inbound hand-over to each
+    agent's dispatcher, one supervisor per channel and, in the daemon, the status writer and
+    housekeeping (the cron schedulers still keep their own tasks, which their `stop` ends).
+    `stop` is the shutdown order.
     """
 
     def __init__(
         self,
-        runtime: AgentRuntime,
-        channels: Sequence[Channel],
+        runtime: AgentRuntime | Sequence[tuple[AgentRuntime, MessageBus]],
+        channels: Sequence[Channel] | Mapping[str, Channel],
         bus: MessageBus,
         *,
+        router: Router | None = None,
         channel_states: ChannelStates | None = None,
         scheduler: bool = False,
         scheduler_options: Mapping[str, Any] | None = None,
         rate_limiter: RateLimiter | None = None,
         daemon: bool = False,
     ) -> None:
-        """`runtime` must be built with `outbox=bus.publish_outbound` (and, to show channel
-        states in /status, `channel_status=channel_states.snapshot`).
+        """`runtime`: one agent, built with `outbox=bus.publish_outbound` (and, to show
+        channel states in /status, `channel_status=channel_states.snapshot`); or, with a
+        `router`, every agent with the bus it publishes to (a routing.AgentBus over `bus`).
+        `channels`: by account key when several bots share a platform (see routing.py).
         `scheduler`: run cron jobs and the heartbeat (only the daemon does: one process fires
-        the jobs; its runtime is built with `cron_tools`), with `scheduler_options` passed to
+        the jobs; its runtimes are built with `cron_tools`), with `scheduler_options` passed to
         `CronScheduler`. `rate_limiter`: the dispatcher's, instead of one from the config.
         `daemon`: also keep `<data_dir>/status.json` current and run the daily housekeeping."""
-        if runtime.loop.outbox != bus.publish_outbound:
-            # Caught here, not when a send_file call finds no way out.
-            raise ValueError("build the runtime with outbox=bus.publish_outbound")
-        self.runtime = runtime
+        agents = [(runtime, bus)] if isinstance(runtime, AgentRuntime) else list(runtime)
         self.bus = bus
+        self.router = router
         self.manager = ChannelManager(
             bus,
             channels,
-            on_delivery=runtime.record_delivery,
+            on_delivery=self._record_delivery,
             states=channel_states,
-            redact=runtime.redact,
+            redact=agents[0][0].redact,
+            account_of=router.account_for if router is not None else None,
         )
-        self.dispatcher = Dispatcher(
-            bus,
-            runtime.loop.handle,
-            max_concurrent=runtime.config.agent.max_concurrent_turns,
-            messages_per_minute=runtime.config.limits.messages_per_minute,
-            rate_limiter=rate_limiter,
-            on_admitted=self.manager.admitted,
-            trusts=Trusts.from_config(runtime.config),
-        )
-        self.scheduler: CronScheduler | None = None
-        if scheduler:
-            self.scheduler = CronScheduler(
-                runtime, bus, self.dispatcher, **dict(scheduler_options or {})
+        self.units: dict[str, AgentUnit] = {}
+        for agent_runtime, agent_bus in agents:
+            unit = AgentUnit(
+                agent_runtime,
+                agent_bus,
+                trusts=_trusts(agent_runtime.config, router),
+                on_admitted=self.manager.admitted,
+                rate_limiter=rate_limiter,
+                scheduler=scheduler,
+                scheduler_options=scheduler_options,
             )
+            self.units[unit.name] = unit
+        default = router.root.default_agent if router is not None else agents[0][0].config
+        first = self.units[default] if isinstance(default, str) else next(iter(self.units.values()))
+        # The default agent's parts, by the names a single-agent gateway always had.
+        self.runtime = first.runtime
+        self.dispatcher = first.dispatcher
+        self.scheduler = first.scheduler
+        self._default = first
         self.status: StatusWriter | None = None
         if daemon:
-            self.status = StatusWriter(runtime.config.data_dir, self._report, runtime.redact)
+            root = router.root if router is not None else self.runtime.config
+            self.status = StatusWriter(root.data_dir, self._report, self.runtime.redact)
         self._running: contextlib.AsyncExitStack | None = None
         self._dispatching: asyncio.Task[None] | None = None
         self._outbound: asyncio.Task[None] | None = None
@@ -99,22 +111,26 @@ class Gateway:
             # Outbound and dispatch run before channels start, so nothing a channel publishes
             # waits.
             self._outbound = tasks.create_task(self.manager.run_outbound(), name="outbound")
-            self._dispatching = tasks.create_task(self.dispatcher.run(), name="dispatcher")
-            await self.runtime.start()
+            self._dispatching = tasks.create_task(self._hand_over(), name="dispatcher")
+            await asyncio.gather(*(unit.runtime.start() for unit in self.units.values()))
             await self.manager.start_all(tasks)
-            if self.scheduler is not None:
-                await self.scheduler.start(tasks)
-            for message in await self.runtime.unanswered(set(self.manager.channels)):
-                log.info(
-                    "%s: answering a message left unanswered by the last run", message.session_key
-                )
-                await self.bus.publish_inbound(message)
+            for unit in self.units.values():
+                if unit.scheduler is not None:
+                    await unit.scheduler.start(tasks)
+            platforms = {channel.name for channel in self.manager.channels.values()}
+            for unit in self.units.values():
+                await unit.replay_unanswered(platforms, _log_replay)
             if self.status is not None:
                 self._chores = [
                     # The daemon will need litellm: load it now, not on the first message.
                     tasks.create_task(self.runtime.llm.warm_up(), name="litellm import"),
                     tasks.create_task(self.status.run(), name="status"),
-                    tasks.create_task(_housekeeping(self.runtime.config), name="housekeeping"),
+                    *(
+                        tasks.create_task(
+                            _housekeeping(unit.runtime.config), name=f"housekeeping {unit.name}"
+                        )
+                        for unit in self.units.values()
+                    ),
                 ]
         except BaseException:
             # Channel supervisors are in the group too: the group cannot close until they end.
@@ -126,23 +142,53 @@ class Gateway:
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop receiving, finish (or persist and cancel) in-flight turns, flush replies."""
         await _cancel(self._chores)
-        if self.scheduler is not None:
-            await self.scheduler.stop(grace / 2)
+        for unit in self.units.values():
+            await unit.stop_scheduler(grace / 2)
         await self.manager.stop_all()
         if self._dispatching is not None:
-            # Hand over what the bus still holds before the dispatcher stops reading it.
+            # Hand over what the bus still holds before the dispatchers stop reading it.
             while not self.bus.inbound.empty():
-                await self.dispatcher.submit(self.bus.inbound.get_nowait())
+                await self._submit(self.bus.inbound.get_nowait())
             self._dispatching.cancel()
-        await self.dispatcher.shutdown(grace)
+        await asyncio.gather(*(unit.dispatcher.shutdown(grace) for unit in self.units.values()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.bus.outbound.join(), timeout=5)
         try:
             await self._end_tasks()
         finally:
-            await self.runtime.close()
+            await asyncio.gather(*(unit.runtime.close() for unit in self.units.values()))
             if self.status is not None:
                 self.status.remove()
+
+    async def _hand_over(self) -> None:
+        """Each inbound message to its agent's dispatcher, until cancelled."""
+        while True:
+            await self._submit(await self.bus.inbound.get())
+
+    async def _submit(self, message: InboundMessage) -> None:
+        unit = self._unit(message.agent)
+        if unit is not None:
+            await unit.dispatcher.submit(message)
+            return
+        known = ", ".join(self.units)
+        log.warning("%s: no agent named %r", message.session_key, message.agent)
+        await self.bus.publish_outbound(
+            OutboundMessage(
+                channel=message.channel,
+                chat_id=message.chat_id,
+                text=f"No agent named {message.agent!r} here (known: {known}).",
+                reply_to=message.message_id or None,
+                is_error=True,
+            )
+        )
+
+    def _unit(self, agent: str | None) -> AgentUnit | None:
+        return self._default if agent is None else self.units.get(agent)
+
+    async def _record_delivery(self, message: OutboundMessage, error: str | None) -> None:
+        unit = self._unit(message.agent)
+        if unit is not None:
+            await unit.runtime.record_delivery(message, error)
 
     async def _end_tasks(self) -> None:
         """Cancel what still runs and close the TaskGroup, which raises if a task crashed."""
@@ -154,7 +200,34 @@ class Gateway:
             await running.aclose()
 
     def _report(self) -> dict[str, Any]:
-        return {"channels": self.manager.status(), "busy_sessions": self.dispatcher.running()}
+        router = self.router
+        return {
+            "channels": self.manager.status(),
+            "busy_sessions": sum(unit.dispatcher.running() for unit in self.units.values()),
+            "agents": [
+                unit.report(router.accounts_of(name) if router is not None else [])
+                for name, unit in self.units.items()
+            ],
+        }
+
+
+def _log_replay(message: InboundMessage) -> None:
+    log.info("%s: answering a message left unanswered by the last run", message.agent_session_key)
+
+
+def _trusts(config: Config, router: Router | None) -> Trusts:
+    """Trust as the bots this agent answers through decide it: its own bot's rules and
+    pairing approvals, or the shared bot's."""
+    if router is None:
+        return Trusts.from_config(config)
+    policies = {}
+    for platform in PLATFORMS:
+        account = router.accounts.get(router.account_for(config.agent_name, platform))
+        if account is not None:
+            rules = getattr(account.config.channels, platform)
+            store = PairingStore(account.config.pairing_file)
+            policies[platform] = AccessPolicy(platform, rules, store)
+    return Trusts(policies)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
@@ -164,42 +237,34 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
 
 
 def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
-    """Instantiate the enabled chat channels. Their libraries are imported only here."""
-    channels: list[Channel] = []
-    for name, channel_config in config.channels:
-        if not channel_config.enabled:
-            continue
-        try:
-            module = __import__(f"clawgate.channels.{name}", fromlist=["create_channel"])
-        except ImportError:
-            raise ChannelError(f"channel {name!r} is not available in this version") from None
-        channels.append(module.create_channel(channel_config, bus, config))
-    return channels
+    """Instantiate the enabled chat channels of one agent's config."""
+    return [
+        create_channel(name, channel_config, bus, config)
+        for name, channel_config in config.channels
+        if channel_config.enabled
+    ]
 
 
 async def serve(config: Config) -> None:
-    """Run the gateway until SIGINT or SIGTERM."""
+    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM."""
     forbid_environ_reads()  # exec'd commands must not read our environment or memory
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     bus = MessageBus()
-    # /status reports the channel states, which the manager (built after the runtime, since
-    # it records deliveries through it) keeps current.
+    router = Router(config)
+    # /status reports the channel states, which the manager (built after the runtimes, since
+    # it records deliveries through them) keeps current.
     channel_states = ChannelStates()
-    runtime = AgentRuntime.build(
-        config,
-        outbox=bus.publish_outbound,
-        channel_status=channel_states.snapshot,
-        extra_tools=cron_tools(config),
-    )
-    chats = build_channels(config, bus)
+    runtimes = build_runtimes(router, bus, channel_states)
+    chats = build_accounts(router, bus)
     gateway = Gateway(
-        runtime,
+        runtimes,
         # The control socket is the terminal's channel: `clawgate agent` talks through it.
-        [*chats, ControlChannel(bus, config.data_dir)],
+        {**chats, "cli": ControlChannel(AccountBus(bus, "cli", router), config.data_dir)},
         bus,
+        router=router,
         channel_states=channel_states,
         scheduler=True,
         daemon=True,
@@ -211,7 +276,14 @@ async def serve(config: Config) -> None:
         # not look healthy. With another chat channel up, the rejected one shows in status.
         await gateway.stop()
         raise CredentialsRejected("; ".join(rejected.values()))
-    log.info("gateway running (workspace %s); Ctrl-C to stop", config.workspace)
+    for name, unit in gateway.units.items():
+        log.info(
+            "agent %s: workspace %s, channels %s",
+            name,
+            unit.runtime.config.workspace,
+            ", ".join(router.accounts_of(name)) or "none",
+        )
+    log.info("gateway running (workspace %s); Ctrl-C to stop", gateway.runtime.config.workspace)
     try:
         await stop.wait()
     finally:

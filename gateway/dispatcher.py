@@ -205,6 +205,10 @@ class Dispatcher:
         """How many turns run right now."""
         return len(self._turns)
 
+    def busy_sessions(self) -> list[str]:
+        """The sessions running a turn right now."""
+        return sorted(self._turns)
+
     def busy(self, key: str) -> bool:
         return key in self._turns
 

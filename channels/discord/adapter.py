@@ -67,7 +67,7 @@ Sleep = Callable[[float], Awaitable[None]]
 def create_channel(
     channel_config: DiscordConfig, bus: MessageBus, config: Config, **options: Any
 ) -> DiscordChannel:
-    store = PairingStore(config.data_dir / "pairing.json")
+    store = PairingStore(config.pairing_file)
     groups = SeenGroups(config.data_dir / "groups.json")
     policy = AccessPolicy("discord", channel_config, store, seen_groups=groups)
     return DiscordChannel(

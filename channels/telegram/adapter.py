@@ -74,7 +74,7 @@ def create_channel(
     httpx_log = logging.getLogger("httpx")
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
-    store = PairingStore(config.data_dir / "pairing.json")
+    store = PairingStore(config.pairing_file)
     groups = SeenGroups(config.data_dir / "groups.json")
     policy = AccessPolicy("telegram", channel_config, store, seen_groups=groups)
     return TelegramChannel(

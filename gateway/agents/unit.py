@@ -1,0 +1,80 @@
+"""`AgentUnit`: what the gateway runs per agent. Each unit has its own dispatcher (and so its
+own limit of concurrent turns and its own session queues) and its own scheduler, so a
+failing agent - a bad key, a model answering 500s - holds up only its own turns."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.access import Trusts
+from clawgate.gateway.cron.scheduler import CronScheduler
+from clawgate.gateway.dispatcher import Admitted, Dispatcher
+from clawgate.gateway.ratelimit import RateLimiter
+from clawgate.kernel.bus import MessageBus, agent_key
+
+
+class AgentUnit:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        bus: MessageBus,
+        *,
+        trusts: Trusts,
+        on_admitted: Admitted,
+        rate_limiter: RateLimiter | None = None,
+        scheduler: bool = False,
+        scheduler_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`bus`: the one `runtime` publishes to (its outbox), through which its replies and
+        scheduled messages leave."""
+        if runtime.loop.outbox != bus.publish_outbound:
+            # Caught here, not when a send_file call finds no way out.
+            raise ValueError("build the runtime with outbox=bus.publish_outbound")
+        self.name = runtime.config.agent_name
+        self.runtime = runtime
+        self.bus = bus
+        config = runtime.config
+        self.dispatcher = Dispatcher(
+            bus,
+            runtime.loop.handle,
+            max_concurrent=config.agent.max_concurrent_turns,
+            messages_per_minute=config.limits.messages_per_minute,
+            rate_limiter=rate_limiter,
+            on_admitted=on_admitted,
+            trusts=trusts,
+        )
+        self.scheduler: CronScheduler | None = None
+        if scheduler:
+            self.scheduler = CronScheduler(
+                runtime, bus, self.dispatcher, **dict(scheduler_options or {})
+            )
+
+    async def start(self, tasks: asyncio.TaskGroup) -> None:
+        await self.runtime.start()
+        if self.scheduler is not None:
+            await self.scheduler.start(tasks)
+
+    async def replay_unanswered(self, channels: set[str], log_line: Any) -> None:
+        """Publish again what the last run stored but never answered (see AgentRuntime)."""
+        for message in await self.runtime.unanswered(channels):
+            log_line(message)
+            await self.bus.publish_inbound(message)
+
+    async def stop_scheduler(self, grace: float) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop(grace)
+
+    def report(self, accounts: list[str]) -> dict[str, Any]:
+        """This agent in status.json: its workspace, model, channel accounts and the
+        sessions running a turn (`main/telegram:123`)."""
+        config = self.runtime.config
+        return {
+            "name": self.name,
+            "workspace": str(config.workspace),
+            "model": config.agent.model,
+            "channels": accounts,
+            "busy_sessions": [agent_key(self.name, k) for k in self.dispatcher.busy_sessions()],
+        }
