@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Message, SessionStore
+from clawgate.channels.groups import SeenGroups
 from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.cli import app
 from clawgate.gateway.control import ControlChannel, ControlClient
@@ -339,27 +340,55 @@ async def test_interactive_onboard_agent_asks_for_its_model_and_own_bot(
     assert fake_llm.requests[-1]["model"] == "family-model"
 
 
-def test_groups_allow_for_an_agent_allows_and_binds_it_there_only(home: Path) -> None:
+def test_groups_allow_for_an_agent_follows_the_bot_it_answers_through(home: Path) -> None:
+    path = config_path(home)
+    path.write_text(
+        path.read_text() + '[agents.fam.channels.telegram]\nenabled = true\ntoken = "333:fam"\n'
+    )
     assert cli(home, "groups", "allow", "-100999", "--channel", "telegram").exit_code == 0
-    allowed = cli(home, "groups", "allow", "-100555", "--channel", "telegram", "--agent", "work")
-    assert allowed.exit_code == 0, allowed.output
-    assert "[agents.work.channels.telegram] group_allow" in allowed.stdout
-    assert "bound it to agent work" in allowed.stdout
-    config = load_config(config_path(home), environ={})
-    work = config.for_agent("work")
-    # Its own list replaces the inherited one: what it inherited is kept in it.
-    assert work.channels.telegram.group_allow == ["-100999", "-100555"]
-    assert [b.chat for b in config.agents["work"].bindings] == ["-100123", "-100555"]
-    assert config.channels.telegram.group_allow == ["-100999"]  # main's rules are untouched
-    assert "# the everyday model" in config_path(home).read_text()
 
-    # Already bound: only allowed.
-    again = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
-    assert again.exit_code == 0 and "bound" not in again.stdout
-    work = load_config(config_path(home), environ={}).for_agent("work")
-    assert work.channels.telegram.group_allow == ["-100999", "-100555", "-100123"]
-    same = cli(home, "groups", "allow", "-100123", "--channel", "telegram", "--agent", "work")
-    assert "already in group_allow" in same.stdout
+    # work shares main's bot: the bot's rules let the group in, a binding routes it to work.
+    shared = cli(home, "groups", "allow", "-100555", "--channel", "telegram", "--agent", "work")
+    assert shared.exit_code == 0, shared.output
+    assert shared.stdout.startswith(
+        "added -100555 to [channels.telegram] group_allow and bound it to agent work"
+    )
+    config = load_config(path, environ={})
+    assert config.channels.telegram.group_allow == ["-100999", "-100555"]
+    assert [b.chat for b in config.agents["work"].bindings] == ["-100123", "-100555"]
+    assert config.for_agent("work").channels.telegram.group_allow == ["-100999", "-100555"]
+    assert "# the everyday model" in path.read_text()
+
+    # fam has its own bot: its own rules, no binding (its bot's chats are all its own).
+    own = cli(home, "groups", "allow", "-100777", "--channel", "telegram", "--agent", "fam")
+    assert own.exit_code == 0, own.output
+    assert own.stdout.startswith("added -100777 to [agents.fam.channels.telegram] group_allow in")
+    config = load_config(path, environ={})
+    assert config.channels.telegram.group_allow == ["-100999", "-100555"]
+    fam = config.for_agent("fam").channels.telegram.group_allow
+    assert fam == ["-100999", "-100555", "-100777"]  # what it inherited stays in its list
+    assert config.agents["fam"].bindings == []
+
+    again = cli(home, "groups", "allow", "-100555", "--channel", "telegram", "--agent", "work")
+    assert "already in group_allow" in again.stdout
+
+
+def test_groups_lists_what_the_agents_own_bot_saw(home: Path) -> None:
+    path = config_path(home)
+    path.write_text(
+        path.read_text() + '[agents.fam.channels.telegram]\nenabled = true\ntoken = "333:fam"\n'
+    )
+    SeenGroups(home / "data" / "agents" / "fam" / "groups.json").note(
+        "telegram", "-100321", "Cousins", "7", "ann"
+    )
+    SeenGroups(home / "data" / "groups.json").note("telegram", "-100654", "Book club", "8", "bo")
+
+    fam = cli(home, "groups", "--agent", "fam").stdout
+    assert "Cousins" in fam and "Book club" not in fam
+    # work shares main's bot: it sees what that bot saw.
+    for args in ((), ("--agent", "work")):
+        shared = cli(home, "groups", *args).stdout
+        assert "Book club" in shared and "Cousins" not in shared
 
 
 def test_the_gateway_names_what_each_agent_lacks(tmp_path: Path) -> None:

@@ -3,6 +3,12 @@
 The channels record every group that mentions the bot without being in `group_allow` in
 `<data_dir>/groups.json` (see channels/groups.py); this is how the owner learns a group's
 id. `allow` adds it to the config with tomlkit, so the file keeps its comments and layout.
+
+With several agents a group is let in by the bot it writes to (gateway/routing.py): an
+agent's own bot has its own rules and groups.json; a bot several agents share has its
+agent's (the default agent's), and a group reaches another agent only through a binding.
+`--agent NAME` therefore lists the groups NAME's bots saw, and `allow` writes the rules of
+the bot NAME answers through, plus NAME's own list and binding where it needs them.
 """
 
 from __future__ import annotations
@@ -11,13 +17,15 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
+import tomlkit
 import typer
 
 from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 from clawgate.gateway.cli.pairing import print_table
+from clawgate.kernel.config import MAIN_AGENT
 
 if TYPE_CHECKING:
-    from clawgate.channels.groups import SeenGroup, SeenGroups
+    from clawgate.channels.groups import SeenGroup
     from clawgate.kernel.config import Config
 
 CHANNELS = ("telegram", "discord")
@@ -28,14 +36,33 @@ groups_app = typer.Typer(
 )
 
 
-def _seen(config: Config) -> SeenGroups:
+def _bot_config(config: Config, platform: str) -> Config:
+    """The config of the bot `config`'s agent answers through on `platform`: its own bot,
+    else the shared bot's agent (whose rules let a chat in and whose data_dir keeps what the
+    bot saw)."""
+    from clawgate.gateway.routing import Router
+    from clawgate.kernel.agents import own_token
+
+    if own_token(config.root, config, platform) is not None:
+        return config
+    account = Router(config.root).accounts.get(platform)
+    return account.config if account is not None else config.root.for_agent()
+
+
+def _seen(config: Config) -> list[SeenGroup]:
     from clawgate.channels.groups import SeenGroups
 
-    return SeenGroups(config.data_dir / "groups.json")
+    found = []
+    for platform in CHANNELS:
+        bot = _bot_config(config, platform)
+        seen = SeenGroups(bot.data_dir / "groups.json").seen()
+        found += [g for g in seen if g.channel == platform]
+    return sorted(found, key=lambda g: g.last_seen, reverse=True)
 
 
 def _allowed(config: Config, group: SeenGroup) -> bool:
-    entries = {e.strip() for e in getattr(config.channels, group.channel).group_allow}
+    rules = getattr(_bot_config(config, group.channel).channels, group.channel)
+    entries = {e.strip() for e in rules.group_allow}
     return group.group_id in entries or (group.guild_id or "") in entries
 
 
@@ -48,7 +75,7 @@ def groups_list(
     if ctx.invoked_subcommand is not None:
         return
     config = cli_context(ctx).config()
-    groups = _seen(config).seen()
+    groups = _seen(config)
     if not groups:
         typer.echo(
             "no groups seen yet: add the bot to a group and mention it there (with BotFather's "
@@ -76,7 +103,7 @@ def _channel_of(config: Config, group_id: str, channel: str | None) -> str:
         if channel not in CHANNELS:
             fail(f"unknown channel {channel!r} (use {' or '.join(CHANNELS)})")
         return channel
-    found = {g.channel for g in _seen(config).seen() if group_id in (g.group_id, g.guild_id)}
+    found = {g.channel for g in _seen(config) if group_id in (g.group_id, g.guild_id)}
     if len(found) == 1:
         return found.pop()
     if found:
@@ -95,60 +122,81 @@ def groups_allow(
     agent: AgentOption = None,
 ) -> None:
     """Add a group to the channel's group_allow in the config file (comments are kept). For
-    an agent sharing the bot with others, also bind the group to it, so it is routed there."""
-    import tomlkit
-
+    an agent that shares the bot with others, also bind the group to it."""
     from clawgate.gateway.onboard_setup import edit_config, save
     from clawgate.kernel.agents import own_token
-    from clawgate.kernel.config import MAIN_AGENT
 
     context = cli_context(ctx)
     config = context.config()
     group_id = group_id.strip()
     name = _channel_of(config, group_id, channel)
     path = context.config_path
-    agent_name = config.agent_name
-    present = group_id in {e.strip() for e in getattr(config.channels, name).group_allow}
-    # main's access rules are the top-level ones, whatever [agents.main] says.
-    spec = config.root.agents.get(agent_name) if agent_name != MAIN_AGENT else None
-    bound = spec is None or any(
-        b.channel == name and group_id in (b.chat, b.guild) for b in spec.bindings
+    bot = _bot_config(config, name)
+    # The bot's rules let the group in; the agent's own list, if it has one, must agree.
+    targets = [bot]
+    spec = config.root.agents.get(config.agent_name)
+    if bot.agent_name != config.agent_name and spec is not None and spec.channels is not None:
+        if "group_allow" in getattr(spec.channels, name).model_fields_set:
+            targets.append(config)
+    missing = [t for t in targets if group_id not in _entries(t, name)]
+    guild = any(g.guild_id == group_id for g in _seen(config) if g.channel == name)
+    bind = (
+        spec is not None
+        and config.agent_name != bot.agent_name
+        and own_token(config.root, config, name) is None
+        and not any(b.channel == name and group_id in (b.chat, b.guild) for b in spec.bindings)
     )
-    # An agent with its own bot gets that bot's chats; on a shared bot only what is bound.
-    bound = bound or own_token(config.root, config, name) is not None
-    if present and bound:
+    if not missing and not bind:
         typer.echo(f"{name} group {group_id} is already in group_allow of {path}")
         return
-    guild = any(g.guild_id == group_id for g in _seen(config).seen() if g.channel == name)
 
     def add(document: tomlkit.TOMLDocument) -> None:
-        root: Any = document
-        if spec is not None:
-            root = document.setdefault("agents", tomlkit.table(is_super_table=True)).setdefault(
-                agent_name, tomlkit.table()
-            )
-        channels = root.setdefault("channels", tomlkit.table(is_super_table=True))
-        section = channels.setdefault(name, tomlkit.table())
-        if not present:
-            # An agent's own list replaces the inherited one: start from what it has now.
-            if "group_allow" not in section:
-                section["group_allow"] = tomlkit.array()
-                if spec is not None:
-                    section["group_allow"].extend(
-                        _id(e) for e in getattr(config.channels, name).group_allow
-                    )
-            section["group_allow"].append(_id(group_id))
-        if not bound:
+        for target in missing:
+            # main's list is the file's own; another agent's starts from what it inherits.
+            start = [] if target.agent_name == MAIN_AGENT else _entries(target, name)
+            _allow_in(_section_of(document, target), name, group_id, start)
+        if bind:
             binding = tomlkit.inline_table()
             binding.update({"channel": name, "guild" if guild else "chat": _id(group_id)})
-            root.setdefault("bindings", tomlkit.array()).append(binding)
+            section = _section_of(document, config)
+            section.setdefault("bindings", tomlkit.array()).append(binding)
 
     new_text, _ = edit_config(path, add)
     save(path, new_text)
-    where = f"[channels.{name}]" if spec is None else f"[agents.{agent_name}.channels.{name}]"
-    done = [] if present else [f"added {group_id} to {where} group_allow"]
-    done += [] if bound else [f"bound it to agent {agent_name} ([agents.{agent_name}] bindings)"]
+    done = [f"added {group_id} to [{_where(t)}channels.{name}] group_allow" for t in missing]
+    if bind:
+        done.append(
+            f"bound it to agent {config.agent_name} ([agents.{config.agent_name}] bindings)"
+        )
     typer.echo(f"{' and '.join(done)} in {path}; restart the gateway to apply it")
+
+
+def _entries(config: Config, platform: str) -> list[str]:
+    return [e.strip() for e in getattr(config.channels, platform).group_allow]
+
+
+def _where(config: Config) -> str:
+    return "" if config.agent_name == MAIN_AGENT else f"agents.{config.agent_name}."
+
+
+def _section_of(document: tomlkit.TOMLDocument, config: Config) -> Any:
+    """The table holding `config`'s agent's keys: the top level for main (its rules are the
+    top-level ones), else `[agents.<name>]`."""
+    if config.agent_name == MAIN_AGENT:
+        return document
+    agents = document.setdefault("agents", tomlkit.table(is_super_table=True))
+    return agents.setdefault(config.agent_name, tomlkit.table())
+
+
+def _allow_in(section: Any, platform: str, group_id: str, start: list[str]) -> None:
+    rules = section.setdefault("channels", tomlkit.table(is_super_table=True)).setdefault(
+        platform, tomlkit.table()
+    )
+    if "group_allow" not in rules:
+        # A list of its own replaces what an agent inherits, so it starts from that.
+        rules["group_allow"] = tomlkit.array()
+        rules["group_allow"].extend(_id(e) for e in start)
+    rules["group_allow"].append(_id(group_id))
 
 
 def _id(value: str) -> int | str:
