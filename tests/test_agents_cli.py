@@ -101,20 +101,44 @@ def test_cron_add_lands_in_that_agents_jobs_only(home: Path) -> None:
     assert "no scheduled jobs" in cli(home, "cron", "list").stdout
 
 
-def test_pairing_approve_writes_that_agents_pairing_file(home: Path) -> None:
-    work_file = home / "data" / "agents" / "work" / "pairing.json"
+OWN_BOT = '[agents.fam.channels.telegram]\nenabled = true\ntoken = "333:fam"\n'
+SHARED_BOT = '[channels.telegram]\nenabled = true\ntoken = "111:shared"\n'
+
+
+def add_to_config(home: Path, text: str) -> None:
+    path = config_path(home)
+    path.write_text(path.read_text() + text)
+
+
+def test_pairing_approve_writes_the_pairing_file_of_the_agents_own_bot(home: Path) -> None:
+    add_to_config(home, OWN_BOT)
+    fam_file = home / "data" / "agents" / "fam" / "pairing.json"
     main_file = home / "data" / "pairing.json"
-    code = PairingStore(work_file).request("telegram", "555", "bob")
+    code = PairingStore(fam_file).request("telegram", "555", "bob")
     assert code is not None
 
     # main has no such request: the code is unknown there.
     assert cli(home, "pairing", "approve", code, "--allowed").exit_code != 0
+    approved = cli(home, "pairing", "approve", code, "--allowed", "--agent", "fam")
+    assert approved.exit_code == 0, approved.output
+    assert [a.user_id for a in PairingStore(fam_file).approved()] == ["555"]
+    assert not main_file.exists() or PairingStore(main_file).approved() == []
+    assert "555" in cli(home, "pairing", "approved", "--agent", "fam").stdout
+    assert "nobody approved" in cli(home, "pairing", "approved").stdout
+
+
+def test_pairing_of_an_agent_on_the_shared_bot_is_that_bots(home: Path) -> None:
+    add_to_config(home, SHARED_BOT)
+    main_file = home / "data" / "pairing.json"
+    code = PairingStore(main_file).request("telegram", "556", "cy")
+    assert code is not None
+
+    listed = cli(home, "pairing", "list", "--agent", "work")
+    assert code in listed.stdout
     approved = cli(home, "pairing", "approve", code, "--allowed", "--agent", "work")
     assert approved.exit_code == 0, approved.output
-    assert [a.user_id for a in PairingStore(work_file).approved()] == ["555"]
-    assert not main_file.exists() or PairingStore(main_file).approved() == []
-    assert "555" in cli(home, "pairing", "approved", "--agent", "work").stdout
-    assert "nobody approved" in cli(home, "pairing", "approved").stdout
+    assert [a.user_id for a in PairingStore(main_file).approved()] == ["556"]
+    assert not (home / "data" / "agents" / "work" / "pairing.json").exists()
 
 
 async def test_sessions_and_audit_read_the_named_agents_transcripts(home: Path) -> None:
@@ -341,10 +365,8 @@ async def test_interactive_onboard_agent_asks_for_its_model_and_own_bot(
 
 
 def test_groups_allow_for_an_agent_follows_the_bot_it_answers_through(home: Path) -> None:
+    add_to_config(home, OWN_BOT)
     path = config_path(home)
-    path.write_text(
-        path.read_text() + '[agents.fam.channels.telegram]\nenabled = true\ntoken = "333:fam"\n'
-    )
     assert cli(home, "groups", "allow", "-100999", "--channel", "telegram").exit_code == 0
 
     # work shares main's bot: the bot's rules let the group in, a binding routes it to work.
@@ -374,10 +396,7 @@ def test_groups_allow_for_an_agent_follows_the_bot_it_answers_through(home: Path
 
 
 def test_groups_lists_what_the_agents_own_bot_saw(home: Path) -> None:
-    path = config_path(home)
-    path.write_text(
-        path.read_text() + '[agents.fam.channels.telegram]\nenabled = true\ntoken = "333:fam"\n'
-    )
+    add_to_config(home, OWN_BOT)
     SeenGroups(home / "data" / "agents" / "fam" / "groups.json").note(
         "telegram", "-100321", "Cousins", "7", "ann"
     )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import tomlkit
 import typer
 
+from clawgate.gateway.cli.agents import bot_config
 from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 from clawgate.gateway.cli.pairing import print_table
 from clawgate.kernel.config import MAIN_AGENT
@@ -36,32 +37,19 @@ groups_app = typer.Typer(
 )
 
 
-def _bot_config(config: Config, platform: str) -> Config:
-    """The config of the bot `config`'s agent answers through on `platform`: its own bot,
-    else the shared bot's agent (whose rules let a chat in and whose data_dir keeps what the
-    bot saw)."""
-    from clawgate.gateway.routing import Router
-    from clawgate.kernel.agents import own_token
-
-    if own_token(config.root, config, platform) is not None:
-        return config
-    account = Router(config.root).accounts.get(platform)
-    return account.config if account is not None else config.root.for_agent()
-
-
 def _seen(config: Config) -> list[SeenGroup]:
     from clawgate.channels.groups import SeenGroups
 
     found = []
     for platform in CHANNELS:
-        bot = _bot_config(config, platform)
+        bot = bot_config(config, platform)
         seen = SeenGroups(bot.data_dir / "groups.json").seen()
         found += [g for g in seen if g.channel == platform]
     return sorted(found, key=lambda g: g.last_seen, reverse=True)
 
 
 def _allowed(config: Config, group: SeenGroup) -> bool:
-    rules = getattr(_bot_config(config, group.channel).channels, group.channel)
+    rules = getattr(bot_config(config, group.channel).channels, group.channel)
     entries = {e.strip() for e in rules.group_allow}
     return group.group_id in entries or (group.guild_id or "") in entries
 
@@ -131,7 +119,7 @@ def groups_allow(
     group_id = group_id.strip()
     name = _channel_of(config, group_id, channel)
     path = context.config_path
-    bot = _bot_config(config, name)
+    bot = bot_config(config, name)
     # The bot's rules let the group in; the agent's own list, if it has one, must agree.
     targets = [bot]
     spec = config.root.agents.get(config.agent_name)

@@ -1,7 +1,8 @@
 """`clawgate pairing`: the owner lets people in (or out). The running gateway picks up every
-change from `<data_dir>/pairing.json` on the next message, without a restart. Each agent has
-its own (`--agent NAME`: `<data_dir>/agents/NAME/pairing.json`) unless the config sets
-`pairing_scope = "global"`."""
+change from `<data_dir>/pairing.json` on the next message, without a restart. Approvals
+belong to a bot: `--agent NAME` manages those of NAME's own bot
+(`<data_dir>/agents/NAME/pairing.json`), or of the shared bot when NAME has none; one file
+for all when the config sets `pairing_scope = "global"`."""
 
 from __future__ import annotations
 
@@ -23,11 +24,19 @@ pairing_app = typer.Typer(
 )
 
 
+def _bot(ctx: typer.Context) -> Config:
+    """The config whose approvals and owner rules the command works on: the agent's own
+    bot's, or the shared bot's (see `pairing_config`)."""
+    from clawgate.gateway.cli.agents import pairing_config
+
+    return pairing_config(cli_context(ctx).config())
+
+
 def _store(ctx: typer.Context) -> PairingStore:
     from clawgate.channels.pairing import PairingStore
 
-    # The agent's own approvals, or everyone's when the config says pairing_scope = "global".
-    return PairingStore(cli_context(ctx).config().pairing_file)
+    # Everyone's approvals in one file when the config says pairing_scope = "global".
+    return PairingStore(_bot(ctx).pairing_file)
 
 
 def _channels_with_configured_owner(config: Config) -> frozenset[str]:
@@ -72,7 +81,7 @@ def pairing_list(
 
     store = _store(ctx)
     pending = store.pending()
-    config = cli_context(ctx).config()
+    config = _bot(ctx)
     configured = _channels_with_configured_owner(config)
     if not pending:
         typer.echo("no pending pairing requests")
@@ -118,7 +127,7 @@ def pairing_approve(
         fail("--owner and --allowed exclude each other")
     role: bool | None = True if owner else False if allowed else None
     approval = _store(ctx).approve(
-        code, owner=role, owned_channels=_channels_with_configured_owner(cli_context(ctx).config())
+        code, owner=role, owned_channels=_channels_with_configured_owner(_bot(ctx))
     )
     if role is None and approval.owner:
         typer.echo(
