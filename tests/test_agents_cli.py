@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,16 @@ from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
-from tests.process import fake_model, fake_telegram, run_clawgate, toml_value, write_config
+from tests.process import (
+    CLAWGATE,
+    ClawgateProcess,
+    child_env,
+    fake_model,
+    fake_telegram,
+    run_clawgate,
+    toml_value,
+    write_config,
+)
 from tests.pty_terminal import Terminal
 
 TWO_AGENTS = """\
@@ -204,9 +215,9 @@ def test_status_shows_agents_from_the_config_then_from_the_gateway(home: Path) -
             "channels": {"telegram": {"state": "running"}},
             "agents": [
                 {"name": "main", "workspace": str(main_ws(home)), "model": "openai/main-model",
-                 "channels": ["telegram", "cli"], "busy_sessions": 0},
+                 "channels": ["telegram", "cli"], "busy_sessions": []},
                 {"name": "work", "workspace": str(work_ws(home)), "model": "openai/work-model",
-                 "channels": ["telegram"], "busy_sessions": 2},
+                 "channels": ["telegram@work"], "busy_sessions": ["work/telegram:1"]},
             ],
         },
     ).write_once()  # fmt: skip
@@ -214,7 +225,8 @@ def test_status_shows_agents_from_the_config_then_from_the_gateway(home: Path) -
     assert "gateway: running" in running
     assert "agents (as the gateway runs them):" in running
     assert "  main (default): workspace" in running and "channels telegram, cli" in running
-    assert "  work: workspace" in running and "2 turns running" in running
+    assert "  work: workspace" in running and "telegram@work" in running
+    assert "turns running: 1 (work/telegram:1)" in running
     assert f"workspace of main: {main_ws(home)}" in running
 
 
@@ -426,3 +438,69 @@ def test_the_gateway_names_what_each_agent_lacks(tmp_path: Path) -> None:
         "  - agents.work.channels.discord is enabled but has no token: set "
         "[agents.work.channels.discord] token",
     ]
+
+
+async def agent_says(
+    home: Path, *args: str, env: dict[str, str], timeout: float = 60
+) -> tuple[int, str, str]:
+    """`clawgate agent ...` as a child process: (exit code, stdout, stderr)."""
+    child = await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        "--config",
+        str(config_path(home)),
+        "agent",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env(home, env),
+    )
+    try:
+        out, err = await asyncio.wait_for(child.communicate(), timeout)
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert child.returncode is not None
+    return child.returncode, out.decode(), err.decode()
+
+
+async def test_agent_option_through_the_running_gateway_reaches_that_agent(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    fake_llm.handler = lambda body: text(f"{body['model']} answers")
+    write_config(
+        tmp_path,
+        agent=fake_model(fake_llm),
+        telegram=fake_telegram(telegram, [1001]),
+        extra='[agents.work]\nmodel = "openai/work-model"\n',
+    )
+    # The terminal's own config cannot reach the model: only the daemon can answer.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    unreachable = {"CLAWGATE_AGENT__API_BASE": f"http://127.0.0.1:{closed}/v1"}
+    work_sessions = tmp_path / "data" / "agents" / "work" / "workspace" / "sessions"
+    main_sessions = tmp_path / "workspace" / "sessions"
+
+    async with ClawgateProcess(
+        tmp_path, "--config", str(config_path(tmp_path)), "gateway"
+    ) as gateway:
+        await gateway.wait_for_log("channel telegram ready", 60)
+        code, out, err = await agent_says(tmp_path, "--agent", "work", "-m", "hi", env=unreachable)
+        assert code == 0, err
+        assert out.strip() == "work-model answers"
+        code, out, err = await agent_says(tmp_path, "-m", "hello", env=unreachable)
+        assert code == 0, err
+        assert out.strip() == "fake-model answers"
+        code, out, err = await agent_says(tmp_path, "--agent", "nope", "-m", "x", env=unreachable)
+        assert code == 2 and "unknown agent 'nope'" in err
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(40) == 0, gateway.stderr
+
+    def said(path: Path) -> list[str]:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        return [r["content"] for r in lines if "role" in r]
+
+    assert said(work_sessions / "cli_default.jsonl") == ["hi", "work-model answers"]
+    assert said(main_sessions / "cli_default.jsonl") == ["hello", "fake-model answers"]

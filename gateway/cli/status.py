@@ -59,7 +59,9 @@ def _reported_agent(entry: dict[str, Any], default: str) -> str:
             f"{k} {v.get('state', v) if isinstance(v, dict) else v}" for k, v in channels.items()
         ]
     busy = entry.get("busy_sessions")
-    turns = f"; {busy} turns running" if busy else ""
+    if isinstance(busy, list):  # the sessions running a turn, e.g. "work/telegram:1"
+        busy = f"{len(busy)} ({', '.join(map(str, busy))})" if busy else 0
+    turns = f"; turns running: {busy}" if busy else ""
     return (
         f"{name}{' (default)' if name == default else ''}: workspace {entry.get('workspace')}, "
         f"model {entry.get('model') or '(none)'}, channels {', '.join(map(str, channels)) or 'none'}"
