@@ -26,27 +26,28 @@ class AgentRow:
     default: bool
     workspace: str
     model: str
-    # "telegram (own bot)", "telegram": the enabled chat channels it answers on.
+    # The bots it answers on: "telegram (own bot)", or the shared "telegram" (as its
+    # agent or through bindings).
     channels: list[str]
     # Binding labels, e.g. "telegram (chat -100123)"; none: whatever routing leaves to it.
     bindings: list[str]
 
 
 def agent_rows(config: Config) -> list[AgentRow]:
-    """Every agent of the whole config `config` belongs to, "main" first."""
-    from clawgate.kernel.agents import own_token
+    """Every agent of the whole config `config` belongs to, "main" first, with the bots the
+    gateway's router would give it (raises the router's ConfigError for bindings it refuses)."""
+    from clawgate.gateway.routing import Router
 
     root = config.root
+    router = Router(root)
     rows = []
     for name in root.agent_names():
-        agent = root.for_agent(name)
+        agent = router.agents[name]
         spec = root.agents.get(name)
         channels = []
-        for platform in PLATFORMS:
-            if not getattr(agent.channels, platform).enabled:
-                continue
-            own = name != "main" and own_token(root, agent, platform) is not None
-            channels.append(f"{platform} (own bot)" if own else platform)
+        for key in router.accounts_of(name):
+            account = router.accounts[key]
+            channels.append(f"{account.platform} (own bot)" if account.owner else key)
         rows.append(
             AgentRow(
                 name=name,
