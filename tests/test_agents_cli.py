@@ -504,3 +504,15 @@ async def test_agent_option_through_the_running_gateway_reaches_that_agent(
 
     assert said(work_sessions / "cli_default.jsonl") == ["hi", "work-model answers"]
     assert said(main_sessions / "cli_default.jsonl") == ["hello", "fake-model answers"]
+
+
+def test_doctor_checks_the_named_agents_workspace(home: Path) -> None:
+    onboard(config_path(home))  # main's workspace laid down; work's is not
+    main = cli(home, "doctor")
+    assert f"workspace {main_ws(home)}" in main.stdout
+    work = cli(home, "doctor", "--agent", "work")
+    assert f"workspace {work_ws(home)} does not exist" in work.stdout
+    assert f"no gateway running on {home / 'data'}\n" in work.stdout  # the one gateway's
+    unknown = cli(home, "doctor", "--agent", "nope")
+    assert unknown.exit_code == 1
+    assert "config: unknown agent 'nope' (known: main, work)" in unknown.stdout

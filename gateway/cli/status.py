@@ -51,17 +51,12 @@ def status(ctx: typer.Context, agent: AgentOption = None) -> None:
 
 
 def _reported_agent(entry: dict[str, Any], default: str) -> str:
-    """One agent of status.json: `work: workspace W, model M, channels a, b; 1 turn running`."""
+    """One agent of status.json: `work: workspace W, model M, channels telegram@work; turns
+    running: 1 (work/telegram:1)` - its channel accounts and the sessions running a turn."""
     name = str(entry.get("name", "?"))
     channels = entry.get("channels") or []
-    if isinstance(channels, dict):  # name -> state
-        channels = [
-            f"{k} {v.get('state', v) if isinstance(v, dict) else v}" for k, v in channels.items()
-        ]
-    busy = entry.get("busy_sessions")
-    if isinstance(busy, list):  # the sessions running a turn, e.g. "work/telegram:1"
-        busy = f"{len(busy)} ({', '.join(map(str, busy))})" if busy else 0
-    turns = f"; turns running: {busy}" if busy else ""
+    busy = entry.get("busy_sessions") or []
+    turns = f"; turns running: {len(busy)} ({', '.join(map(str, busy))})" if busy else ""
     return (
         f"{name}{' (default)' if name == default else ''}: workspace {entry.get('workspace')}, "
         f"model {entry.get('model') or '(none)'}, channels {', '.join(map(str, channels)) or 'none'}"
