@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clawgate.agent.commands import ChannelStatus, CommandHandler
@@ -68,6 +68,7 @@ class AgentRuntime:
         extra_tools: Sequence[Tool] = (),
         outbox: Outbox | None = None,
         channel_status: ChannelStatus | None = None,
+        shared_memory: Mapping[str, MemorySearch] | None = None,
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
@@ -83,7 +84,7 @@ class AgentRuntime:
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
         search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
-        tools = ToolRegistry([*default_tools(), *memory_tools(search), *extra_tools])
+        tools = ToolRegistry([*default_tools(), *memory_tools(search, shared_memory), *extra_tools])
         memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
         consolidator = Consolidator(
             store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window

@@ -20,8 +20,13 @@ default (8) cannot exceed 40 turns/s: 20,000 turns would take over 500 s. To sta
 ten minutes the default-concurrency run uses fewer messages per session (--default-messages)
 and says so; the raised-concurrency runs do the full 1,000 x 20.
 
+With `--agents N ...` each run also serves N agents in one gateway (as the daemon does,
+through gateway/routing.py: a Router, one AgentUnit per agent), sessions spread round-robin
+over them and the concurrency limit split evenly, so the figures compare with one agent at
+the same total concurrency: per-turn overhead and CPU must not grow with N.
+
 Run: python bench/load.py [--sessions 1000] [--messages 20] [--latency 0.2]
-                          [--concurrency 8 64] [--default-messages 4]
+                          [--concurrency 8 64] [--default-messages 4] [--agents 1 2 8]
 """
 
 from __future__ import annotations
@@ -46,10 +51,13 @@ from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session, session_filename
 from clawgate.channels.base import Channel
+from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.agents.build import build_runtimes
 from clawgate.gateway.daemon import Gateway
 from clawgate.gateway.onboard import onboard
+from clawgate.gateway.routing import Router
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
-from clawgate.kernel.config import AgentConfig, Config
+from clawgate.kernel.config import AgentConfig, AgentSpec, Config
 from tests.fakes.llm import FakeLLM, delay, text
 
 DEFAULT_CONCURRENCY = AgentConfig.model_fields["max_concurrent_turns"].default
@@ -180,7 +188,7 @@ def open_fds() -> int:
 
 
 async def run_one(
-    sessions: int, messages: int, latency: float, concurrency: int, direct: bool
+    sessions: int, messages: int, latency: float, concurrency: int, direct: bool, agents: int = 1
 ) -> dict:
     fake = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -195,7 +203,9 @@ async def run_one(
     url = (await fake.stdout.readline()).decode().split()[1]
     try:
         with tempfile.TemporaryDirectory(prefix="clawgate-load-") as tmp:
-            return await drive(Path(tmp), url, sessions, messages, latency, concurrency, direct)
+            return await drive(
+                Path(tmp), url, sessions, messages, latency, concurrency, direct, agents
+            )
     finally:
         fake.stdin.close()
         await fake.wait()
@@ -209,6 +219,7 @@ async def drive(
     latency: float,
     concurrency: int,
     direct: bool,
+    agents: int = 1,
 ) -> dict:
     agent = AgentConfig(
         model="openai/fake-model",
@@ -219,32 +230,28 @@ async def drive(
         max_concurrent_turns=concurrency,
         direct_http=direct,
     )
-    config = Config(workspace=root / "workspace", data_dir=root / "data", agent=agent)
-    onboard(root / "data" / "config.toml", workspace=config.workspace)
+    config = bench_config(root, agent, agents)
     bus = MessageBus()
-    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
-    llm = TimedLLM(agent)
-    runtime.loop.llm = llm
     layer_cpu: list[float] = []
-    instrument_model_layer(llm, layer_cpu, direct)
-
     turns: list[tuple[float, float]] = []  # (time in handle, time inside the model)
-    handle = runtime.loop.handle
-
-    async def timed_handle(message: InboundMessage) -> OutboundMessage | None:
-        account: list[float] = []
-        token = _model_time.set(account)
-        started = time.perf_counter()
-        try:
-            return await handle(message)
-        finally:
-            turns.append((time.perf_counter() - started, sum(account)))
-            _model_time.reset(token)
-
-    runtime.loop.handle = timed_handle  # type: ignore[method-assign]
     total = sessions * messages
     channel = BenchChannel(bus, total + 1)
-    gateway = Gateway(runtime, [channel], bus)
+    workspaces: dict[str | None, Path] = {}
+    if agents == 1:
+        runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+        timed(runtime, layer_cpu, turns, direct)
+        gateway = Gateway(runtime, [channel], bus)
+        workspaces[None] = config.workspace
+    else:
+        router = Router(config)
+        built = build_runtimes(router, bus, ChannelStates())
+        for built_runtime, _ in built:
+            timed(built_runtime, layer_cpu, turns, direct)
+            workspaces[built_runtime.config.agent_name] = built_runtime.config.workspace
+        gateway = Gateway(built, {"bench": channel}, bus, router=router)
+    names = list(workspaces)
+    for workspace in workspaces.values():
+        onboard(workspace.parent / f"{workspace.parent.name}.toml", workspace=workspace)
     await gateway.start()
     sampler_stop = asyncio.Event()
     peak = {"fds": open_fds()}
@@ -260,11 +267,20 @@ async def drive(
 
     try:
         # One turn first: litellm's import and the first connection are not the load.
-        await bus.publish_inbound(
-            InboundMessage(channel="bench", chat_id="warm-up", text="hello", trust=Trust.OWNER)
-        )
+        # Every agent's first connection and memory index too (recall skips small talk).
+        for name in names:
+            await bus.publish_inbound(
+                InboundMessage(
+                    channel="bench",
+                    chat_id="warm-up",
+                    text="what did we plan for the garden last week?",
+                    trust=Trust.OWNER,
+                    agent=name,
+                )
+            )
+        channel.expected += len(names) - 1
         async with asyncio.timeout(120):
-            while channel.count < 1:  # noqa: ASYNC110
+            while channel.count < len(names):  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         turns.clear()
         layer_cpu.clear()
@@ -283,6 +299,7 @@ async def drive(
                         message_id=f"{chat}-{number}",
                         text=f"{chat} message {number}",
                         trust=Trust.OWNER,
+                        agent=names[session % len(names)],
                     )
                 )
         async with asyncio.timeout(max(600, total * 0.2 / concurrency * 3)):
@@ -308,7 +325,8 @@ async def drive(
     stored_bad = 0
     for session in range(sessions):
         key = f"bench:s{session:04d}"
-        path = config.workspace / "sessions" / f"{session_filename(key)}.jsonl"
+        workspace = workspaces[names[session % len(names)]]
+        path = workspace / "sessions" / f"{session_filename(key)}.jsonl"
         stored = [(m["role"], m["content"]) for m in load_session(path, key).messages]
         wanted_pairs = [
             pair
@@ -344,7 +362,8 @@ async def drive(
         "process_cpu_s": cpu,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_fds": peak["fds"],
-        "replies": channel.count - 1,
+        "replies": channel.count - len(names),
+        "agents": agents,
         "error_replies": channel.errors,
         "lost": lost,
         "sessions_out_of_order": out_of_order,
@@ -352,16 +371,54 @@ async def drive(
     }
 
 
+def bench_config(root: Path, agent: AgentConfig, agents: int) -> Config:
+    """One agent as a plain config; N agents as main plus N-1 `[agents.aK]`, the turn limit
+    split evenly so the total matches the single-agent run."""
+    config = Config(workspace=root / "workspace", data_dir=root / "data", agent=agent)
+    if agents == 1:
+        return config
+    share = max(1, agent.max_concurrent_turns // agents)
+    specs = {"main": AgentSpec(max_concurrent_turns=share)}
+    specs.update({f"a{n}": AgentSpec(max_concurrent_turns=share) for n in range(1, agents)})
+    return config.model_copy(update={"agents": specs})
+
+
+def timed(
+    runtime: AgentRuntime,
+    layer_cpu: list[float],
+    turns: list[tuple[float, float]],
+    direct: bool,
+) -> None:
+    """Time each of the runtime's turns and model calls into the shared lists."""
+    llm = TimedLLM(runtime.config.agent)
+    runtime.loop.llm = llm
+    instrument_model_layer(llm, layer_cpu, direct)
+    handle = runtime.loop.handle
+
+    async def timed_handle(message: InboundMessage) -> OutboundMessage | None:
+        account: list[float] = []
+        token = _model_time.set(account)
+        started = time.perf_counter()
+        try:
+            return await handle(message)
+        finally:
+            turns.append((time.perf_counter() - started, sum(account)))
+            _model_time.reset(token)
+
+    runtime.loop.handle = timed_handle  # type: ignore[method-assign]
+
+
 # -- the parent: one child per configuration, then the table ----------------------------------
 
 
-def child(args: argparse.Namespace, concurrency: int, messages: int) -> dict:
+def child(args: argparse.Namespace, concurrency: int, messages: int, agents: int = 1) -> dict:
     import subprocess
 
     command = [
         sys.executable, __file__, "--child", "--sessions", str(args.sessions),
         "--messages", str(messages), "--latency", str(args.latency),
         "--concurrency", str(concurrency), *([] if args.direct else ["--litellm"]),
+        "--agents", str(agents),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -372,7 +429,8 @@ def child(args: argparse.Namespace, concurrency: int, messages: int) -> dict:
 def show(result: dict) -> None:
     r = result
     print(
-        f"max_concurrent_turns={r['concurrency']}: {r['sessions']} sessions x {r['messages']} "
+        (f"{r['agents']} agents, " if r.get("agents", 1) > 1 else "")
+        + f"max_concurrent_turns={r['concurrency']}: {r['sessions']} sessions x {r['messages']} "
         f"messages = {r['turns']} turns in {r['elapsed_s']:.1f} s -> {r['throughput']:.1f} turns/s"
         + (f" (ceiling {r['concurrency'] / r['latency']:.0f}/s)" if r["latency"] else "")
     )
@@ -419,6 +477,13 @@ def main() -> int:
     parser.add_argument(
         "--litellm", dest="direct", action="store_false", help="agent.direct_http off"
     )
+    parser.add_argument(
+        "--agents",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="agents in the gateway, one run each (sessions spread over them)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -428,7 +493,14 @@ def main() -> int:
         return 0
     if args.child:
         result = asyncio.run(
-            run_one(args.sessions, args.messages, args.latency, args.concurrency[0], args.direct)
+            run_one(
+                args.sessions,
+                args.messages,
+                args.latency,
+                args.concurrency[0],
+                args.direct,
+                args.agents[0],
+            )
         )
         print(json.dumps(result))
         return 0
@@ -444,12 +516,14 @@ def main() -> int:
                 f"uses {args.default_messages} messages per session)"
             )
             messages = args.default_messages
-        result = child(args, concurrency, messages)
-        show(result)
-        failed |= bool(
-            result["lost"] or result["sessions_out_of_order"] or result["session_files_wrong"]
-            or result["error_replies"] or result["replies"] != result["turns"]
-        )  # fmt: skip
+        for agents in args.agents:
+            result = child(args, concurrency, messages, agents)
+            show(result)
+            failed |= bool(
+                result["lost"] or result["sessions_out_of_order"]
+                or result["session_files_wrong"] or result["error_replies"]
+                or result["replies"] != result["turns"]
+            )  # fmt: skip
     print(f"total {time.monotonic() - started:.0f} s; RESULT: {'FAIL' if failed else 'ok'}")
     return 1 if failed else 0
 

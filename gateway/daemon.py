@@ -24,7 +24,7 @@ from clawgate.gateway.ops.status import StatusWriter
 from clawgate.gateway.ratelimit import RateLimiter
 from clawgate.gateway.routing import AccountBus, Router
 from clawgate.kernel.agents import PLATFORMS
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, agent_key
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import CredentialsRejected
 
@@ -113,13 +113,23 @@ class Gateway:
             self._outbound = tasks.create_task(self.manager.run_outbound(), name="outbound")
             self._dispatching = tasks.create_task(self._hand_over(), name="dispatcher")
             await asyncio.gather(*(unit.runtime.start() for unit in self.units.values()))
+            platforms = {channel.name for channel in self.manager.channels.values()}
+            # Read before the channels start: what they deliver from now on is in a turn (or
+            # queued for one), not left over, even while a slower channel still starts.
+            leftovers = [
+                (unit, await unit.runtime.unanswered(platforms)) for unit in self.units.values()
+            ]
             await self.manager.start_all(tasks)
             for unit in self.units.values():
                 if unit.scheduler is not None:
                     await unit.scheduler.start(tasks)
-            platforms = {channel.name for channel in self.manager.channels.values()}
-            for unit in self.units.values():
-                await unit.replay_unanswered(platforms, _log_replay)
+            for unit, messages in leftovers:
+                for message in messages:
+                    log.info(
+                        "%s: answering a message left unanswered by the last run",
+                        agent_key(unit.name if self.router else None, message.session_key),
+                    )
+                    await unit.bus.publish_inbound(message)
             if self.status is not None:
                 self._chores = [
                     # The daemon will need litellm: load it now, not on the first message.
@@ -209,10 +219,6 @@ class Gateway:
                 for name, unit in self.units.items()
             ],
         }
-
-
-def _log_replay(message: InboundMessage) -> None:
-    log.info("%s: answering a message left unanswered by the last run", message.agent_session_key)
 
 
 def _trusts(config: Config, router: Router | None) -> Trusts:

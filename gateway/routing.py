@@ -18,12 +18,14 @@ bind chats of the shared one (checked at load).
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from dataclasses import dataclass
 
 from clawgate.kernel.agents import PLATFORMS, own_token
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Binding, Config
-from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.storage import DiskWriter, confine
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,6 @@ class Router:
         self._shared_agent: dict[str, str] = {}
         for platform in PLATFORMS:
             self._add_accounts(platform)
-        self._check_bindings()
 
     def _add_accounts(self, platform: str) -> None:
         for name, agent in self.agents.items():
@@ -67,15 +68,6 @@ class Router:
             if own_token(self.root, self.agents[name], platform) is None:
                 return name
         return None
-
-    def _check_bindings(self) -> None:
-        for name, spec in self.root.agents.items():
-            for binding in spec.bindings:
-                if (name, binding.channel) in self._own:
-                    raise ConfigError(
-                        f"agent {name} has its own {binding.channel} bot: its binding "
-                        f"{binding.label()} would route chats of the shared bot it cannot answer"
-                    )
 
     # -- inbound ---------------------------------------------------------------------------
 
@@ -161,14 +153,41 @@ class AgentBus(MessageBus):
 
 class AccountBus(MessageBus):
     """The shared bus as one channel account sees it: what it receives is routed to its
-    agent on the way in."""
+    agent on the way in, attachments included (see `_hand_media`)."""
 
-    def __init__(self, bus: MessageBus, account: str, router: Router) -> None:
+    def __init__(
+        self, bus: MessageBus, account: str, router: Router, writer: DiskWriter | None = None
+    ) -> None:
         self.inbound = bus.inbound
         self.outbound = bus.outbound
         self.account = account
         self.router = router
+        self._writer = writer or DiskWriter()
 
     async def publish_inbound(self, message: InboundMessage) -> None:
         agent = self.router.agent_for(self.account, message)
+        if message.media and agent in self.router.agents:
+            await asyncio.to_thread(self._hand_media, agent, message.media)
         await self.inbound.put(message.model_copy(update={"agent": agent}))
+
+    def _hand_media(self, agent: str, media: tuple[str, ...]) -> None:
+        """A shared bot saves attachments in its own agent's workspace; one routed to
+        another agent moves them, same relative path, into that agent's workspace - the only
+        one its tools reach, and one the bot's agent must not keep a copy in."""
+        account = self.router.accounts.get(self.account)
+        if account is None:
+            return
+        source_root = account.config.workspace
+        target_root = self.router.agents[agent].workspace
+        if source_root == target_root:
+            return
+        for relative in media:
+            source = confine(source_root, relative)
+            if not source.is_file():
+                continue
+            target = confine(target_root, relative)
+            self._writer.mkdir(target.parent)
+            try:
+                self._writer.move(source, target)
+            except OSError:  # another filesystem: copy, then remove
+                shutil.move(source, target)

@@ -40,10 +40,12 @@ allow_from = ["42"]
 dm_policy = "allowlist"
 [memory]
 auto_recall = false
+[heartbeat]
+deliver_to = "telegram:42"
 [agents.work]
 model = "openai/work-model"
 share_memory_from = ["main"]
-bindings = [{{channel = "discord", guild = 900}}, {{channel = "telegram", chat = -5}}]
+bindings = [{{channel = "discord", guild = 900}}, {{channel = "discord", chat = 55}}]
 [agents.work.channels.telegram]
 token = "222:work"
 owners = ["77"]
@@ -88,6 +90,9 @@ def test_agent_inherits_top_level_keys_and_overrides_only_what_it_names(tmp_path
     assert telegram.dm_policy == "allowlist"
     assert telegram.enabled is True
     assert work.heartbeat.interval_minutes == 5
+    # The heartbeat chat is never inherited: main's chat is main's to ping.
+    assert config.heartbeat.deliver_to == "telegram:42"
+    assert work.heartbeat.deliver_to == ""
     assert work.heartbeat.active_hours == config.heartbeat.active_hours
     assert work.memory.auto_recall is False
     assert work.agents == {}
@@ -105,7 +110,7 @@ def test_agent_directories(tmp_path: Path) -> None:
     assert work.pairing_file == work.data_dir / "pairing.json"
     assert config.agents["work"].bindings == [
         Binding(channel="discord", guild="900"),
-        Binding(channel="telegram", chat="-5"),
+        Binding(channel="discord", chat="55"),
     ]
 
 
@@ -186,8 +191,13 @@ def test_unknown_agent_names_the_known_ones(tmp_path: Path) -> None:
             "the workspace of agent home",
         ),
         (
-            '[agents.home]\nbindings = [{channel = "telegram", chat = "-5"}]\n',
-            "binding telegram (chat -5) is claimed by agents work and home",
+            '[agents.home]\nbindings = [{channel = "discord", chat = "55"}]\n',
+            "binding discord (chat 55) is claimed by agents work and home",
+        ),
+        (
+            '[agents.home]\nbindings = [{channel = "telegram", chat = "-5"}]\n'
+            '[agents.home.channels.telegram]\ntoken = "333:home"\n',
+            "agent home has its own telegram bot: its binding telegram (chat -5)",
         ),
         (
             '[agents.home.channels.telegram]\ntoken = "222:work"\n',

@@ -4,19 +4,25 @@ Owner sessions only: in group and `allowed` sessions both tools are absent (the 
 hides them and answers a call as for an unknown tool), since the memory is the owner's.
 memory_get reads only the memory files: memory/MEMORY.md, memory/HISTORY.md and
 memory/*.md (daily logs, session notes).
+
+With `share_memory_from` (several agents in one gateway), memory_search also searches the
+named agents' memory, read-only: their hits are labelled with the agent they come from.
+Nothing else of theirs is reachable - memory_get and every other tool stay in this agent's
+workspace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
 
 from clawgate.agent.memory.batch import date_window
-from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.search import MemorySearch, SearchHit
 from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
 from clawgate.agent.tools.files import _read_text
 from clawgate.kernel.bus import Trust
@@ -42,8 +48,9 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
         since: str | None = Field(None, description="Only entries dated on/after (YYYY-MM-DD)")
         until: str | None = Field(None, description="Only entries dated on/before (YYYY-MM-DD)")
 
-    def __init__(self, search: MemorySearch) -> None:
+    def __init__(self, search: MemorySearch, shared: Mapping[str, MemorySearch]) -> None:
         self._search = search
+        self._shared = shared
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
         return ctx_trust.is_owner
@@ -58,13 +65,18 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
             since, until = date_window(self._search, params.since, params.until)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        hits = await self._search.search(query, max_results=limit, since=since, until=until)
-        if not hits:
+        found: list[tuple[str, SearchHit]] = []
+        for agent, search in [("", self._search), *self._shared.items()]:
+            hits = await search.search(query, max_results=limit, since=since, until=until)
+            found += [(agent, hit) for hit in hits]
+        if not found:
             return f"No memory matches {query!r}."
+        found.sort(key=lambda pair: -pair[1].score)
         lines = []
-        for number, hit in enumerate(hits, 1):
+        for number, (agent, hit) in enumerate(found[:limit], 1):
+            where = f"[agent {agent}, read-only] " if agent else ""
             lines.append(
-                f"{number}. {hit.path}:{hit.start_line}-{hit.end_line} "
+                f"{number}. {where}{hit.path}:{hit.start_line}-{hit.end_line} "
                 f"(score {hit.score:.2f})\n   {hit.snippet}"
             )
         return "\n".join(lines)
@@ -125,5 +137,8 @@ def memory_file(shown: str, workspace: Path) -> Path:
     return resolved
 
 
-def memory_tools(search: MemorySearch) -> list[Tool[Any]]:
-    return [MemorySearchTool(search), MemoryGetTool()]
+def memory_tools(
+    search: MemorySearch, shared: Mapping[str, MemorySearch] | None = None
+) -> list[Tool[Any]]:
+    """`shared`: other agents' memory searches, by agent name (read at each call)."""
+    return [MemorySearchTool(search, shared or {}), MemoryGetTool()]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,7 +99,10 @@ class DiscordChannel(Channel):
         send_timeout: float = SEND_TIMEOUT,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         sleep: Sleep = asyncio.sleep,
+        workspaces: Mapping[str, Path] | None = None,
     ) -> None:
+        """`workspaces`: on a bot several agents answer through, each agent's workspace by
+        name, where the files its replies attach are found (else `workspace`)."""
         super().__init__(bus)
         self.config = config
         self.workspace = workspace
@@ -117,14 +120,23 @@ class DiscordChannel(Channel):
         # Loaded from the journal at the first start of the process, published once ready.
         self._due: list[tuple[int, InboundMessage]] | None = None
         self._receiving = False
-        self._sender = Sender(
-            config,
-            workspace,
-            client=lambda: self._client,
-            send_timeout=send_timeout,
-            retry_delays=retry_delays,
-            sleep=sleep,
-        )
+
+        def sender_for(path: Path) -> Sender:
+            return Sender(
+                config,
+                path,
+                client=lambda: self._client,
+                send_timeout=send_timeout,
+                retry_delays=retry_delays,
+                sleep=sleep,
+            )
+
+        self._sender = sender_for(workspace)
+        self._agent_senders = {
+            agent: sender_for(path)
+            for agent, path in (workspaces or {}).items()
+            if path != workspace
+        }
         self._typing = Typing()
         self._normaliser = Normaliser(
             config, policy, self._watermarks, MediaSaver(workspace, writer), self._sender.send_text
@@ -289,7 +301,8 @@ class DiscordChannel(Channel):
             if answering is not None:
                 await self.journal.answered_through(chat_id, answering)
             quote = chat_id in self._normaliser.group_chats
-            await self._sender.send(message, quote=quote)
+            sender = self._agent_senders.get(message.agent or "", self._sender)
+            await sender.send(message, quote=quote)
         finally:
             self._typing.stop(chat_id)
             if answering is not None and self._receiving and self.journal.waiting(chat_id):

@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +106,10 @@ class TelegramChannel(Channel):
         typing_max: float = TYPING_MAX,
         read_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        workspaces: Mapping[str, Path] | None = None,
     ) -> None:
+        """`workspaces`: on a bot several agents answer through, each agent's workspace by
+        name, where the files its replies attach are found (else `workspace`)."""
         super().__init__(bus)
         self.settings = settings
         self.policy = policy
@@ -119,6 +122,11 @@ class TelegramChannel(Channel):
         self._identity = BotIdentity()
         calls = ApiCalls(attempts=send_attempts, sleep=sleep)
         self._sender = Sender(self._require_bot, calls, workspace)
+        self._agent_senders = {
+            agent: Sender(self._require_bot, calls, path)
+            for agent, path in (workspaces or {}).items()
+            if path != workspace
+        }
         self._typing = Typing(self._require_bot, interval=typing_interval, limit=typing_max)
         self._normaliser = Normaliser(
             settings,
@@ -370,7 +378,8 @@ class TelegramChannel(Channel):
         # reply stored but unsent. A send that finally fails is answered too: the manager
         # records the failure in the session.
         await self._answered(message.chat_id, update_id)
-        await self._sender.send(chat, thread, message, quote_id)
+        sender = self._agent_senders.get(message.agent or "", self._sender)
+        await sender.send(chat, thread, message, quote_id)
 
     async def _answered(self, chat_id: str, update_id: int | None) -> None:
         if update_id is None:

@@ -57,12 +57,6 @@ class AgentUnit:
         if self.scheduler is not None:
             await self.scheduler.start(tasks)
 
-    async def replay_unanswered(self, channels: set[str], log_line: Any) -> None:
-        """Publish again what the last run stored but never answered (see AgentRuntime)."""
-        for message in await self.runtime.unanswered(channels):
-            log_line(message)
-            await self.bus.publish_inbound(message)
-
     async def stop_scheduler(self, grace: float) -> None:
         if self.scheduler is not None:
             await self.scheduler.stop(grace)

@@ -74,6 +74,12 @@ def derive_agent(root: Config, name: str) -> Config:
         update["agent"] = _merged(root.agent, type(root.agent).model_validate(own))
         for section in SECTIONS:
             update[section] = _merged(getattr(root, section), getattr(spec, section))
+    if name != MAIN:
+        # The heartbeat goes to the chat its agent names: main's chat is main's to ping.
+        heartbeat = update.get("heartbeat", root.heartbeat)
+        named = spec.heartbeat.model_fields_set if spec is not None and spec.heartbeat else set()
+        if "deliver_to" not in named and heartbeat.deliver_to:
+            update["heartbeat"] = heartbeat.model_copy(update={"deliver_to": ""})
     return root.model_copy(update=update)
 
 
@@ -156,6 +162,13 @@ def own_token(root: Config, agent: Config, platform: str) -> str | None:
 
 
 def _check_bots(config: Config, derived: dict[str, Config]) -> None:
+    for name, spec in config.agents.items():
+        for binding in spec.bindings:
+            if own_token(config, derived[name], binding.channel) is not None:
+                raise ValueError(
+                    f"agent {name} has its own {binding.channel} bot: its binding "
+                    f"{binding.label()} would take chats of the shared bot it cannot answer in"
+                )
     for platform in PLATFORMS:
         owners: dict[str, str] = {}
         for name, agent in derived.items():
