@@ -52,6 +52,7 @@ embedding_model = "none"
 [agents.work]
 model = "openai/work-model"
 bindings = [{{ channel = "telegram", chat = "-100123" }}]
+share_memory_from = ["main"]
 """
 
 
@@ -192,7 +193,7 @@ def test_agents_lists_each_with_workspace_model_and_bindings(home: Path) -> None
     assert listed.stdout.splitlines() == [
         f"main (default): workspace {main_ws(home)}, model openai/main-model, channels none",
         f"work: workspace {work_ws(home)}, model openai/work-model, channels none, "
-        "bindings telegram (chat -100123)",
+        "bindings telegram (chat -100123), reads the memory of main",
     ]
     rows = json.loads(cli(home, "agents", "--json").stdout)
     assert [(r["name"], r["default"], r["model"], r["bindings"]) for r in rows] == [
@@ -200,6 +201,7 @@ def test_agents_lists_each_with_workspace_model_and_bindings(home: Path) -> None
         ("work", False, "openai/work-model", ["telegram (chat -100123)"]),
     ]
     assert rows[1]["workspace"] == str(work_ws(home))
+    assert rows[1]["share_memory_from"] == ["main"]
 
 
 def test_status_shows_agents_from_the_config_then_from_the_gateway(home: Path) -> None:

@@ -31,6 +31,8 @@ class AgentRow:
     channels: list[str]
     # Binding labels, e.g. "telegram (chat -100123)"; none: whatever routing leaves to it.
     bindings: list[str]
+    # Agents whose memory it may search, read-only.
+    share_memory_from: list[str]
 
 
 def agent_rows(config: Config) -> list[AgentRow]:
@@ -56,6 +58,7 @@ def agent_rows(config: Config) -> list[AgentRow]:
                 model=agent.agent.model,
                 channels=channels,
                 bindings=[b.label() for b in spec.bindings] if spec else [],
+                share_memory_from=list(spec.share_memory_from) if spec else [],
             )
         )
     return rows
@@ -95,6 +98,8 @@ def describe(row: AgentRow) -> str:
     ]
     if row.bindings:
         parts.append(f"bindings {'; '.join(row.bindings)}")
+    if row.share_memory_from:
+        parts.append(f"reads the memory of {', '.join(row.share_memory_from)}")
     return f"{name}: {', '.join(parts)}"
 
 
