@@ -201,22 +201,39 @@ def lay_down_agent(workspace: Path, *, writer: DiskWriter | None = None) -> Onbo
 def agent_next_steps(
     name: str, config_path: Path, own_bots: list[str], *, program: str = "clawgate"
 ) -> list[str]:
-    """How to reach an added agent: its own bot, or chats of a bot it shares, bound to it."""
+    """How to reach an added agent: its own bot (every chat of it is the agent's), or chats
+    of the shared bot bound to it - never both on one platform (the config refuses that)."""
+    lines = []
     if own_bots:
-        reach = [f"It has its own bot ({', '.join(own_bots)}); to send it chats of another bot:"]
-    else:
-        reach = [
-            f"Nothing reaches it yet. Give it its own bot, in {config_path}:",
-            f'  [agents.{name}.channels.telegram]  enabled = true, token = "..."  (or discord)',
-            "or send it chats of a bot it shares:",
+        lines += [
+            f"Every chat of its own bot ({', '.join(own_bots)}) is its own. Once the gateway "
+            "runs, message that bot: it answers with a pairing code;",
+            f"make yourself its owner: `{program} pairing approve CODE --owner --agent {name}`.",
         ]
-    return [
-        *reach,
-        f'  [agents.{name}]  bindings = [{{ channel = "telegram", chat = "-100123" }}]',
-        '    (discord: { channel = "discord", guild = "<guild id>" } or chat = "<channel id>")',
-        f"Then restart the gateway (`{program} gateway`). In the terminal: "
-        f"`{program} agent --agent {name}`; every agent: `{program} agents`.",
-    ]
+    examples = {
+        "telegram": '{ channel = "telegram", chat = "-100123" }',
+        "discord": '{ channel = "discord", guild = "<guild id>" }',
+    }
+    shared = [platform for platform in examples if platform not in own_bots]
+    if shared:
+        lead = (
+            "Nothing reaches it yet: bind chats of the shared bot to it"
+            if not own_bots
+            else "Chats of the shared bot can be bound to it too"
+        )
+        lines += [
+            f"{lead}, in [agents.{name}] of {config_path}:",
+            f"  bindings = [{', '.join(examples[p] for p in shared)}]",
+        ]
+    if not own_bots:
+        lines.append(
+            f'or give it its own bot: [agents.{name}.channels.telegram] enabled = true, token = "..."'
+        )
+    lines.append(
+        f"Then (re)start the gateway: `{program} gateway`. In the terminal: "
+        f"`{program} agent --agent {name}`; every agent: `{program} agents`."
+    )
+    return lines
 
 
 def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> bool:

@@ -251,7 +251,10 @@ def test_onboard_agent_adds_a_section_keeping_comments(home: Path) -> None:
     assert family.workspace == workspace
     assert (workspace / "AGENTS.md").exists() and (workspace / "sessions").is_dir()
     assert not (main_ws(home) / "AGENTS.md").exists()  # main's workspace is not touched
-    assert "own bot (telegram)" in added.stdout and "--agent family" in added.stdout
+    assert "Every chat of its own bot (telegram) is its own" in added.stdout
+    assert "pairing approve CODE --owner --agent family" in added.stdout
+    # Its own Telegram bot cannot take bound chats of the shared one: only Discord is offered.
+    assert 'bindings = [{ channel = "discord", guild = "<guild id>" }]' in added.stdout
     assert "999:family" not in added.stdout
 
 
