@@ -41,7 +41,6 @@ SOCKET_NAME = "control.sock"
 MAX_SOCKET_PATH = 100
 LINE_LIMIT = 4 * 1024 * 1024  # a pasted document is one message
 MAX_SESSION_NAME = 200
-MAX_AGENT_NAME = 200
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -164,11 +163,9 @@ def _parse(line: bytes) -> tuple[str, str, str, str, str | None] | None:
         session, message_id = str(body["session"]), str(body["id"])
         text, sender = str(body["text"]), str(body.get("sender") or "owner")
         agent = str(body["agent"]) if body.get("agent") else None
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError):
         return None
     if not session or len(session) > MAX_SESSION_NAME or not message_id:
-        return None
-    if agent is not None and len(agent) > MAX_AGENT_NAME:
         return None
     return session, message_id, text, sender, agent
 
