@@ -88,8 +88,10 @@ class Gateway:
                 scheduler_options=scheduler_options,
             )
             self.units[unit.name] = unit
-        default = router.root.default_agent if router is not None else agents[0][0].config
-        first = self.units[default] if isinstance(default, str) else next(iter(self.units.values()))
+        if router is not None:
+            first = self.units[router.root.default_agent]
+        else:
+            first = next(iter(self.units.values()))
         # The default agent's parts, by the names a single-agent gateway always had.
         self.runtime = first.runtime
         self.dispatcher = first.dispatcher

@@ -96,6 +96,8 @@ def test_agent_inherits_top_level_keys_and_overrides_only_what_it_names(tmp_path
     assert work.heartbeat.active_hours == config.heartbeat.active_hours
     assert work.memory.auto_recall is False
     assert work.agents == {}
+    # A derived config is a valid single-agent config of its own.
+    assert Config.model_validate(work.model_dump()).workspace == work.workspace
 
 
 def test_agent_directories(tmp_path: Path) -> None:

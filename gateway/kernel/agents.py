@@ -64,7 +64,13 @@ def derive_agent(root: Config, name: str) -> Config:
     Raises ValidationError when an override does not fit the merged section."""
     spec = root.agents.get(name)
     workspace, data_dir = agent_dirs(root, name)
-    update: dict[str, Any] = {"workspace": workspace, "data_dir": data_dir, "agents": {}}
+    # A single-agent config again (it validates as one): who it is for is `agent_name`.
+    update: dict[str, Any] = {
+        "workspace": workspace,
+        "data_dir": data_dir,
+        "agents": {},
+        "default_agent": MAIN,
+    }
     if spec is not None:
         agent_keys = set(type(root.agent).model_fields)
         own = spec.model_dump(exclude_unset=True, include=agent_keys)
