@@ -492,9 +492,6 @@ async def test_agent_option_through_the_running_gateway_reaches_that_agent(
         tmp_path, "--config", str(config_path(tmp_path)), "gateway"
     ) as gateway:
         await gateway.wait_for_log("channel telegram ready", 60)
-        # Neither agent was onboarded: the gateway lays down both workspaces.
-        assert "(agent work) had no workspace files" in gateway.stderr
-        assert (work_sessions.parent / "AGENTS.md").is_file()
         code, out, err = await agent_says(tmp_path, "--agent", "work", "-m", "hi", env=unreachable)
         assert code == 0, err
         assert out.strip() == "work-model answers"

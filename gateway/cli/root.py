@@ -341,15 +341,12 @@ def gateway(
             verbose=verbose,
             secrets=config.secrets(),
         )
-        for name in config.agent_names():
-            workspace = config.for_agent(name).workspace
-            if prepare_workspace(workspace):
-                whose = "" if name == "main" else f" (agent {name})"
-                typer.echo(
-                    f"clawgate: {workspace}{whose} had no workspace files: created them as "
-                    "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
-                    err=True,
-                )
+        if prepare_workspace(config.workspace):
+            typer.echo(
+                f"clawgate: {config.workspace} had no workspace files: created them as "
+                "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
+                err=True,
+            )
         asyncio.run(serve(config))
     finally:
         lock.release()
