@@ -5,11 +5,14 @@ turns of its own: it connects to `<data_dir>/control.sock` (0600, in the 0700 da
 only the owner's account reaches it, hence owner trust) and the daemon serves the turn in
 the terminal's session, `cli:<name>`, exactly as an in-process terminal would. On the
 daemon's side the socket is a channel named "cli", so replies, /stop, /new and delivery
-records take the same path as Telegram's.
+records take the same path as Telegram's. One socket serves every agent of the gateway: a
+request names its agent (`clawgate agent --agent NAME`), and the message carries it to the
+daemon's routing (`InboundMessage.agent`; absent = the default agent).
 
 One JSON object per line, both ways:
 
-    terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann"}
+    terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann",
+                           "agent": "work"}
     gateway -> terminal   an OutboundMessage (text, is_error, reply_to = the id it answers)
 """
 
@@ -124,7 +127,7 @@ class ControlChannel(Channel):
                 if request is None:
                     log.warning("control socket: ignoring a malformed line")
                     continue
-                session, message_id, text, sender = request
+                session, message_id, text, sender, agent = request
                 sessions.add(session)
                 self._by_session.setdefault(session, set()).add(writer)
                 self._asked[message_id] = writer
@@ -138,6 +141,7 @@ class ControlChannel(Channel):
                         text=text,
                         trust=Trust.OWNER,
                         mentioned=True,
+                        agent=agent,
                     )
                 )
         except (ConnectionError, ValueError) as exc:  # ValueError: a line over the limit
@@ -153,43 +157,53 @@ class ControlChannel(Channel):
             writer.close()
 
 
-def _parse(line: bytes) -> tuple[str, str, str, str] | None:
+def _parse(line: bytes) -> tuple[str, str, str, str, str | None] | None:
     try:
         body = json.loads(line)
         session, message_id = str(body["session"]), str(body["id"])
         text, sender = str(body["text"]), str(body.get("sender") or "owner")
+        agent = str(body["agent"]) if body.get("agent") else None
     except (ValueError, KeyError, TypeError):
         return None
     if not session or len(session) > MAX_SESSION_NAME or not message_id:
         return None
-    return session, message_id, text, sender
+    return session, message_id, text, sender, agent
 
 
 class ControlClient:
     """The terminal's end: a `TerminalLink` (channels/terminal.py) over the socket."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: str
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        session: str,
+        agent: str | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self.session = session
+        self.agent = agent
 
     @classmethod
-    async def connect(cls, data_dir: Path, session: str) -> ControlClient | None:
-        """A connection to the gateway running on `data_dir`, or None if none listens."""
+    async def connect(
+        cls, data_dir: Path, session: str, agent: str | None = None
+    ) -> ControlClient | None:
+        """A connection to the gateway running on `data_dir` (the whole config's, not an
+        agent's), talking to `agent` (None: the default one), or None if none listens."""
         try:
             reader, writer = await asyncio.open_unix_connection(
                 str(socket_path(data_dir)), limit=LINE_LIMIT
             )
         except (FileNotFoundError, ConnectionRefusedError):
             return None
-        return cls(reader, writer, session)
+        return cls(reader, writer, session, agent)
 
     async def say(self, text: str, message_id: str, sender: str) -> None:
-        line = json.dumps(
-            {"session": self.session, "id": message_id, "text": text, "sender": sender}
-        )
+        request = {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        if self.agent is not None:
+            request["agent"] = self.agent
+        line = json.dumps(request)
         try:
             self._writer.write(line.encode() + b"\n")
             await self._writer.drain()

@@ -14,7 +14,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from clawgate.kernel.config import Config, load_config
+from clawgate.kernel.agents import AGENT_NAME, agent_dirs
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
@@ -172,6 +173,69 @@ def _lay_down(workspace: Path, writer: DiskWriter, result: OnboardResult) -> Non
     _make_dir(workspace / "sessions", writer, result, track=True)
 
 
+def check_new_agent(config: Config, name: str, config_path: Path) -> None:
+    """Refuse (ConfigError, one line) a name the config could not hold (the kernel's rule:
+    it becomes a folder and a session key prefix), or one the config already has."""
+    if not AGENT_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{name!r} cannot name an agent: use lowercase letters, digits, - and _ "
+            "(at most 32, starting with a letter or digit)"
+        )
+    if name in config.agent_names():
+        raise ConfigError(f"agent {name!r} already exists in {config_path}")
+
+
+def agent_workspace(config: Config, name: str) -> Path:
+    """Where a new agent's workspace goes by default: `<data_dir>/agents/<name>/workspace`,
+    as the config would place it (written into its section all the same, to be seen)."""
+    return agent_dirs(config.root, name)[0].absolute()
+
+
+def lay_down_agent(workspace: Path, *, writer: DiskWriter | None = None) -> OnboardResult:
+    """The starter workspace for an added agent (what is there already is kept)."""
+    result = OnboardResult()
+    _lay_down(workspace.expanduser(), writer or DiskWriter(), result)
+    return result
+
+
+def agent_next_steps(
+    name: str, config_path: Path, own_bots: list[str], *, program: str = "clawgate"
+) -> list[str]:
+    """How to reach an added agent: its own bot (every chat of it is the agent's), or chats
+    of the shared bot bound to it - never both on one platform (the config refuses that)."""
+    lines = []
+    if own_bots:
+        lines += [
+            f"Every chat of its own bot ({', '.join(own_bots)}) is its own. Once the gateway "
+            "runs, message that bot: it answers with a pairing code;",
+            f"make yourself its owner: `{program} pairing approve CODE --owner --agent {name}`.",
+        ]
+    examples = {
+        "telegram": '{ channel = "telegram", chat = "-100123" }',
+        "discord": '{ channel = "discord", guild = "<guild id>" }',
+    }
+    shared = [platform for platform in examples if platform not in own_bots]
+    if shared:
+        lead = (
+            "Nothing reaches it yet: bind chats of the shared bot to it"
+            if not own_bots
+            else "Chats of the shared bot can be bound to it too"
+        )
+        lines += [
+            f"{lead}, in [agents.{name}] of {config_path}:",
+            f"  bindings = [{', '.join(examples[p] for p in shared)}]",
+        ]
+    if not own_bots:
+        lines.append(
+            f'or give it its own bot: [agents.{name}.channels.telegram] enabled = true, token = "..."'
+        )
+    lines.append(
+        f"Then (re)start the gateway: `{program} gateway`. In the terminal: "
+        f"`{program} agent --agent {name}`; every agent: `{program} agents`."
+    )
+    return lines
+
+
 def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> bool:
     """Lay down the starter workspace where `onboard` never ran (no AGENTS.md); True if it did.
 
@@ -224,25 +288,43 @@ def next_steps(
 
 
 def missing_setup(config: Config) -> list[str]:
+    """Everything the gateway still lacks, for every agent of the config, one line each."""
+    root = config.root
     problems = []
-    if not config.agent.model:
-        problems.append(
-            'no model: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
-        )
-    key_env = config.agent.api_key_env
-    if key_env and config.agent.api_key is None:
-        problems.append(f"agent.api_key_env names {key_env}, which is not set in the environment")
-    enabled = [name for name, ch in config.channels if getattr(ch, "enabled", False)]
+    enabled = False
+    for name in root.agent_names():
+        agent = root.for_agent(name)
+        section = "agent" if name == MAIN_AGENT else f"agents.{name}"
+        if not agent.agent.model:
+            problems.append(
+                'no model: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
+                if name == MAIN_AGENT
+                else f"agent {name} has no model: set [agents.{name}] model (or [agent] model)"
+            )
+        key_env = agent.agent.api_key_env
+        if key_env and agent.agent.api_key is None:
+            problems.append(
+                f"{section}.api_key_env names {key_env}, which is not set in the environment"
+            )
+        for platform, settings in agent.channels:
+            if not getattr(settings, "enabled", False):
+                continue
+            enabled = True
+            if settings.token is not None and settings.token.get_secret_value():
+                continue
+            if name == MAIN_AGENT:
+                problems.append(
+                    f"channels.{platform} is enabled but has no token: set "
+                    f"[channels.{platform}] token or CLAWGATE_CHANNELS__{platform.upper()}__TOKEN"
+                )
+            elif not getattr(root.channels, platform).enabled:  # else main's line says it
+                problems.append(
+                    f"agents.{name}.channels.{platform} is enabled but has no token: set "
+                    f"[agents.{name}.channels.{platform}] token"
+                )
     if not enabled:
         problems.append(
             "no chat channel enabled: set [channels.telegram] enabled = true and token "
             "(or the same for discord)"
         )
-    for name in enabled:
-        channel_config = getattr(config.channels, name)
-        if channel_config.token is None or not channel_config.token.get_secret_value():
-            problems.append(
-                f"channels.{name} is enabled but has no token: set [channels.{name}] token "
-                f"or CLAWGATE_CHANNELS__{name.upper()}__TOKEN"
-            )
     return problems

@@ -5,6 +5,11 @@ Answers come from flags (`--model`, `--api-key-env`, `--telegram-token`, ... - u
 and, when stdin is a terminal and `--yes` is not given, from questions for whatever is still
 missing. The live checks are the ones `clawgate doctor --online` runs: a one-token model
 call, Telegram's getMe, Discord's /users/@me.
+
+With an agent name (`clawgate onboard --agent NAME`) the same answers land in that agent's
+section instead: `[agents.NAME]` takes the agent keys (model, api_key, ...) and its
+workspace, `[agents.NAME.channels.<platform>]` its own bot; the questions and the checks
+see that agent's effective config.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from clawgate.kernel.config import Config, resolve_key_env
+from clawgate.kernel.config import MAIN_AGENT, Config, resolve_key_env
 from clawgate.kernel.errors import ConfigError, describe_validation
 from clawgate.kernel.storage import DiskWriter
 
@@ -40,6 +45,8 @@ KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "llama
 class Setup(BaseModel):
     """What onboard sets in the config; None leaves a key as it is."""
 
+    # Only an added agent's section gets one here; the main workspace is onboard's argument.
+    workspace: Path | None = None
     model: str | None = None
     api_base: str | None = None
     api_key: SecretStr | None = None
@@ -55,37 +62,47 @@ def provider(model: str) -> str:
     return model.split("/", 1)[0].lower() if "/" in model else "openai"
 
 
-def apply(document: tomlkit.TOMLDocument, setup: Setup) -> list[str]:
-    """Set the answers in a parsed config; the lines say what changed (secrets hidden)."""
+def apply(document: tomlkit.TOMLDocument, setup: Setup, agent_name: str | None = None) -> list[str]:
+    """Set the answers in a parsed config - in `[agents.<agent_name>]` when a name is given,
+    else in `[agent]` and `[channels]`; the lines say what changed (secrets hidden)."""
     changed: list[str] = []
-    agent = _table(document, "agent")
+    # `root` holds workspace and channels, `agent` the model keys; `prefix`, `where` name them.
+    if agent_name is None:
+        root: Any = document
+        agent, prefix, where = _table(document, "agent"), "", "agent."
+    else:
+        root = agent = _table(_table(document, "agents", holder=True), agent_name)
+        prefix = where = f"agents.{agent_name}."
+    if setup.workspace is not None:
+        root["workspace"] = str(setup.workspace)
+        changed.append(f"{prefix}workspace = {setup.workspace}")
     if setup.model is not None:
         agent["model"] = setup.model
-        changed.append(f"agent.model = {setup.model}")
+        changed.append(f"{where}model = {setup.model}")
     if setup.api_base is not None:
         agent["api_base"] = setup.api_base
-        changed.append(f"agent.api_base = {setup.api_base}")
+        changed.append(f"{where}api_base = {setup.api_base}")
     if setup.api_key is not None:
         agent["api_key"] = setup.api_key.get_secret_value()
         agent.pop("api_key_env", None)
-        changed.append("agent.api_key = (hidden)")
+        changed.append(f"{where}api_key = (hidden)")
     elif setup.api_key_env is not None:
         agent["api_key_env"] = setup.api_key_env
         agent.pop("api_key", None)
-        changed.append(f"agent.api_key_env = {setup.api_key_env} (read from the environment)")
-    channels = _table(document, "channels")
+        changed.append(f"{where}api_key_env = {setup.api_key_env} (read from the environment)")
     for name, token in (("telegram", setup.telegram_token), ("discord", setup.discord_token)):
         if token is not None:
-            section = _table(channels, name)
+            section = _table(_table(root, "channels", holder=True), name)
             section["enabled"] = True
             section["token"] = token.get_secret_value()
-            changed.append(f"channels.{name}: enabled, token = (hidden)")
+            changed.append(f"{prefix}channels.{name}: enabled, token = (hidden)")
     return changed
 
 
-def _table(parent: Any, name: str) -> Any:
+def _table(parent: Any, name: str, *, holder: bool = False) -> Any:
+    # A holder is a super-table: only `[agents.work]` headers, no bare `[agents]` line.
     if name not in parent:
-        parent[name] = tomlkit.table()
+        parent[name] = tomlkit.table(is_super_table=holder)
     return parent[name]
 
 
@@ -112,9 +129,15 @@ def edit_config(
         raise ConfigError(f"{config_path}: {describe_validation(exc, whole='config')}") from None
 
 
-def preview(config_path: Path, setup: Setup, environ: dict[str, str]) -> tuple[str, Config]:
-    """The config text with the answers applied, and what it loads to: nothing is written."""
-    return edit_config(config_path, lambda document: apply(document, setup), environ)
+def preview(
+    config_path: Path, setup: Setup, environ: dict[str, str], agent_name: str | None = None
+) -> tuple[str, Config]:
+    """The config text with the answers applied, and what it loads to (with `agent_name`,
+    that agent's effective config): nothing is written."""
+    text, config = edit_config(
+        config_path, lambda document: apply(document, setup, agent_name), environ
+    )
+    return text, config if agent_name is None else config.for_agent(agent_name)
 
 
 def save(config_path: Path, text: str, writer: DiskWriter | None = None) -> None:
@@ -201,14 +224,19 @@ def ask_model(asker: Asker, current: Config, setup: Setup) -> Setup:
 
 def ask_token(asker: Asker, name: str, current: Config) -> SecretStr | None:
     settings = getattr(current.channels, name)
-    if settings.enabled and settings.token is not None:
+    # An added agent's bot settings are inherited: a token given for it is its own bot.
+    shares = current.agent_name != MAIN_AGENT and settings.enabled
+    if settings.enabled and settings.token is not None and not shares:
         if not asker.confirm(f"{name.title()} is set up. Change its token?", default=False):
             return None
     where = {
         "telegram": "Telegram bot token, from @BotFather's /newbot",
         "discord": "Discord bot token, from the Developer Portal's Bot page",
     }[name]
-    token = asker.text(f"{where} (input hidden; Enter to skip)", hidden=True)
+    if shares:
+        where = f"Its own {where}"
+    skip = "Enter to share the main bot, with bindings" if shares else "Enter to skip"
+    token = asker.text(f"{where} (input hidden; {skip})", hidden=True)
     return SecretStr(token) if token else None
 
 
@@ -219,20 +247,27 @@ async def run_setup(
     *,
     live: bool = True,
     environ: dict[str, str],
+    agent_name: str | None = None,
 ) -> list[str]:
-    """Ask (when `asker` is given) for what the flags left out, check it live, write it.
+    """Ask (when `asker` is given) for what the flags left out, check it live, write it -
+    into `[agents.<agent_name>]` when a name is given.
 
     Returns what changed. Unattended, a failed check writes nothing and raises ConfigError;
     asked, the person decides whether to try again, skip, or keep it anyway.
     """
     from clawgate.kernel.config import load_config
 
-    current = load_config(config_path, environ)
+    if agent_name is None:
+        current = load_config(config_path, environ)
+    else:  # a new agent: what its section alone (the workspace) makes of it
+        _, current = preview(config_path, Setup(workspace=flags.workspace), environ, agent_name)
     setup = flags
     if asker is not None:
-        setup = await _ask_all(asker, config_path, current, setup, live=live, environ=environ)
+        setup = await _ask_all(
+            asker, config_path, current, setup, live=live, environ=environ, agent_name=agent_name
+        )
     elif live:
-        _, config = preview(config_path, setup, environ)
+        _, config = preview(config_path, setup, environ, agent_name)
         wanted = [
             what
             for what, given in (
@@ -250,9 +285,9 @@ async def run_setup(
                 )
     if setup.is_empty():
         return []
-    text, _ = preview(config_path, setup, environ)
+    text, _ = preview(config_path, setup, environ, agent_name)
     save(config_path, text)
-    return apply(tomlkit.document(), setup)
+    return apply(tomlkit.document(), setup, agent_name)
 
 
 async def _ask_all(
@@ -263,13 +298,14 @@ async def _ask_all(
     *,
     live: bool,
     environ: dict[str, str],
+    agent_name: str | None,
 ) -> Setup:
     asker.say("The model")
     for _ in range(3):
         setup = ask_model(asker, current, setup)
         if not live:
             break
-        _, config = preview(config_path, setup, environ)
+        _, config = preview(config_path, setup, environ, agent_name)
         asker.say("  checking the model with a one-word request...")
         passed, line = await check(config, "model")
         asker.say(f"  model: {line}")
@@ -289,7 +325,8 @@ async def _ask_all(
             token = token or ask_token(asker, name, current)
             if token is None or not live:
                 break
-            _, config = preview(config_path, setup.model_copy(update={field: token}), environ)
+            answer = setup.model_copy(update={field: token})
+            _, config = preview(config_path, answer, environ, agent_name)
             passed, line = await check(config, name)
             asker.say(f"  {name}: {line}")
             if passed:

@@ -358,7 +358,8 @@ def test_help_imports_neither_the_sub_apps_nor_rich() -> None:
     for name in LAZY_SUB_APPS:
         assert name in result.stdout
     assert result.stdout.splitlines()[-1] == (
-        "loaded ['clawgate.gateway.cli.context', 'clawgate.gateway.cli.dashboard',"
+        "loaded ['clawgate.gateway.cli.agents', 'clawgate.gateway.cli.context',"
+        " 'clawgate.gateway.cli.dashboard',"
         " 'clawgate.gateway.cli.ops', 'clawgate.gateway.cli.root', 'clawgate.gateway.cli.status']"
     )
 

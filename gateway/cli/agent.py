@@ -5,12 +5,17 @@ while it holds the instance lock, so one process at a time writes a workspace's 
     lock free                                -> a Gateway with only the terminal, here
     lock held by `clawgate agent`/`cron run` -> wait for it (said once on stderr)
     lock held by a gateway still starting    -> wait for its socket
+
+With `--agent NAME` the request names the agent: one gateway serves every agent through one
+socket and one lock on the whole config's data_dir (`home`), and the in-process fallback
+runs that agent's workspace, sessions and model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from clawgate.channels.terminal import Terminal, TerminalChannel, TerminalLink
 from clawgate.gateway.control import ControlClient
@@ -22,11 +27,15 @@ POLL_SECONDS = 0.2
 TERMINAL_GRACE_SECONDS = 5.0
 
 
-async def run_agent(config: Config, message: str | None, session: str) -> int:
-    lock = InstanceLock(config.data_dir, role=AGENT)
+async def run_agent(
+    config: Config, message: str | None, session: str, *, home: Path, agent: str | None = None
+) -> int:
+    """`config` is the agent's effective config; `home` the data_dir of the gateway that
+    would serve it; `agent` the name the user chose (None: the default agent)."""
+    lock = InstanceLock(home, role=AGENT)
     told: Holder | None = None
     while True:
-        client = await ControlClient.connect(config.data_dir, session)
+        client = await ControlClient.connect(home, session, agent)
         if client is not None:
             try:
                 return await _converse(client, message)

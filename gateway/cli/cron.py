@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.gateway.cron.store import CronStore
@@ -41,6 +41,7 @@ def cron_list(
     as_json: Annotated[
         bool, typer.Option("--json", help="The job objects with their state.")
     ] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Every job with its schedule, target and last run."""
     config, store = _open(ctx)
@@ -104,6 +105,7 @@ def cron_add(
             help="Session key to deliver to (default: heartbeat.deliver_to, else cli:default).",
         ),
     ] = None,
+    agent: AgentOption = None,
 ) -> None:
     """Add a job; prints its id."""
     from clawgate.gateway.cron.store import create_job
@@ -122,7 +124,11 @@ def cron_add(
 
 
 @cron_app.command("remove")
-def cron_remove(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_remove(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    agent: AgentOption = None,
+) -> None:
     """Delete a job."""
     from clawgate.gateway.cron.store import remove_job
     from clawgate.kernel.errors import CronError
@@ -148,13 +154,21 @@ def _set_enabled(ctx: typer.Context, job_id: str, enabled: bool) -> None:
 
 
 @cron_app.command("enable")
-def cron_enable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_enable(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    agent: AgentOption = None,
+) -> None:
     """Switch a job on (its error count starts afresh)."""
     _set_enabled(ctx, job_id, True)
 
 
 @cron_app.command("disable")
-def cron_disable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+def cron_disable(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    agent: AgentOption = None,
+) -> None:
     """Switch a job off without deleting it."""
     _set_enabled(ctx, job_id, False)
 
@@ -166,13 +180,15 @@ def cron_run(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the running gateway's result.")
     ] = RUN_TIMEOUT_SECONDS,
+    agent: AgentOption = None,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
     from clawgate.gateway.lock import CRON_RUN, GATEWAY, AlreadyRunning, InstanceLock
 
     config, store = _open(ctx)
     store.load().get(job_id)
-    lock = InstanceLock(config.data_dir, role=CRON_RUN)
+    # The gateway's lock, whichever agent: one gateway serves every agent's jobs.
+    lock = InstanceLock(cli_context(ctx).file_config().data_dir, role=CRON_RUN)
     try:
         lock.acquire()
     except AlreadyRunning:

@@ -29,9 +29,12 @@ Commands:
                 only sets what you answer).
   agent         Chat in the terminal. Reads one message per line when stdin is
                 not a terminal.
-  gateway       Run the daemon: the enabled chat channels and the agent, until
-                Ctrl-C or SIGTERM.
-  status        Whether the gateway runs, its channels, and disk use.
+  gateway       Run the daemon: the enabled chat channels and every agent,
+                until Ctrl-C or SIGTERM.
+  agents        The agents in the config: workspace, model, channels and
+                bindings of each.
+  status        Whether the gateway runs, its channels and agents, and disk
+                use.
   housekeeping  Delete old media, archives and MEMORY.md versions now, per the
                 housekeeping config (the gateway also does this daily).
   dashboard     Open the browser dashboard: prints a one-time login link

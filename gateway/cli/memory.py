@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from clawgate.agent.memory.entries import split_entries
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
 memory_app = typer.Typer(
     help="Read long-term memory and check that nothing was lost.", no_args_is_help=True
@@ -19,7 +19,10 @@ memory_app = typer.Typer(
 
 
 @memory_app.command("show")
-def show(ctx: typer.Context) -> None:
+def show(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Print memory/MEMORY.md."""
     path = cli_context(ctx).config().workspace / "memory" / "MEMORY.md"
     if not path.exists():
@@ -35,6 +38,7 @@ def history(
         str | None, typer.Option(help="Only entries matching this regex (case-insensitive).")
     ] = None,
     tail: Annotated[int | None, typer.Option(help="Only the last N entries.")] = None,
+    agent: AgentOption = None,
 ) -> None:
     """Print HISTORY.md entries, oldest first."""
     path = cli_context(ctx).config().workspace / "memory" / "HISTORY.md"
@@ -52,7 +56,10 @@ def history(
 
 
 @memory_app.command("audit")
-def audit(ctx: typer.Context) -> None:
+def audit(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Account for every message of every session and pair every consolidation with its one
     HISTORY.md entry (both ways); exit 1 on any finding."""
     from clawgate.agent.memory.audit import audit_sessions
@@ -121,6 +128,7 @@ def search(
         str | None,
         typer.Option("--batch", help='JSON lines {"q": ..., "k": 5} from FILE or - (stdin).'),
     ] = None,
+    agent: AgentOption = None,
 ) -> None:
     """Search memory (MEMORY.md, daily logs, HISTORY.md); the index updates itself first."""
     import asyncio
@@ -170,6 +178,7 @@ def index(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Re-chunk every file (cached embeddings are kept).")
     ] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Bring the search index up to date with the memory files, with a progress bar."""
     import asyncio
@@ -196,7 +205,10 @@ def index(
 
 
 @memory_app.command("status")
-def status(ctx: typer.Context) -> None:
+def status(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Files, chunks, embedding model, files changed since indexing, index size."""
     import asyncio
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.gateway.ops.service import UnitSpec
@@ -29,6 +29,7 @@ def doctor(
             "--fix-modes", help="Remove group/other access from every path the check flags."
         ),
     ] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Check the config, file permissions, workspace and installed packages. Exit 1 on problems."""
     import asyncio
@@ -38,8 +39,9 @@ def doctor(
     from clawgate.gateway.ops.doctor import render
     from clawgate.gateway.ops.online import doctor_report
 
+    context = cli_context(ctx)
     report = asyncio.run(
-        doctor_report(cli_context(ctx).config_path, online=online, fix_modes=fix_modes)
+        doctor_report(context.config_path, online=online, fix_modes=fix_modes, agent=context.agent)
     )
     render(report, Console(highlight=False, soft_wrap=True))
     raise typer.Exit(report.exit_code)
@@ -77,7 +79,7 @@ def service_install(
     if print_only and directory is not None:
         fail("--print and --dir exclude each other")
     context = cli_context(ctx)
-    config = context.config()
+    config = context.file_config()  # the unit runs the gateway, which serves every agent
     # Pinned in the unit only when chosen explicitly; otherwise the service finds the default.
     given = context.config_option or (
         Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None

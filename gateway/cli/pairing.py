@@ -1,5 +1,8 @@
 """`clawgate pairing`: the owner lets people in (or out). The running gateway picks up every
-change from `<data_dir>/pairing.json` on the next message, without a restart."""
+change from `<data_dir>/pairing.json` on the next message, without a restart. Approvals
+belong to a bot: `--agent NAME` manages those of NAME's own bot
+(`<data_dir>/agents/NAME/pairing.json`), or of the shared bot when NAME has none; one file
+for all when the config sets `pairing_scope = "global"`."""
 
 from __future__ import annotations
 
@@ -10,21 +13,30 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context, fail
+from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
 if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
+    from clawgate.kernel.config import Config
 
 pairing_app = typer.Typer(
     help="Approve who may chat with the assistant in private.", no_args_is_help=True
 )
 
 
+def _bot(ctx: typer.Context) -> Config:
+    """The config whose approvals and owner rules the command works on: the agent's own
+    bot's, or the shared bot's (see `pairing_config`)."""
+    from clawgate.gateway.cli.agents import pairing_config
+
+    return pairing_config(cli_context(ctx).config())
+
+
 def _store(ctx: typer.Context) -> PairingStore:
     from clawgate.channels.pairing import PairingStore
 
-    config = cli_context(ctx).config()
-    return PairingStore(config.data_dir / "pairing.json")
+    # Everyone's approvals in one file when the config says pairing_scope = "global".
+    return PairingStore(_bot(ctx).pairing_file)
 
 
 ChannelOption = Annotated[
@@ -46,7 +58,10 @@ def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> No
 
 
 @pairing_app.command("list")
-def pairing_list(ctx: typer.Context) -> None:
+def pairing_list(
+    ctx: typer.Context,
+    agent: AgentOption = None,
+) -> None:
     """Pending pairing requests, with the code each person was given."""
     import time
 
@@ -55,7 +70,7 @@ def pairing_list(ctx: typer.Context) -> None:
 
     store = _store(ctx)
     pending = store.pending()
-    config = cli_context(ctx).config()
+    config = _bot(ctx)
     configured = channels_with_configured_owner(config)
     if not pending:
         typer.echo("no pending pairing requests")
@@ -93,6 +108,7 @@ def pairing_approve(
         bool,
         typer.Option("--allowed", help="A plain user, even when the channel has no owner yet."),
     ] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Let the person who was sent CODE chat with the assistant. While a channel has no owner,
     the first person approved becomes its owner (unless --allowed)."""
@@ -101,7 +117,7 @@ def pairing_approve(
     from clawgate.gateway.people import approve
 
     role: bool | None = True if owner else False if allowed else None
-    approval = approve(_store(ctx), cli_context(ctx).config(), code, role)
+    approval = approve(_store(ctx), _bot(ctx), code, role)
     if role is None and approval.owner:
         typer.echo(
             f"approved {approval.who} as the owner (the first approval makes the owner; "
@@ -117,6 +133,7 @@ def pairing_promote(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Make an approved person an owner: they get your private memory."""
     for approval in _store(ctx).set_owner(user, channel, True):
@@ -128,6 +145,7 @@ def pairing_demote(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Make an owner approved through pairing a plain allowed user."""
     for approval in _store(ctx).set_owner(user, channel, False):
@@ -138,6 +156,7 @@ def pairing_demote(
 def pairing_deny(
     ctx: typer.Context,
     code: Annotated[str, typer.Argument(help="The code of the request to drop.")],
+    agent: AgentOption = None,
 ) -> None:
     """Drop a pending request.
 
@@ -147,7 +166,11 @@ def pairing_deny(
 
 
 @pairing_app.command("clear")
-def pairing_clear(ctx: typer.Context, channel: ChannelOption = None) -> None:
+def pairing_clear(
+    ctx: typer.Context,
+    channel: ChannelOption = None,
+    agent: AgentOption = None,
+) -> None:
     """Drop every pending request."""
     dropped = _store(ctx).clear(channel)
     if not dropped:
@@ -162,6 +185,7 @@ def pairing_revoke(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(help="Their user id (or @username).")],
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Withdraw an approval. People listed in the config's allow_from are not affected."""
     removed = _store(ctx).revoke(user_id, channel)
@@ -173,6 +197,7 @@ def pairing_revoke(
 def pairing_approved(
     ctx: typer.Context,
     channel: ChannelOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Everyone approved through pairing (allow_from in the config comes on top)."""
     approvals: list[Approval] = _store(ctx).approved(channel)

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from clawgate.gateway.cli.context import CliContext, cli_context, fail
+from clawgate.gateway.cli.agents import agents
+from clawgate.gateway.cli.context import AgentOption, CliContext, cli_context, fail
 from clawgate.gateway.cli.dashboard import add_dashboard_token, dashboard
 from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.status import housekeeping, status
 
 if TYPE_CHECKING:
+    from clawgate.gateway.onboard import OnboardResult
     from clawgate.kernel.errors import ClawgateError
 
 
@@ -147,7 +149,11 @@ def main_options(
 def onboard(
     ctx: typer.Context,
     workspace: Annotated[
-        Path | None, typer.Option(help="Workspace folder (default ~/.clawgate/workspace).")
+        Path | None,
+        typer.Option(
+            help="Workspace folder (default ~/.clawgate/workspace; for --agent NAME, "
+            "agents/NAME/workspace in the data_dir)."
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help='The model, e.g. "openai/gpt-4o-mini".')] = None,
     api_base: Annotated[
@@ -170,6 +176,15 @@ def onboard(
     no_check: Annotated[
         bool, typer.Option("--no-check", help="Save without the live model and bot checks.")
     ] = False,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="NAME",
+            help="Add another agent, [agents.NAME], with its own workspace (and the model and "
+            "bots given here) to the existing config.",
+        ),
+    ] = None,
 ) -> None:
     """Set clawgate up: config, workspace, model, bots. Asks when run in a terminal; safe to
     re-run (never overwrites your files, only sets what you answer)."""
@@ -183,13 +198,14 @@ def onboard(
     from clawgate.gateway.onboard_setup import Asker, Setup, run_setup
 
     config_path = cli_context(ctx).config_path
-    result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
-    add_dashboard_token(config_path, result)  # the dashboard's login token
-    for path in result.created:
-        typer.echo(f"created  {path}")
-    for path in result.kept:
-        typer.echo(f"kept     {path}")
+    if agent is None:
+        result = run_onboard(config_path, workspace=workspace.expanduser() if workspace else None)
+        add_dashboard_token(config_path, result)  # the dashboard's login token
+        _list_paths(result)
+    else:
+        workspace = _new_agent_workspace(ctx, agent, workspace)
     flags = Setup(
+        workspace=workspace if agent is not None else None,
         model=model,
         api_base=api_base,
         api_key=SecretStr(api_key) if api_key else None,
@@ -202,13 +218,58 @@ def onboard(
         typer.echo("\nA few questions (Ctrl-C to stop; nothing is written until the end).\n")
         asker = Asker(typer.prompt, typer.confirm, typer.echo)
     changed = asyncio.run(
-        run_setup(config_path, flags, asker, live=not no_check, environ=dict(os.environ))
+        run_setup(
+            config_path,
+            flags,
+            asker,
+            live=not no_check,
+            environ=dict(os.environ),
+            agent_name=agent,
+        )
     )
+    if agent is not None:
+        from clawgate.gateway.onboard import lay_down_agent
+
+        assert workspace is not None
+        _list_paths(lay_down_agent(workspace))
     if changed:
         typer.echo(f"\nwrote {config_path}:")
         for line in changed:
             typer.echo(f"  {line}")
-    typer.echo("\n" + "\n".join(next_steps(config_path, program=executable())))
+    if agent is None:
+        typer.echo("\n" + "\n".join(next_steps(config_path, program=executable())))
+        return
+    from clawgate.gateway.onboard import agent_next_steps
+
+    own = [
+        name for name, token in (("telegram", telegram_token), ("discord", discord_token)) if token
+    ]
+    typer.echo("\n" + "\n".join(agent_next_steps(agent, config_path, own, program=executable())))
+
+
+def _list_paths(result: OnboardResult) -> None:
+    for path in result.created:
+        typer.echo(f"created  {path}")
+    for path in result.kept:
+        typer.echo(f"kept     {path}")
+
+
+def _new_agent_workspace(ctx: typer.Context, name: str, workspace: Path | None) -> Path:
+    """The folder for a new agent `name` (refused, one line, when the name is bad or taken,
+    or when there is no config to add it to yet)."""
+    from clawgate.gateway.onboard import agent_workspace, check_new_agent
+    from clawgate.kernel.errors import ConfigError
+
+    context = cli_context(ctx)
+    if not context.config_path.exists():
+        raise ConfigError(
+            f"no config at {context.config_path}: run `clawgate onboard` first, then add agents"
+        )
+    config = context.file_config()
+    check_new_agent(config, name, context.config_path)
+    if workspace is None:
+        return agent_workspace(config, name)
+    return workspace.expanduser().absolute()
 
 
 @app.command()
@@ -219,19 +280,24 @@ def agent(
     ] = None,
     session: Annotated[str, typer.Option(help="Session name: the key is cli:<name>.")] = "default",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens.")] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Chat in the terminal. Reads one message per line when stdin is not a terminal."""
-    config = cli_context(ctx).config()
+    context = cli_context(ctx)
+    config = context.config()
     if not config.agent.model:
+        name = config.agent_name
+        where = "[agent] model" if name == "main" else f"[agents.{name}] model"
         fail(
-            'no model configured: set [agent] model (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
+            f'no model configured: set {where} (e.g. "openai/gpt-4o-mini") or CLAWGATE_AGENT__MODEL'
         )
     import asyncio
 
     from clawgate.gateway.cli.agent import run_agent
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, stream=sys.stderr)
-    code = asyncio.run(run_agent(config, message, session))
+    home = context.file_config().data_dir
+    code = asyncio.run(run_agent(config, message, session, home=home, agent=context.agent))
     raise typer.Exit(code)
 
 
@@ -243,7 +309,7 @@ def gateway(
         bool, typer.Option("--log-json", help="Log one JSON object per line (stderr and file).")
     ] = False,
 ) -> None:
-    """Run the daemon: the enabled chat channels and the agent, until Ctrl-C or SIGTERM."""
+    """Run the daemon: the enabled chat channels and every agent, until Ctrl-C or SIGTERM."""
     import asyncio
 
     from clawgate.gateway.daemon import serve
@@ -251,7 +317,8 @@ def gateway(
     from clawgate.gateway.onboard import missing_setup, prepare_workspace
     from clawgate.gateway.ops.logs import setup_logging
 
-    config = cli_context(ctx).config()
+    # Every agent: the daemon serves them all, so no --agent here.
+    config = cli_context(ctx).file_config()
     problems = missing_setup(config)
     if problems:
         # All at once, one a line: a newcomer fixes the config in one go.
@@ -287,7 +354,7 @@ def gateway(
 
 
 @sessions_app.command("list")
-def sessions_list(ctx: typer.Context) -> None:
+def sessions_list(ctx: typer.Context, agent: AgentOption = None) -> None:
     """Every session with its message count and last activity."""
     from clawgate.agent.session import SessionStore, load_session
 
@@ -322,6 +389,7 @@ def sessions_show(
     key: Annotated[str, typer.Argument(help="Session key, e.g. telegram:123 or cli:default.")],
     tail: Annotated[int | None, typer.Option(help="Only the last N messages.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Raw JSON lines.")] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Print one session's transcript."""
     from clawgate.agent.session import SessionStore, load_session
@@ -347,6 +415,7 @@ def sessions_show(
         typer.echo(f"#{message['seq']} {message['timestamp']} {role}: {text}")
 
 
+app.command("agents")(agents)
 app.command("status")(status)
 app.command("housekeeping")(housekeeping)
 app.command("dashboard")(dashboard)

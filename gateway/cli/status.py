@@ -4,23 +4,26 @@ what the folders that grow take on disk."""
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from clawgate.gateway.cli.context import cli_context
+from clawgate.gateway.cli.context import AgentOption, cli_context
 
 
 def _size(count: int) -> str:
     return f"{count / 1e6:.1f} MB" if count >= 100_000 else f"{count / 1e3:.0f} kB"
 
 
-def status(ctx: typer.Context) -> None:
-    """Whether the gateway runs, its channels, and disk use."""
+def status(ctx: typer.Context, agent: AgentOption = None) -> None:
+    """Whether the gateway runs, its channels and agents, and disk use."""
+    from clawgate.gateway.cli.agents import agent_rows, describe
     from clawgate.gateway.ops.status import disk_usage, read_status
 
-    config = cli_context(ctx).config()
-    report = read_status(config.data_dir)
+    context = cli_context(ctx)
+    config = context.config()
+    # One gateway, one report, whichever agent was asked about.
+    report = read_status(context.file_config().data_dir)
     if report is None:
         typer.echo("gateway: not running (no status file)")
     else:
@@ -33,14 +36,38 @@ def status(ctx: typer.Context) -> None:
             typer.echo(f"  channel {name}: {info.get('state')}{restarts}{error}")
         if report.get("busy_sessions") is not None:
             typer.echo(f"  turns running: {report['busy_sessions']}")
-    typer.echo(f"workspace: {config.workspace}")
+    reported = report.get("agents") if report is not None and report["running"] else None
+    if reported:
+        typer.echo("agents (as the gateway runs them):")
+        for entry in reported:
+            typer.echo(f"  {_reported_agent(entry, config.root.default_agent)}")
+    else:
+        typer.echo("agents (from the config):")
+        for row in agent_rows(config):
+            typer.echo(f"  {describe(row)}")
+    typer.echo(f"workspace of {config.agent_name}: {config.workspace}")
     for name, used in disk_usage(config.workspace).items():
         typer.echo(f"  {name}: {_size(used)}")
+
+
+def _reported_agent(entry: dict[str, Any], default: str) -> str:
+    """One agent of status.json: `work: workspace W, model M, channels telegram@work; turns
+    running: 1 (work/telegram:1)` - its channel accounts and the sessions running a turn."""
+    name = str(entry.get("name", "?"))
+    channels = entry.get("channels") or []
+    busy = entry.get("busy_sessions") or []
+    turns = f"; turns running: {len(busy)} ({', '.join(map(str, busy))})" if busy else ""
+    return (
+        f"{name}{' (default)' if name == default else ''}: workspace {entry.get('workspace')}, "
+        f"model {entry.get('model') or '(none)'}, channels {', '.join(map(str, channels)) or 'none'}"
+        f"{turns}"
+    )
 
 
 def housekeeping(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would go.")] = False,
+    agent: AgentOption = None,
 ) -> None:
     """Delete old media, archives and MEMORY.md versions now, per the housekeeping config
     (the gateway also does this daily)."""

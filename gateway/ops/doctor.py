@@ -74,13 +74,17 @@ def diagnose(
     writer: DiskWriter | None = None,
     package_version: Callable[[str], str] = importlib.metadata.version,
     fix_modes: bool = False,
+    agent: str | None = None,
 ) -> tuple[Config | None, list[Finding]]:
-    """Every offline check; the config is None when it does not load (that is a problem).
-    With `fix_modes`, open modes are narrowed first, so the check reports what remains."""
+    """Every offline check, of `agent`'s config (None: the default agent); the config is
+    None when it does not load (that is a problem). With `fix_modes`, open modes are
+    narrowed first, so the check reports what remains."""
     findings: list[Finding] = []
     config: Config | None = None
     try:
         config = load_config(config_path, dict(os.environ if environ is None else environ))
+        gateway_dir = config.data_dir  # one gateway serves every agent
+        config = config.for_agent(agent)
     except ConfigError as exc:
         findings.append(problem(f"config: {exc}"))
     else:
@@ -97,7 +101,7 @@ def diagnose(
     findings.append(check_vector_extension())
     if config is not None:
         findings.append(check_disk(config))
-        findings.append(check_gateway(config.data_dir))
+        findings.append(check_gateway(gateway_dir))
     return config, findings
 
 

@@ -37,10 +37,15 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
     return findings
 
 
-async def doctor_report(config_path: Path, *, online: bool, fix_modes: bool = False) -> Report:
-    """Everything `clawgate doctor` checks: the offline checks (in a thread: they walk the
-    workspace), then with `online` the model and platform pings."""
-    config, findings = await asyncio.to_thread(diagnose, config_path, fix_modes=fix_modes)
+async def doctor_report(
+    config_path: Path, *, online: bool, fix_modes: bool = False, agent: str | None = None
+) -> Report:
+    """Everything `clawgate doctor` checks for `agent` (None: the default one): the offline
+    checks (in a thread: they walk the workspace), then with `online` the model and
+    platform pings."""
+    config, findings = await asyncio.to_thread(
+        diagnose, config_path, fix_modes=fix_modes, agent=agent
+    )
     if online:
         if config is None:
             findings.append(note("online checks skipped: the config does not load"))
