@@ -64,30 +64,6 @@ def agent_rows(config: Config) -> list[AgentRow]:
     return rows
 
 
-def bot_config(config: Config, platform: str) -> Config:
-    """The config of the bot `config`'s agent answers through on `platform`: its own bot,
-    else the shared bot's agent's (gateway/routing.py) - whose rules let a chat in, whose
-    pairing approvals decide trust and whose data_dir keeps the groups the bot saw."""
-    from clawgate.gateway.routing import Router
-    from clawgate.kernel.agents import own_token
-
-    if own_token(config.root, config, platform) is not None:
-        return config
-    account = Router(config.root).accounts.get(platform)
-    return account.config if account is not None else config.root.for_agent()
-
-
-def pairing_config(config: Config) -> Config:
-    """Whose pairing approvals `clawgate pairing --agent NAME` manages: NAME's own when it
-    has a bot of its own (or no chat channel at all), else those of the bot it shares."""
-    from clawgate.kernel.agents import own_token
-
-    enabled = [p for p in PLATFORMS if getattr(config.channels, p).enabled]
-    if not enabled or any(own_token(config.root, config, p) for p in enabled):
-        return config
-    return bot_config(config, enabled[0])
-
-
 def describe(row: AgentRow) -> str:
     """One line: `work: workspace W, model M, channels telegram (own bot), bindings ...`."""
     name = f"{row.name} (default)" if row.default else row.name

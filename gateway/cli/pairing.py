@@ -27,7 +27,7 @@ pairing_app = typer.Typer(
 def _bot(ctx: typer.Context) -> Config:
     """The config whose approvals and owner rules the command works on: the agent's own
     bot's, or the shared bot's (see `pairing_config`)."""
-    from clawgate.gateway.cli.agents import pairing_config
+    from clawgate.gateway.people import pairing_config
 
     return pairing_config(cli_context(ctx).config())
 

@@ -23,7 +23,7 @@ from clawgate.channels.groups import SeenGroup
 from clawgate.channels.pairing import CODE_TTL_SECONDS, Approval
 from clawgate.gateway import people
 from clawgate.gateway.dashboard.render import render, services
-from clawgate.kernel.config import default_config_path, load_config
+from clawgate.kernel.config import Config, default_config_path, load_config
 from clawgate.kernel.errors import ClawgateError
 
 ROLES = {"owner": True, "allowed": False, "auto": None}
@@ -80,7 +80,7 @@ def _people(request: web.Request) -> dict[str, Any]:
         saved = load_config(config_path(request))
     except ClawgateError:
         saved = config  # a broken file: `clawgate doctor` on the health page says why
-    seen = people.seen_groups(config).seen()
+    seen = people.seen(config)
     groups = [
         GroupRow(g, people.group_allowed(config, g), people.group_allowed(saved, g)) for g in seen
     ]
@@ -191,35 +191,27 @@ async def revoke(request: web.Request) -> web.Response:
 
 
 async def allow_group(request: web.Request) -> web.Response:
-    svc = services(request)
-
-    def run(form: dict[str, str]) -> str:
-        edit = people.allow_group(
-            config_path(request), svc.config, form["group_id"], form["channel"]
-        )
-        if not edit.changed:
-            return f"{edit.channel} group {edit.group_id} is already allowed"
-        return (
-            f"added {edit.group_id} to [channels.{edit.channel}] group_allow; "
-            "restart the gateway to apply it"
-        )
-
-    return await _act(request, run)
+    return await _group_decision(
+        request, people.allow_group, "{channel} group {id} is already allowed"
+    )
 
 
 async def deny_group(request: web.Request) -> web.Response:
+    return await _group_decision(request, people.deny_group, "forgot {channel} group {id}")
+
+
+async def _group_decision(
+    request: web.Request,
+    decide: Callable[[Path, Config, str, str | None], people.GroupEdit],
+    unchanged: str,
+) -> web.Response:
     svc = services(request)
 
     def run(form: dict[str, str]) -> str:
-        edit = people.deny_group(
-            config_path(request), svc.config, form["group_id"], form["channel"]
-        )
+        edit = decide(config_path(request), svc.config, form["group_id"], form["channel"])
         if not edit.changed:
-            return f"forgot {edit.channel} group {edit.group_id}"
-        return (
-            f"removed {edit.group_id} from [channels.{edit.channel}] group_allow; "
-            "restart the gateway to apply it"
-        )
+            return unchanged.format(channel=edit.channel, id=edit.group_id)
+        return f"{' and '.join(edit.done)}; restart the gateway to apply it"
 
     return await _act(request, run)
 
