@@ -150,6 +150,8 @@ async def measure(
                 store.append(live, State(last_consolidated=live.next_seq - LIVE_TAIL))
     finally:
         loop_module.estimate_messages = estimate  # type: ignore[attr-defined]
+        await llm.aclose()
+        await runtime.close()
     inside = llm.inside[5:]
     outside = [t - m for t, m in zip(totals[5:], inside, strict=True)]
     per_step: dict[str, list[float]] = {step: [] for step in STEPS}
