@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.config import MAIN_AGENT
 from clawgate.kernel.errors import ChannelError
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,17 @@ def _private_folder(folder: Path) -> None:
 class ControlChannel(Channel):
     """The daemon's end: accepts terminals, publishes what they say as `cli:<name>` owner
     messages and sends each reply back to the terminal that asked (replies that answer no
-    particular message - a rate-limit notice, a file - go to every terminal on the session)."""
+    particular message - a rate-limit notice, a file - go to every terminal on that agent's
+    session; two agents' `cli:default` are different sessions)."""
 
     name = "cli"
 
-    def __init__(self, bus: MessageBus, data_dir: Path) -> None:
+    def __init__(self, bus: MessageBus, data_dir: Path, default_agent: str = MAIN_AGENT) -> None:
         super().__init__(bus)
         self.path = socket_path(data_dir)
+        self.default_agent = default_agent
         self._server: asyncio.Server | None = None
-        self._by_session: dict[str, set[asyncio.StreamWriter]] = {}
+        self._by_session: dict[tuple[str, str], set[asyncio.StreamWriter]] = {}
         self._asked: dict[str, asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
@@ -109,7 +112,8 @@ class ControlChannel(Channel):
 
     async def send(self, message: OutboundMessage) -> None:
         asker = self._asked.pop(message.reply_to, None) if message.reply_to else None
-        targets = [asker] if asker is not None else list(self._by_session.get(message.chat_id, ()))
+        key = (message.agent or self.default_agent, message.chat_id)
+        targets = [asker] if asker is not None else list(self._by_session.get(key, ()))
         targets = [writer for writer in targets if not writer.is_closing()]
         if not targets:
             raise ChannelError("the terminal that asked has disconnected")
@@ -120,7 +124,7 @@ class ControlChannel(Channel):
                 await writer.drain()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sessions: set[str] = set()
+        sessions: set[tuple[str, str]] = set()
         try:
             while line := await reader.readline():
                 request = _parse(line)
@@ -128,8 +132,9 @@ class ControlChannel(Channel):
                     log.warning("control socket: ignoring a malformed line")
                     continue
                 session, message_id, text, sender, agent = request
-                sessions.add(session)
-                self._by_session.setdefault(session, set()).add(writer)
+                key = (agent or self.default_agent, session)
+                sessions.add(key)
+                self._by_session.setdefault(key, set()).add(writer)
                 self._asked[message_id] = writer
                 await self.bus.publish_inbound(
                     InboundMessage(
@@ -147,11 +152,11 @@ class ControlChannel(Channel):
         except (ConnectionError, ValueError) as exc:  # ValueError: a line over the limit
             log.warning("control socket: connection dropped: %s", exc)
         finally:
-            for session in sessions:
-                writers = self._by_session.get(session, set())
+            for key in sessions:
+                writers = self._by_session.get(key, set())
                 writers.discard(writer)
                 if not writers:
-                    self._by_session.pop(session, None)
+                    self._by_session.pop(key, None)
             for message_id in [k for k, w in self._asked.items() if w is writer]:
                 del self._asked[message_id]
             writer.close()

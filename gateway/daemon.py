@@ -276,7 +276,9 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
         # The control socket is the terminal's channel: `clawgate agent` talks through it.
         {
             **chats,
-            "cli": ControlChannel(AccountBus(bus, "cli", router), config.data_dir),
+            "cli": ControlChannel(
+                AccountBus(bus, "cli", router), config.data_dir, config.default_agent
+            ),
             # The dashboard's chat talks to the default agent.
             **{
                 channel.name: channel

@@ -22,7 +22,7 @@ from clawgate.gateway.cli import app
 from clawgate.gateway.control import ControlChannel, ControlClient
 from clawgate.gateway.onboard import onboard
 from clawgate.gateway.ops.status import StatusWriter
-from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
@@ -320,6 +320,34 @@ async def test_the_control_request_carries_the_agent_to_the_bus(tmp_path: Path) 
             assert (message.channel, message.chat_id, message.text) == ("cli", "default", "hello")
             assert message.agent == agent
     finally:
+        await channel.stop()
+
+
+async def test_a_reply_to_no_message_reaches_only_its_own_agents_terminal(
+    tmp_path: Path,
+) -> None:
+    # Two agents' `cli:default` are two sessions: a notice or file sent to one (no reply_to)
+    # must not show in the other agent's terminal of the same name.
+    channel = ControlChannel(MessageBus(), tmp_path)  # the default agent is main
+    await channel.start()
+    work = await ControlClient.connect(tmp_path, "default", "work")
+    main = await ControlClient.connect(tmp_path, "default")
+    assert work is not None and main is not None
+    try:
+        for client in (work, main):
+            await client.say("hello", f"id-{client.agent}", "ann")
+            await asyncio.wait_for(channel.bus.inbound.get(), timeout=10)
+        await channel.send(
+            OutboundMessage(channel="cli", chat_id="default", text="for work", agent="work")
+        )
+        await channel.send(
+            OutboundMessage(channel="cli", chat_id="default", text="for main", agent="main")
+        )
+        assert (await asyncio.wait_for(work.next_reply(), timeout=10)).text == "for work"
+        assert (await asyncio.wait_for(main.next_reply(), timeout=10)).text == "for main"
+    finally:
+        await work.close()
+        await main.close()
         await channel.stop()
 
 
