@@ -103,29 +103,23 @@ class LitellmPath:
     def failure(self, exc: Exception) -> Failure:
         """`exc` as a Failure: what kind of provider failure litellm's type says it is."""
         litellm = self.lib()
-        kind: Kind
-        if isinstance(exc, litellm.ContextWindowExceededError):
-            kind = "context"
-        elif isinstance(exc, litellm.BadRequestError):
-            kind = "bad_request"
-        elif isinstance(exc, litellm.UnprocessableEntityError):
-            kind = "unprocessable"
-        elif isinstance(exc, litellm.AuthenticationError):
-            kind = "auth"
-        elif isinstance(exc, litellm.PermissionDeniedError):
-            kind = "forbidden"
-        elif isinstance(exc, litellm.RateLimitError):
-            kind = "rate_limit"
-        elif isinstance(exc, litellm.Timeout):
-            kind = "timeout"
-        elif isinstance(exc, litellm.APIConnectionError):
-            kind = "connection"
-        elif isinstance(exc, litellm.NotFoundError):
-            kind = "not_found"
-        elif isinstance(exc, litellm.APIError | litellm.OpenAIError):
-            kind = "api"
-        else:
-            kind = "other"
+        # Most specific first: litellm's context error is a BadRequestError too.
+        kinds: tuple[tuple[str, Kind], ...] = (
+            ("ContextWindowExceededError", "context"),
+            ("BadRequestError", "bad_request"),
+            ("UnprocessableEntityError", "unprocessable"),
+            ("AuthenticationError", "auth"),
+            ("PermissionDeniedError", "forbidden"),
+            ("RateLimitError", "rate_limit"),
+            ("Timeout", "timeout"),
+            ("APIConnectionError", "connection"),
+            ("NotFoundError", "not_found"),
+            ("APIError", "api"),
+            ("OpenAIError", "api"),
+        )
+        kind: Kind = next(
+            (k for name, k in kinds if isinstance(exc, getattr(litellm, name))), "other"
+        )
         message = str(getattr(exc, "message", "") or exc)
         _, sep, tail = message.rpartition("Exception - ")
         headers = getattr(exc, "litellm_response_headers", None)
