@@ -190,6 +190,10 @@ class AccessPolicy:
             del self._replied_at[sender]
 
 
+# Channels only the owner can reach: the terminal and the dashboard's chat.
+OWNER_CHANNELS = frozenset({"cli", "web"})
+
+
 class Trusts:
     """`AccessPolicy.trust` for every channel, as the gateway asks it at handling time."""
 
@@ -205,11 +209,12 @@ class Trusts:
     def decide(self, channel: str, facts: ChatFacts | None, declared: Trust) -> Trust | None:
         """The trust a message of `channel` gets now; None: it is not served.
 
-        `cli` (the terminal: whoever holds it owns the workspace) is the owner. A chat
+        `cli` (the terminal: whoever holds it owns the workspace) and `web` (the dashboard's
+        chat, reached only with the owner's dashboard token) are the owner. A chat
         channel's trust comes only from its rules and the facts; without facts (a message
         stored before facts were recorded) it is not served. A channel without access rules
         (a test's recording channel) keeps the trust it declared."""
-        if channel == "cli":
+        if channel in OWNER_CHANNELS:
             return Trust.OWNER
         policy = self._policies.get(channel)
         if policy is None:
@@ -219,7 +224,7 @@ class Trusts:
     def sender_is_owner(self, channel: str, facts: ChatFacts | None) -> bool:
         """Whether the sender would be the owner in a private chat: the owner keeps the
         owner-only commands in a group, where the message itself has group trust."""
-        if channel == "cli":
+        if channel in OWNER_CHANNELS:
             return True
         policy = self._policies.get(channel)
         if policy is None or facts is None or not facts.user_id:

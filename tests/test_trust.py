@@ -295,10 +295,12 @@ def test_trust_comes_from_the_rules_and_the_facts(tmp_path: Path) -> None:
         trusts.decide("discord", guild.model_copy(update={"group_ids": ("5",)}), Trust.GROUP)
         is None
     )
-    # A chat channel's message without facts is not served; the terminal is the owner's; a
-    # channel without access rules (a test's) keeps what it declared.
+    # A chat channel's message without facts is not served; the terminal and the dashboard's
+    # chat are the owner's; a channel without access rules (a test's) keeps what it declared.
     assert trusts.decide("telegram", None, Trust.OWNER) is None
     assert trusts.decide("cli", None, Trust.GROUP) is Trust.OWNER
+    assert trusts.decide("web", None, Trust.GROUP) is Trust.OWNER
+    assert trusts.sender_is_owner("web", None)
     assert trusts.decide("test", None, Trust.ALLOWED) is Trust.ALLOWED
     # A scheduled run to a chat never seen counts as allowed (or group), never as owner.
     assert trusts.for_chat("telegram", None, Trust.OWNER) is Trust.ALLOWED
