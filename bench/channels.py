@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.telegram import create_channel
-from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, TelegramConfig
 from tests.fakes.llm import FakeLLM, text
@@ -204,7 +204,7 @@ async def run(mode: str, chats: int, messages: int, root: Path) -> bool:
         # litellm's import and first-call setup happen here, not inside the measured run.
         await runtime.loop.llm.chat([{"role": "user", "content": "warm up"}])
         warmup_calls = len(llm.requests)
-        gateway = Gateway(runtime, [channel], bus)
+        gateway = Gateway([(runtime, bus)], [channel], bus)
 
         traffic = Traffic(chat_ids, messages, closed_loop=mode == "closed")
         traffic.attach(fake)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, text, tool_call

@@ -23,7 +23,7 @@ ten minutes the default-concurrency run uses fewer messages per session (--defau
 and says so; the raised-concurrency runs do the full 1,000 x 20.
 
 With `--agents N ...` each run also serves N agents in one gateway (as the daemon does,
-through gateway/routing.py: a Router, one AgentUnit per agent), sessions spread round-robin
+through gateway/daemon/routing.py: a Router, one AgentUnit per agent), sessions spread round-robin
 over them and the concurrency limit split evenly, so the figures compare with one agent at
 the same total concurrency: per-turn overhead and CPU must not grow with N.
 
@@ -54,10 +54,10 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session, session_filename
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelStates
-from clawgate.gateway.agents.build import build_runtimes
-from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.onboard import onboard
-from clawgate.gateway.routing import Router
+from clawgate.gateway.app import build_runtimes
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.routing import Router
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, AgentSpec, Config
 from tests.fakes.llm import FakeLLM, delay, text
@@ -253,7 +253,7 @@ async def drive(
     if agents == 1:
         runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
         timed(runtime, layer_cpu, turns, direct)
-        gateway = Gateway(runtime, [channel], bus)
+        gateway = Gateway([(runtime, bus)], [channel], bus)
         workspaces[None] = config.workspace
     else:
         router = Router(config)

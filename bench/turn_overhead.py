@@ -34,7 +34,7 @@ from clawgate.agent import loop as loop_module
 from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Message, State
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config, MemoryConfig
 

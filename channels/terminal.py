@@ -2,7 +2,7 @@
 
 `Terminal` is the person's side: it reads lines (also while a turn runs), sends them over a
 `TerminalLink` and prints the replies. The link is `TerminalChannel` when this process runs
-the agent itself, or the running gateway's control socket (gateway/control.py), so both
+the agent itself, or the running gateway's control socket (gateway/daemon/control.py), so both
 behave alike. `/stop` or Ctrl-C cancels the running turn; a second Ctrl-C quits.
 """
 

@@ -33,6 +33,7 @@ import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
+from clawgate.gateway.app import dashboard_services
 from clawgate.gateway.dashboard.auth import (
     COOKIE_NAME,
     CSRF_FIELD,
@@ -159,7 +160,7 @@ async def dashboard_client(
     """An in-process gateway (tests/harness.py) with the dashboard app over its services,
     logged in. `harness_options` go to `Harness` (e.g. `scheduler=True`)."""
     async with Harness(config, **harness_options) as harness:
-        services = DashboardServices.of_gateway(harness.gateway)
+        services = dashboard_services(harness.gateway)
         ensure_token(config.data_dir)
         async with TestClient(TestServer(build_app(services), host="127.0.0.1")) as test_client:
             client = DashboardClient(test_client, services, harness)

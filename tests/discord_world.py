@@ -14,7 +14,7 @@ from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.discord import DiscordChannel, create_channel
-from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, DiscordConfig
 from tests.fakes.discord import FakeDiscord
@@ -72,7 +72,7 @@ class Running:
         self.channel: DiscordChannel = create_channel(
             world.discord, self.bus, world.config, **options
         )
-        self.gateway = Gateway(self.runtime, [self.channel], self.bus)
+        self.gateway = Gateway([(self.runtime, self.bus)], [self.channel], self.bus)
 
     async def __aenter__(self) -> Running:
         await self.gateway.start()

@@ -11,8 +11,8 @@ from typing import Any
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
 from clawgate.channels.base import Channel
-from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config
 from clawgate.kernel.storage import DiskWriter
@@ -94,7 +94,9 @@ class Harness:
             config, writer=writer, extra_tools=extra_tools, outbox=self.bus.publish_outbound
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
-        self.gateway = Gateway(self.runtime, [self.channel, *more], self.bus, **gateway_options)
+        self.gateway = Gateway(
+            [(self.runtime, self.bus)], [self.channel, *more], self.bus, **gateway_options
+        )
 
     @property
     def workspace(self) -> Path:

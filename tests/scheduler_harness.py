@@ -34,8 +34,8 @@ class SchedulerHarness(Harness):
 
     @property
     def scheduler(self) -> CronScheduler:
-        assert self.gateway.scheduler is not None
-        return self.gateway.scheduler
+        assert self.gateway.default.scheduler is not None
+        return self.gateway.default.scheduler
 
     @property
     def store(self) -> CronStore:

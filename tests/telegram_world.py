@@ -9,7 +9,7 @@ from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.telegram import TelegramChannel, create_channel
-from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
@@ -63,7 +63,7 @@ class TelegramGateway:
             config.channels.telegram, self.bus, config, sleep=self.sleeps, **options
         )
         runtime = AgentRuntime.build(config, outbox=self.bus.publish_outbound)
-        self.gateway = Gateway(runtime, [self.channel], self.bus)
+        self.gateway = Gateway([(runtime, self.bus)], [self.channel], self.bus)
 
     async def __aenter__(self) -> TelegramGateway:
         await self.gateway.start()

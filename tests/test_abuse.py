@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.gateway.ops.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
-from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig, LoggingConfig
@@ -323,7 +323,7 @@ def inbound(text_: str, *, chat: str = "-42", sender: str = "mallory", **kw: Any
 
 
 async def settle(harness: Harness) -> None:
-    assert await harness.gateway.dispatcher.wait_idle(10)
+    assert await harness.gateway.default.dispatcher.wait_idle(10)
     await asyncio.wait_for(harness.bus.outbound.join(), 10)
 
 
@@ -458,7 +458,7 @@ async def test_telegram_flood_one_notice_then_silence(
         # /status is a command, and counted like any message: over the limit, not answered.
         telegram.user_says(OWNER, "/status")
         received = [await telegram.next_message(OWNER) for _ in range(3)]
-        await gateway.gateway.dispatcher.wait_idle(10)
+        await gateway.gateway.default.dispatcher.wait_idle(10)
         await asyncio.wait_for(gateway.bus.outbound.join(), 10)
     texts = [m["text"] for m in received]
     assert texts.count("ok") == 2

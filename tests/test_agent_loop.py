@@ -9,7 +9,7 @@ from clawgate.agent.loop import CANCELLED_RESULT, EMPTY_REPLY
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.manager import ChannelStates
-from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.ops.status import read_status
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
@@ -38,7 +38,7 @@ async def test_plain_reply_is_persisted_and_delivered(harness, fake_llm):
         ("user", "hi", 1),
         ("assistant", "Hello, Ann.", 2),
     ]
-    await harness.gateway.dispatcher.wait_idle(5)
+    await harness.gateway.default.dispatcher.wait_idle(5)
     await asyncio.wait_for(harness.bus.outbound.join(), 5)
     deliveries = [line for line in _session_lines(harness) if line.get("type") == "delivery"]
     assert deliveries and deliveries[0]["seq"] == 2 and deliveries[0]["status"] == "sent"
@@ -123,7 +123,7 @@ async def test_stop_cancels_running_turn_and_keeps_pairs(harness, fake_llm):
     await wait_until(lambda: any(m.get("tool_calls") for m in session.messages))
     await harness.channel.say("/stop")
     assert (await harness.channel.next_reply()).text == "Stopped."
-    assert await harness.gateway.dispatcher.wait_idle(5)
+    assert await harness.gateway.default.dispatcher.wait_idle(5)
     messages = [line for line in _session_lines(harness) if "role" in line]
     assert messages[-2]["tool_calls"][0]["function"]["name"] == "exec"
     assert messages[-1]["role"] == "tool" and messages[-1]["content"] == CANCELLED_RESULT
@@ -265,7 +265,7 @@ async def test_daemon_wiring_reports_channels_and_writes_status(tmp_path, fake_l
     runtime = AgentRuntime.build(
         config, outbox=bus.publish_outbound, channel_status=states.snapshot
     )
-    gateway = Gateway(runtime, [channel], bus, channel_states=states, daemon=True)
+    gateway = Gateway([(runtime, bus)], [channel], bus, channel_states=states, daemon=True)
     await gateway.start()
     try:
         await channel.say("/status")

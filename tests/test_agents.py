@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from clawgate.channels.manager import ChannelStates
-from clawgate.gateway.agents.build import build_runtimes
-from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.routing import AccountBus, Router
+from clawgate.gateway.app import build_runtimes
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.routing import AccountBus, Router
 from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
 from clawgate.kernel.config import AgentConfig, AgentSpec, Config, load_config
 from tests.discord_world import MEMBER, OWNER

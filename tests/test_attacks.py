@@ -19,7 +19,7 @@ from typing import Any
 
 from clawgate.agent.commands import OWNER_ONLY
 from clawgate.agent.llm import GENERIC_FAILURE
-from clawgate.gateway.ratelimit import limit_notice
+from clawgate.gateway.daemon.ratelimit import limit_notice
 from clawgate.kernel.secrets import REDACTED
 from tests.fakes.llm import FakeLLM, error, text, tool_call
 from tests.fakes.telegram import TOKEN, FakeTelegram

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from clawgate.agent.session import Message, SessionStore
 from clawgate.gateway.cli.root import LAZY_SUB_APPS, ClawgateGroup
 from clawgate.gateway.cli.root import app as clawgate_app
-from clawgate.gateway.lock import AlreadyRunning, InstanceLock
+from clawgate.gateway.daemon.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
 from clawgate.kernel.errors import ConfigError, CronError
 from tests.fakes.llm import FakeLLM, text

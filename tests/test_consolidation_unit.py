@@ -31,7 +31,7 @@ from clawgate.agent.session import (
 )
 from clawgate.gateway.cli import app
 from clawgate.gateway.cli.memory import split_entries
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.config import AgentConfig, Config
 from tests.dying_agent import (
     FACT,

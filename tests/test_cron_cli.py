@@ -18,7 +18,7 @@ from clawgate.agent.session import load_session
 from clawgate.gateway.cli import app
 from clawgate.gateway.cron.models import Schedule
 from clawgate.gateway.cron.store import CronStore
-from clawgate.gateway.lock import InstanceLock
+from clawgate.gateway.daemon.lock import InstanceLock
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import wait_until

@@ -218,7 +218,7 @@ async def test_a_form_post_works_without_script(chat: DashboardClient, fake_llm:
     response = await chat.post_form("/chat/owner/send", {"text": "from a plain form"})
     assert response.status == 303 and response.headers["Location"] == "/chat/owner"
     await fake_llm.wait_for_requests(1)
-    await chat.harness.gateway.dispatcher.wait_idle(10)
+    await chat.harness.gateway.default.dispatcher.wait_idle(10)
     page = await chat.text("/chat/owner")
     assert "from a plain form" in page
 

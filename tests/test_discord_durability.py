@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clawgate.gateway.ratelimit import limit_notice
+from clawgate.gateway.daemon.ratelimit import limit_notice
 from clawgate.kernel.config import AgentConfig, LimitsConfig
 from tests.discord_world import MEMBER, OWNER, READY, GatewayHome, World
 from tests.fakes.discord import FakeDiscord
@@ -102,7 +102,7 @@ async def test_a_mention_after_more_than_a_page_of_chatter_is_answered_at_the_re
         reply = (await fake.next_message(world.general, REPLY_TIMEOUT)).content
         # The chatter before it rides along as quoted group context (`group_context`).
         assert reply.startswith("re: ") and reply.endswith("after the chatter")
-        assert await running.gateway.dispatcher.wait_idle(10)
+        assert await running.gateway.default.dispatcher.wait_idle(10)
     before, after = asked(fake_llm)
     assert before == "[bob] before"
     assert after.startswith("[bob] ") and after.endswith("\nafter the chatter")
@@ -144,7 +144,7 @@ async def caught_up_after_two_days(fake: FakeDiscord, world: World, fake_llm: Fa
         assert (await fake.next_message(world.general, REPLY_TIMEOUT)).content == (
             "re: fresh mention"
         )
-        assert await running.gateway.dispatcher.wait_idle(10)
+        assert await running.gateway.default.dispatcher.wait_idle(10)
     assert asked(fake_llm) == ["[bob] two days ago", "dm two days ago", "[bob] fresh mention"]
     assert [m.content for m in fake.sent_to(world.owner_dm)] == ["re: dm two days ago"]
 
@@ -162,7 +162,7 @@ async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
         for said in ("one", "two"):
             await fake.user_says(chat, said, author_id=OWNER, username="ann")
             assert (await fake.next_message(chat, REPLY_TIMEOUT)).content == f"re: {said}"
-        assert await running.gateway.dispatcher.wait_idle(10)
+        assert await running.gateway.default.dispatcher.wait_idle(10)
 
         await fake.user_says(chat, "three", author_id=OWNER, username="ann")
         notice = await fake.next_message(chat, REPLY_TIMEOUT)
@@ -173,7 +173,7 @@ async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
             world.general, "elsewhere", author_id=MEMBER, username="bob", mentions_bot=True
         )
         assert (await fake.next_message(world.general, REPLY_TIMEOUT)).content == "re: elsewhere"
-        assert await running.gateway.dispatcher.wait_idle(10)
+        assert await running.gateway.default.dispatcher.wait_idle(10)
         # Typing runs from the decision to answer until the reply: nobody answers "four".
         typing = running.channel._typing._tasks.get(chat)
         assert typing is None or typing.done()
@@ -184,7 +184,7 @@ async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
     async with world.running() as running:
         await fake.user_says(chat, "five", author_id=OWNER, username="ann")
         assert (await fake.next_message(chat, REPLY_TIMEOUT)).content == "re: five"
-        assert await running.gateway.dispatcher.wait_idle(10)
+        assert await running.gateway.default.dispatcher.wait_idle(10)
     assert [m.content for m in fake.sent_to(chat)] == [
         "re: one",
         "re: two",

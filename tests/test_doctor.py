@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from clawgate.gateway.cli import app
-from clawgate.gateway.onboard import onboard
 from clawgate.gateway.ops.doctor import Finding, diagnose
 from clawgate.gateway.ops.online import online_checks
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.config import load_config
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.discord import FakeDiscord

@@ -262,7 +262,7 @@ async def test_turn_limit_frees_the_session_whatever_the_tool_does(
         reply = await harness.channel.next_reply(timeout=TOOL_BOUND)
         assert reply.is_error and "longer than its 1 s limit" in reply.text
         assert "\n" not in reply.text
-        assert await harness.gateway.dispatcher.wait_idle(5)
+        assert await harness.gateway.default.dispatcher.wait_idle(5)
         assert _gone(int((harness.workspace / "shell.pid").read_text()))
         path = harness.runtime.sessions.path_for("test:1")
         lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -28,7 +28,7 @@ from clawgate.agent.session import Delivery, Message, SessionStore, load_session
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cron.models import JobsFile
 from clawgate.gateway.cron.store import CronStore
-from clawgate.gateway.onboard import toml_string
+from clawgate.gateway.setup.onboard import toml_string
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig, Config, LimitsConfig, ToolsConfig, load_config
 from clawgate.kernel.errors import ConfigError, CronError, PathOutsideRoot

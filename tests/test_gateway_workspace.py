@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from clawgate.gateway.onboard import prepare_workspace
+from clawgate.gateway.setup.onboard import prepare_workspace
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import ClawgateProcess, fake_model, fake_telegram, write_config

@@ -4,7 +4,7 @@ from clawgate.agent.memory.entries import Span
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Consolidation, Message, SessionStore
 from clawgate.gateway.cli import app
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.setup.onboard import onboard
 
 
 def _setup(tmp_path):

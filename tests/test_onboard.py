@@ -4,7 +4,7 @@ import stat
 import tomllib
 from pathlib import Path
 
-from clawgate.gateway.onboard import config_template, next_steps, onboard
+from clawgate.gateway.setup.onboard import config_template, next_steps, onboard
 from clawgate.kernel.config import load_config
 
 TEMPLATE_FILES = [

@@ -80,7 +80,7 @@ async def test_a_redelivered_message_from_the_consolidated_part_is_recognised(
     config = make_config(tmp_path, agent_config)
     async with Harness(config) as harness:
         await seed(harness.runtime.sessions)
-        await harness.gateway.dispatcher.wait_idle(10)
+        await harness.gateway.default.dispatcher.wait_idle(10)
 
     async with Harness(config) as harness:
         sessions = harness.runtime.sessions
@@ -96,7 +96,7 @@ async def test_a_redelivered_message_from_the_consolidated_part_is_recognised(
         assert (await harness.channel.next_reply()).text == "re: what about eggs"
         await deliver(harness, "Z", "and bread")
         assert (await harness.channel.next_reply()).text == "re: and bread"
-        await harness.gateway.dispatcher.wait_idle(10)
+        await harness.gateway.default.dispatcher.wait_idle(10)
         await asyncio.sleep(0)
         assert harness.channel.sent["1"].empty()
         assert user_lines(path) == [*before, "and bread"]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cli import app
-from clawgate.gateway.onboard import onboard
+from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.storage import DiskWriter

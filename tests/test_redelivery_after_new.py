@@ -57,7 +57,7 @@ async def test_a_message_replayed_after_new_is_not_answered_again(
         await deliver(harness, "Y", "and eggs")
         assert (await harness.channel.next_reply()).text == "re: and eggs"
         assert [m["content"] for m in user_lines(harness)] == ["and eggs"]
-        await harness.gateway.dispatcher.wait_idle(10)
+        await harness.gateway.default.dispatcher.wait_idle(10)
 
     # A restart (the copy comes back when Telegram never got the acknowledgement): the fresh
     # transcript, loaded from disk, still knows X.
@@ -66,6 +66,6 @@ async def test_a_message_replayed_after_new_is_not_answered_again(
         await deliver(harness, "Z", "and bread")
         assert (await harness.channel.next_reply()).text == "re: and bread"
         assert [m["content"] for m in user_lines(harness)] == ["and eggs", "and bread"]
-        await harness.gateway.dispatcher.wait_idle(10)
+        await harness.gateway.default.dispatcher.wait_idle(10)
         await asyncio.sleep(0)
         assert harness.channel.sent["1"].empty()

@@ -26,7 +26,7 @@ from clawgate.gateway.cron.heartbeat import Heartbeat
 from clawgate.gateway.cron.models import Schedule, StateFile
 from clawgate.gateway.cron.scheduler import CRON_KEEP_RUNS
 from clawgate.gateway.cron.store import CronStore
-from clawgate.gateway.daemon import Gateway
+from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.kernel.bus import MessageBus, Trust
 from clawgate.kernel.config import (
     AgentConfig,
@@ -460,11 +460,11 @@ async def test_heartbeat_never_runs_while_the_owner_has_a_turn_in_flight(
     release = asyncio.Event()
     fake_llm.script(gate(release, text("Sure.")))
     await running.channel.say("long question")
-    await wait_until(lambda: running.gateway.dispatcher.busy(TARGET), timeout=5)
+    await wait_until(lambda: running.gateway.default.dispatcher.busy(TARGET), timeout=5)
     assert await heartbeat.tick() == "busy"
     release.set()
     assert (await running.channel.next_reply("1")).text == "Sure."
-    await running.gateway.dispatcher.wait_idle(5)
+    await running.gateway.default.dispatcher.wait_idle(5)
     fake_llm.script(text("Plants watered? Not yet."))
     assert await heartbeat.tick() == "delivered"
 
@@ -545,14 +545,18 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
         channel = create_channel(config.channels.telegram, bus, config)
         runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
         gateway = Gateway(
-            runtime, [channel], bus, scheduler=True, scheduler_options={"poll_interval": 0.05}
+            [(runtime, bus)],
+            [channel],
+            bus,
+            scheduler=True,
+            scheduler_options={"poll_interval": 0.05},
         )
-        assert gateway.scheduler is not None
+        assert gateway.default.scheduler is not None
         fake_llm.handler = lambda body: text(
             "Reminder: " + json.dumps(body["messages"][-1]["content"]).split("] ")[-1].strip('"')
         )
         now = datetime.now(UTC)
-        store = gateway.scheduler.store
+        store = gateway.default.scheduler.store
         to = f"telegram:{owner}"
         write_jobs(
             store,
@@ -566,13 +570,15 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
         try:
             texts = {(await telegram.next_message(owner))["text"] for _ in range(2)}
             assert texts == {"Reminder: call the bank", "Reminder: stretch"}
-            assert gateway.scheduler.next_run("cron") is not None
-            await gateway.scheduler.run_job("cron")  # a cron job fires through the same path
+            assert gateway.default.scheduler.next_run("cron") is not None
+            await gateway.default.scheduler.run_job(
+                "cron"
+            )  # a cron job fires through the same path
             await wait_until(
                 lambda: any(m["text"] == "Reminder: agenda" for m in telegram.messages_to(owner)), 5
             )
         finally:
             await gateway.stop(grace=2)
-    session = load_session(gateway.runtime.sessions.path_for(to), to)
+    session = load_session(gateway.default.runtime.sessions.path_for(to), to)
     assert "[scheduled: job at] Reminder: call the bank" in [m["content"] for m in session.messages]
     assert any(r.status == "sent" for r in session.records_of(Delivery))

@@ -4,8 +4,8 @@ import os
 from typer.testing import CliRunner
 
 from clawgate.gateway.cli import app
-from clawgate.gateway.onboard import onboard
 from clawgate.gateway.ops.status import StatusWriter, read_status
+from clawgate.gateway.setup.onboard import onboard
 
 
 def test_status_file_round_trip_and_stale_detection(tmp_path):

@@ -17,8 +17,8 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.manager import ChannelStates
 from clawgate.channels.telegram import create_channel
 from clawgate.channels.telegram.journal import InboundJournal
-from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.ratelimit import limit_notice
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.ratelimit import limit_notice
 from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, LimitsConfig
 from clawgate.kernel.storage import DiskWriter
@@ -105,7 +105,7 @@ async def test_polling_failing_for_over_a_minute_shows_as_failing_with_its_error
     runtime = AgentRuntime.build(
         config, outbox=bus.publish_outbound, channel_status=states.snapshot
     )
-    gateway = Gateway(runtime, [channel], bus, channel_states=states)
+    gateway = Gateway([(runtime, bus)], [channel], bus, channel_states=states)
     await gateway.start()
     try:
         telegram.break_method("getUpdates", 502, "Bad Gateway")
@@ -158,14 +158,14 @@ async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_f
             telegram.user_says(OWNER, said)
             reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
             assert reply["text"] == f"re: {said}"
-        await gw.gateway.dispatcher.wait_idle(10)
+        await gw.gateway.default.dispatcher.wait_idle(10)
 
         telegram.user_says(OWNER, "three")
         notice = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
         last = telegram.user_says(OWNER, "four")  # told once already: ignored silently
         await wait_until(lambda: telegram.confirmed_offset > last, timeout=10)
         await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
-        assert await gw.gateway.dispatcher.wait_idle(10)
+        assert await gw.gateway.default.dispatcher.wait_idle(10)
         typing = gw.channel._typing._tasks.get(chat)
         assert typing is None or typing.done()  # nobody is working on "three" or "four"
 

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from clawgate.gateway.lock import AGENT, InstanceLock
+from clawgate.gateway.daemon.lock import AGENT, InstanceLock
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until

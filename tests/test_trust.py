@@ -19,8 +19,8 @@ from clawgate.agent.session import Message, SessionStore, State
 from clawgate.channels.access import Trusts
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram import create_channel
-from clawgate.gateway.daemon import Gateway
-from clawgate.gateway.onboard import prepare_workspace
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.setup.onboard import prepare_workspace
 from clawgate.kernel.bus import ChatFacts, MessageBus, Trust
 from clawgate.kernel.config import (
     AgentConfig,
@@ -136,10 +136,10 @@ async def test_cron_and_heartbeat_run_at_the_target_chats_current_trust(
     channel = create_channel(config.channels.telegram, bus, config, sleep=Sleeps())
     runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
     gateway = Gateway(
-        runtime, [channel], bus, scheduler=True, scheduler_options={"poll_interval": 0.05}
+        [(runtime, bus)], [channel], bus, scheduler=True, scheduler_options={"poll_interval": 0.05}
     )
-    assert gateway.scheduler is not None
-    scheduler = gateway.scheduler
+    assert gateway.default.scheduler is not None
+    scheduler = gateway.default.scheduler
     fake_llm.handler = lambda body: text("Done.")
     await gateway.start()
     try:

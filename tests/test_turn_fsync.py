@@ -32,7 +32,7 @@ def deliveries(path: Path) -> list[int]:
 
 
 async def settled(gw: Harness) -> None:
-    await gw.gateway.dispatcher.wait_idle(5)
+    await gw.gateway.default.dispatcher.wait_idle(5)
     await asyncio.wait_for(gw.bus.outbound.join(), 5)
 
 

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from clawgate.channels.terminal import Terminal, TerminalChannel, TerminalLink
-from clawgate.gateway.control import ControlClient
-from clawgate.gateway.lock import AGENT, GATEWAY, AlreadyRunning, Holder, InstanceLock
+from clawgate.gateway.daemon.control import ControlClient
+from clawgate.gateway.daemon.lock import AGENT, GATEWAY, AlreadyRunning, Holder, InstanceLock
 from clawgate.kernel.config import Config
 
 POLL_SECONDS = 0.2
@@ -78,13 +78,14 @@ async def _converse(link: TerminalLink, message: str | None) -> int:
 async def _in_process(config: Config, message: str | None, session: str) -> int:
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.agent.tools.shell import forbid_environ_reads
-    from clawgate.gateway.daemon import Gateway
+    from clawgate.gateway.daemon.gateway import Gateway
     from clawgate.kernel.bus import MessageBus
 
     forbid_environ_reads()  # exec'd commands must not read our environment or memory
     bus = MessageBus()
     channel = TerminalChannel(bus, session)
-    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), [channel], bus)
+    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+    gateway = Gateway([(runtime, bus)], [channel], bus)
     await gateway.start()
     try:
         return await _converse(channel, message)

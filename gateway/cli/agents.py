@@ -38,7 +38,7 @@ class AgentRow:
 def agent_rows(config: Config) -> list[AgentRow]:
     """Every agent of the whole config `config` belongs to, "main" first, with the bots the
     gateway's router would give it (raises the router's ConfigError for bindings it refuses)."""
-    from clawgate.gateway.routing import Router
+    from clawgate.gateway.daemon.routing import Router
 
     root = config.root
     router = Router(root)

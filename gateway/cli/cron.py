@@ -183,7 +183,7 @@ def cron_run(
     agent: AgentOption = None,
 ) -> None:
     """Run a job once, now: through the running gateway if there is one, else here."""
-    from clawgate.gateway.lock import CRON_RUN, GATEWAY, AlreadyRunning, InstanceLock
+    from clawgate.gateway.daemon.lock import CRON_RUN, GATEWAY, AlreadyRunning, InstanceLock
 
     config, store = _open(ctx)
     store.load().get(job_id)
@@ -230,15 +230,17 @@ async def _run_here(config: Config, job_id: str) -> int:
     delivered, run the job, flush, stop."""
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.agent.tools.shell import forbid_environ_reads
+    from clawgate.gateway.app import build_channels
     from clawgate.gateway.cron.scheduler import CronScheduler
-    from clawgate.gateway.daemon import Gateway, build_channels
+    from clawgate.gateway.daemon.gateway import Gateway
     from clawgate.kernel.bus import MessageBus
 
     forbid_environ_reads()  # the job's exec calls must not read our environment or memory
     bus = MessageBus()
     channels = build_channels(config, bus)
-    gateway = Gateway(AgentRuntime.build(config, outbox=bus.publish_outbound), channels, bus)
-    runner = CronScheduler(gateway.runtime, bus, gateway.dispatcher)
+    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+    gateway = Gateway([(runtime, bus)], channels, bus)
+    runner = CronScheduler(runtime, bus, gateway.default.dispatcher)
     await gateway.start()
     try:
         await runner.load()

@@ -14,7 +14,7 @@ import typer
 from clawgate.gateway.cli.context import cli_context
 
 if TYPE_CHECKING:
-    from clawgate.gateway.onboard import OnboardResult
+    from clawgate.gateway.setup.onboard import OnboardResult
     from clawgate.kernel.config import DashboardConfig
 
 

@@ -27,7 +27,7 @@ from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.status import housekeeping, status
 
 if TYPE_CHECKING:
-    from clawgate.gateway.onboard import OnboardResult
+    from clawgate.gateway.setup.onboard import OnboardResult
     from clawgate.kernel.errors import ClawgateError
 
 
@@ -193,9 +193,9 @@ def onboard(
 
     from pydantic import SecretStr
 
-    from clawgate.gateway.onboard import executable, next_steps
-    from clawgate.gateway.onboard import onboard as run_onboard
-    from clawgate.gateway.onboard_setup import Asker, Setup, run_setup
+    from clawgate.gateway.setup.onboard import executable, next_steps
+    from clawgate.gateway.setup.onboard import onboard as run_onboard
+    from clawgate.gateway.setup.wizard import Asker, Setup, run_setup
 
     config_path = cli_context(ctx).config_path
     if agent is None:
@@ -228,7 +228,7 @@ def onboard(
         )
     )
     if agent is not None:
-        from clawgate.gateway.onboard import lay_down_agent
+        from clawgate.gateway.setup.onboard import lay_down_agent
 
         assert workspace is not None
         _list_paths(lay_down_agent(workspace))
@@ -239,7 +239,7 @@ def onboard(
     if agent is None:
         typer.echo("\n" + "\n".join(next_steps(config_path, program=executable())))
         return
-    from clawgate.gateway.onboard import agent_next_steps
+    from clawgate.gateway.setup.onboard import agent_next_steps
 
     own = [
         name for name, token in (("telegram", telegram_token), ("discord", discord_token)) if token
@@ -257,7 +257,7 @@ def _list_paths(result: OnboardResult) -> None:
 def _new_agent_workspace(ctx: typer.Context, name: str, workspace: Path | None) -> Path:
     """The folder for a new agent `name` (refused, one line, when the name is bad or taken,
     or when there is no config to add it to yet)."""
-    from clawgate.gateway.onboard import agent_workspace, check_new_agent
+    from clawgate.gateway.setup.onboard import agent_workspace, check_new_agent
     from clawgate.kernel.errors import ConfigError
 
     context = cli_context(ctx)
@@ -312,10 +312,10 @@ def gateway(
     """Run the daemon: the enabled chat channels and every agent, until Ctrl-C or SIGTERM."""
     import asyncio
 
-    from clawgate.gateway.daemon import serve
-    from clawgate.gateway.lock import InstanceLock
-    from clawgate.gateway.onboard import missing_setup, prepare_workspace
+    from clawgate.gateway.app import serve
+    from clawgate.gateway.daemon.lock import InstanceLock
     from clawgate.gateway.ops.logs import setup_logging
+    from clawgate.gateway.setup.onboard import missing_setup, prepare_workspace
 
     # Every agent: the daemon serves them all, so no --agent here.
     config = cli_context(ctx).file_config()

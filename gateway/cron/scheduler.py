@@ -28,7 +28,7 @@ from clawgate.gateway.cron.models import Clock, CronJob, RunResult, StateFile, u
 from clawgate.gateway.cron.requests import answer_request, take_requests
 from clawgate.gateway.cron.store import CronStore, set_enabled
 from clawgate.gateway.cron.triggers import build_trigger
-from clawgate.gateway.cron.turns import ScheduledTurns
+from clawgate.gateway.cron.turns import ScheduledTurns, SessionQueues
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.errors import CronError
 from clawgate.kernel.retry import Backoff
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     from clawgate.agent.runtime import AgentRuntime
-    from clawgate.gateway.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +79,7 @@ class CronScheduler:
         self,
         runtime: AgentRuntime,
         bus: MessageBus,
-        dispatcher: Dispatcher,
+        dispatcher: SessionQueues,
         *,
         clock: Clock = utc_now,
         poll_interval: float = 2.0,

@@ -8,7 +8,8 @@ with mode "trimmed", see agent/scheduled.py), so it never replays a growing hist
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from clawgate.agent.scheduled import trim_history
 from clawgate.agent.session import Message
@@ -18,13 +19,31 @@ from clawgate.kernel.errors import CronError
 
 if TYPE_CHECKING:
     from clawgate.agent.runtime import AgentRuntime
-    from clawgate.gateway.dispatcher import Dispatcher
+
+T = TypeVar("T")
+
+
+class ScheduledBudget(Protocol):
+    def admit_scheduled(self, session_key: str) -> bool: ...
+
+
+class SessionQueues(Protocol):
+    """What scheduled runs need of the daemon's dispatcher (gateway/daemon/dispatcher.py),
+    which sits a floor above cron: a place in a session's turn order, whether a session is
+    running a turn, and the chats' budget of scheduled runs."""
+
+    @property
+    def rate_limiter(self) -> ScheduledBudget: ...
+
+    async def run_in_session(self, key: str, work: Callable[[], Awaitable[T]]) -> T: ...
+
+    def busy(self, key: str) -> bool: ...
 
 
 class ScheduledTurns:
     """Run a turn in a scheduled session; deliver its reply to a chat and append it there."""
 
-    def __init__(self, runtime: AgentRuntime, bus: MessageBus, dispatcher: Dispatcher) -> None:
+    def __init__(self, runtime: AgentRuntime, bus: MessageBus, dispatcher: SessionQueues) -> None:
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = dispatcher

@@ -1,6 +1,6 @@
 """The people page: pending pairing requests, approved people, seen groups, channel states.
 
-Every decision goes through `gateway/people.py`, the module `clawgate pairing` and
+Every decision goes through `gateway/setup/people.py`, the module `clawgate pairing` and
 `clawgate groups` use: approvals are the same write to `<data_dir>/pairing.json` (the
 running channels re-read it on the next message, so an approved person is answered at
 once), groups the same config edit as `clawgate groups allow` (applied on restart).
@@ -21,8 +21,8 @@ from yarl import URL
 
 from clawgate.channels.groups import SeenGroup
 from clawgate.channels.pairing import CODE_TTL_SECONDS, Approval
-from clawgate.gateway import people
 from clawgate.gateway.dashboard.render import render, services
+from clawgate.gateway.setup import people
 from clawgate.kernel.config import Config, default_config_path, load_config
 from clawgate.kernel.errors import ClawgateError
 

@@ -22,8 +22,7 @@ import importlib.util
 import logging
 import mimetypes
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -47,9 +46,6 @@ from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import WebChannel
 from clawgate.kernel.errors import ConfigError, PathOutsideRoot
 from clawgate.kernel.storage import confine
-
-if TYPE_CHECKING:
-    from clawgate.gateway.daemon import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +197,6 @@ class Dashboard:
                     "no dashboard token: run `clawgate dashboard --rotate` to make one, or "
                     'set host = "127.0.0.1"'
                 )
-
-    @classmethod
-    def for_gateway(cls, gateway: Gateway, config_path: Path | None = None) -> Dashboard:
-        return cls(DashboardServices.of_gateway(gateway, config_path))
 
     async def start(self) -> None:
         if not self.settings.enabled:

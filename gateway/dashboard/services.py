@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     from clawgate.agent.session import SessionStore
     from clawgate.channels.manager import ChannelManager, ChannelStates
     from clawgate.gateway.cron.scheduler import CronScheduler
-    from clawgate.gateway.daemon import Gateway
-    from clawgate.gateway.dispatcher import Dispatcher
+    from clawgate.gateway.daemon.dispatcher import Dispatcher
     from clawgate.kernel.bus import MessageBus
     from clawgate.kernel.config import Config
 
@@ -89,16 +88,5 @@ class DashboardServices:
             manager=manager,
             dispatcher=dispatcher,
             scheduler=scheduler,
-            config_path=config_path,
-        )
-
-    @classmethod
-    def of_gateway(cls, gateway: Gateway, config_path: Path | None = None) -> DashboardServices:
-        return cls.build(
-            gateway.runtime,
-            gateway.bus,
-            manager=gateway.manager,
-            dispatcher=gateway.dispatcher,
-            scheduler=gateway.scheduler,
             config_path=config_path,
         )

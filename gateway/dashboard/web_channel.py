@@ -1,6 +1,6 @@
 """The browser chat as a channel: the dashboard's owner talks to the assistant in `web:<name>`.
 
-Like the control socket (gateway/control.py), this is a channel on the bus: what the owner
+Like the control socket (gateway/daemon/control.py), this is a channel on the bus: what the owner
 types is published as an owner `InboundMessage`, and replies come back through the channel
 manager's `send`, so the dispatcher's order and /stop, slash commands, session records and
 delivery records are those of every other channel. What only a browser gets is the turn as

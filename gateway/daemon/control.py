@@ -1,6 +1,6 @@
 """The running gateway's local control socket: how `clawgate agent` talks to it.
 
-While a gateway runs it owns the workspace (gateway/lock.py), so a terminal must not run
+While a gateway runs it owns the workspace (gateway/daemon/lock.py), so a terminal must not run
 turns of its own: it connects to `<data_dir>/control.sock` (0600, in the 0700 data_dir:
 only the owner's account reaches it, hence owner trust) and the daemon serves the turn in
 the terminal's session, `cli:<name>`, exactly as an in-process terminal would. On the

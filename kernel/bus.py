@@ -77,7 +77,7 @@ class InboundMessage(BaseModel):
     mentioned: bool = False
     reply_to: str | None = None
     timestamp: datetime = Field(default_factory=_now)
-    # The agent that answers: set by the gateway's router (gateway/routing.py); a channel
+    # The agent that answers: set by the gateway's router (gateway/daemon/routing.py); a channel
     # that knows it (the control socket, for `clawgate agent --agent NAME`) may set it first.
     agent: str | None = None
 

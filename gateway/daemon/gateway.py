@@ -6,29 +6,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.access import AccessPolicy, Trusts
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.channels.pairing import PairingStore
-from clawgate.gateway.agents.build import build_accounts, build_runtimes, create_channel
-from clawgate.gateway.agents.unit import AgentUnit
-from clawgate.gateway.control import ControlChannel
-from clawgate.gateway.dashboard.web_channel import web_chat
+from clawgate.gateway.daemon.ratelimit import RateLimiter
+from clawgate.gateway.daemon.routing import Router
+from clawgate.gateway.daemon.unit import AgentUnit
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status import StatusWriter
-from clawgate.gateway.ratelimit import RateLimiter
-from clawgate.gateway.routing import AccountBus, Router
-from clawgate.kernel.agents import PLATFORMS
+from clawgate.kernel.agent_configs import PLATFORMS
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, agent_key
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import CredentialsRejected
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +41,7 @@ class Gateway:
 
     def __init__(
         self,
-        runtime: AgentRuntime | Sequence[tuple[AgentRuntime, MessageBus]],
+        agents: Sequence[tuple[AgentRuntime, MessageBus]],
         channels: Sequence[Channel] | Mapping[str, Channel],
         bus: MessageBus,
         *,
@@ -59,15 +52,15 @@ class Gateway:
         rate_limiter: RateLimiter | None = None,
         daemon: bool = False,
     ) -> None:
-        """`runtime`: one agent, built with `outbox=bus.publish_outbound` (and, to show
-        channel states in /status, `channel_status=channel_states.snapshot`); or, with a
-        `router`, every agent with the bus it publishes to (a routing.AgentBus over `bus`).
+        """`agents`: each runtime with the bus it publishes to: `bus` itself for a single
+        agent (built with `outbox=bus.publish_outbound` and, to show channel states in
+        /status, `channel_status=channel_states.snapshot`), or with a `router`, a
+        routing.AgentBus over `bus` per agent.
         `channels`: by account key when several bots share a platform (see routing.py).
         `scheduler`: run cron jobs and the heartbeat (only the daemon does: one process fires
         the jobs; its runtimes are built with `cron_tools`), with `scheduler_options` passed to
         `CronScheduler`. `rate_limiter`: the dispatcher's, instead of one from the config.
         `daemon`: also keep `<data_dir>/status.json` current and run the daily housekeeping."""
-        agents = [(runtime, bus)] if isinstance(runtime, AgentRuntime) else list(runtime)
         self.bus = bus
         self.router = router
         self.manager = ChannelManager(
@@ -94,15 +87,12 @@ class Gateway:
             first = self.units[router.root.default_agent]
         else:
             first = next(iter(self.units.values()))
-        # The default agent's parts, by the names a single-agent gateway always had.
-        self.runtime = first.runtime
-        self.dispatcher = first.dispatcher
-        self.scheduler = first.scheduler
-        self._default = first
+        # The agent a message naming none goes to.
+        self.default = first
         self.status: StatusWriter | None = None
         if daemon:
-            root = router.root if router is not None else self.runtime.config
-            self.status = StatusWriter(root.data_dir, self._report, self.runtime.redact)
+            root = router.root if router is not None else first.runtime.config
+            self.status = StatusWriter(root.data_dir, self._report, first.runtime.redact)
         self._running: contextlib.AsyncExitStack | None = None
         self._dispatching: asyncio.Task[None] | None = None
         self._outbound: asyncio.Task[None] | None = None
@@ -137,7 +127,7 @@ class Gateway:
             if self.status is not None:
                 self._chores = [
                     # The daemon will need litellm: load it now, not on the first message.
-                    tasks.create_task(self.runtime.llm.warm_up(), name="litellm import"),
+                    tasks.create_task(self.default.runtime.llm.warm_up(), name="litellm import"),
                     tasks.create_task(self.status.run(), name="status"),
                     *(
                         tasks.create_task(
@@ -197,7 +187,7 @@ class Gateway:
         )
 
     def _unit(self, agent: str | None) -> AgentUnit | None:
-        return self._default if agent is None else self.units.get(agent)
+        return self.default if agent is None else self.units.get(agent)
 
     async def _record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         unit = self._unit(message.agent)
@@ -244,79 +234,6 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
-    """Instantiate the enabled chat channels of one agent's config."""
-    return [
-        create_channel(name, channel_config, bus, config)
-        for name, channel_config in config.channels
-        if channel_config.enabled
-    ]
-
-
-async def serve(config: Config, config_path: Path | None = None) -> None:
-    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM.
-    `config_path`: the file `config` came from (the dashboard edits it)."""
-    forbid_environ_reads()  # exec'd commands must not read our environment or memory
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    bus = MessageBus()
-    router = Router(config)
-    # /status reports the channel states, which the manager (built after the runtimes, since
-    # it records deliveries through them) keeps current.
-    channel_states = ChannelStates()
-    runtimes = build_runtimes(router, bus, channel_states)
-    chats = build_accounts(router, bus)
-    default = next(r for r, _ in runtimes if r.config.agent_name == config.default_agent)
-    gateway = Gateway(
-        runtimes,
-        # The control socket is the terminal's channel: `clawgate agent` talks through it.
-        {
-            **chats,
-            "cli": ControlChannel(
-                AccountBus(bus, "cli", router), config.data_dir, config.default_agent
-            ),
-            # The dashboard's chat talks to the default agent.
-            **{
-                channel.name: channel
-                for channel in web_chat(config, AccountBus(bus, "web", router), default)
-            },
-        },
-        bus,
-        router=router,
-        channel_states=channel_states,
-        scheduler=True,
-        daemon=True,
-    )
-    from clawgate.gateway.dashboard.server import Dashboard
-
-    dashboard = Dashboard.for_gateway(gateway, config_path)  # serves the default agent
-    await gateway.start()
-    rejected = gateway.manager.rejected()
-    if rejected and len(rejected) == len(chats):
-        # Every chat channel refused its token: a daemon nobody can reach from a chat should
-        # not look healthy. With another chat channel up, the rejected one shows in status.
-        await gateway.stop()
-        raise CredentialsRejected("; ".join(rejected.values()))
-    await dashboard.start()
-    for name, unit in gateway.units.items():
-        log.info(
-            "agent %s: workspace %s, channels %s",
-            name,
-            unit.runtime.config.workspace,
-            ", ".join(router.accounts_of(name)) or "none",
-        )
-    log.info("gateway running (workspace %s); Ctrl-C to stop", gateway.runtime.config.workspace)
-    try:
-        await stop.wait()
-    finally:
-        log.info("shutting down: finishing in-flight turns")
-        await dashboard.stop()
-        await gateway.stop()
-        log.info("stopped")
 
 
 async def _housekeeping(config: Config) -> None:

@@ -22,7 +22,7 @@ import asyncio
 import shutil
 from dataclasses import dataclass
 
-from clawgate.kernel.agents import PLATFORMS, own_token
+from clawgate.kernel.agent_configs import PLATFORMS, own_token
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Binding, Config
 from clawgate.kernel.storage import DiskWriter, confine

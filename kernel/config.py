@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from clawgate.kernel.agents import check_agents, derive_agent
+from clawgate.kernel.agent_configs import check_agents, derive_agent
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -227,7 +227,7 @@ MAIN_AGENT = "main"
 
 
 class Binding(_Section):
-    """Which chats of a shared bot an agent answers (see gateway/routing.py). Neither `chat`
+    """Which chats of a shared bot an agent answers (see gateway/daemon/routing.py). Neither `chat`
     nor `guild`: the whole channel account (every chat the bot sees that no narrower binding
     claims)."""
 
@@ -275,7 +275,7 @@ class AgentSpec(AgentConfig):
 class Config(_Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
-    # Several assistants in one gateway (see kernel/agents.py); "main" is the top-level keys.
+    # Several assistants in one gateway (see kernel/agent_configs.py); "main" is the top-level keys.
     agents: dict[str, AgentSpec] = Field(default_factory=dict)
     default_agent: str = MAIN_AGENT
     # "agent": each agent keeps its own pairing approvals (its data_dir); "global": one

@@ -1,6 +1,6 @@
 """Who may chat: the owner's decisions on pairing requests and groups.
 
-With several agents, access belongs to a bot (gateway/routing.py): an agent's own bot has
+With several agents, access belongs to a bot (gateway/daemon/routing.py): an agent's own bot has
 its own rules, pairing.json and groups.json; a bot several agents share has its agent's
 (the default agent's), and a group reaches another agent only through a binding.
 
@@ -36,8 +36,8 @@ def bot_config(config: Config, platform: str) -> Config:
     """The config of the bot `config`'s agent answers through on `platform`: its own bot,
     else the shared bot's agent's - whose rules let a chat in, whose pairing approvals
     decide trust and whose data_dir keeps the groups the bot saw."""
-    from clawgate.gateway.routing import Router
-    from clawgate.kernel.agents import own_token
+    from clawgate.gateway.daemon.routing import Router
+    from clawgate.kernel.agent_configs import own_token
 
     if own_token(config.root, config, platform) is not None:
         return config
@@ -48,7 +48,7 @@ def bot_config(config: Config, platform: str) -> Config:
 def pairing_config(config: Config) -> Config:
     """Whose pairing approvals an agent's owner manages: its own when it has a bot of its
     own (or no chat channel at all), else those of the bot it shares."""
-    from clawgate.kernel.agents import own_token
+    from clawgate.kernel.agent_configs import own_token
 
     enabled = [p for p in CHANNELS if getattr(config.channels, p).enabled]
     if not enabled or any(own_token(config.root, config, p) for p in enabled):
@@ -132,7 +132,7 @@ def allow_group(config_path: Path, config: Config, group_id: str, channel: str |
     a binding to the agent when it shares that bot with others."""
     import tomlkit
 
-    from clawgate.kernel.agents import own_token
+    from clawgate.kernel.agent_configs import own_token
 
     group_id = group_id.strip()
     name = group_channel(config, group_id, channel)
@@ -244,7 +244,7 @@ def _edit(
     done: tuple[str, ...],
 ) -> GroupEdit:
     """Apply `change` through onboard's editor; write only if `changed()` says it did."""
-    from clawgate.gateway.onboard_setup import edit_config, save
+    from clawgate.gateway.setup.wizard import edit_config, save
 
     new_text, _ = edit_config(config_path, change)
     if not changed():

@@ -11,8 +11,8 @@ from typing import Any
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.access import Trusts
 from clawgate.gateway.cron.scheduler import CronScheduler
-from clawgate.gateway.dispatcher import Admitted, Dispatcher
-from clawgate.gateway.ratelimit import RateLimiter
+from clawgate.gateway.daemon.dispatcher import Admitted, Dispatcher
+from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.kernel.bus import MessageBus, agent_key
 
 

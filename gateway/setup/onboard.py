@@ -14,7 +14,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from clawgate.kernel.agents import AGENT_NAME, agent_dirs
+from clawgate.kernel.agent_configs import AGENT_NAME, agent_dirs
 from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from clawgate.agent.commands import parse_command
 from clawgate.channels.access import Trusts
-from clawgate.gateway.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)

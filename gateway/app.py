@@ -1,0 +1,210 @@
+"""The composition root: builds every part of a gateway from the config - one runtime per
+agent, one channel per bot account, the terminal's control socket, the dashboard's web chat
+and pages - and hands them to the daemon (`Gateway`) and the dashboard. Nothing below this
+module builds a Gateway's parts or imports the Gateway; `clawgate gateway` calls `serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.tools.shell import forbid_environ_reads
+from clawgate.channels.base import Channel
+from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.cron.tool import cron_tools
+from clawgate.gateway.daemon.control import ControlChannel
+from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.routing import AccountBus, AgentBus, Router
+from clawgate.gateway.dashboard.server import Dashboard
+from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.gateway.dashboard.web_channel import web_chat
+from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.config import Config
+from clawgate.kernel.errors import ChannelError, CredentialsRejected
+
+log = logging.getLogger(__name__)
+
+
+def create_channel(
+    platform: str, channel_config: Any, bus: MessageBus, config: Any, **options: Any
+) -> Channel:
+    """One chat channel. Its library is imported only here."""
+    try:
+        module = __import__(f"clawgate.channels.{platform}", fromlist=["create_channel"])
+    except ImportError:
+        raise ChannelError(f"channel {platform!r} is not available in this version") from None
+    channel: Channel = module.create_channel(channel_config, bus, config, **options)
+    return channel
+
+
+def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
+    """A channel per bot, built from the config of the agent it belongs to (its rules, its
+    data_dir for state, pairing and groups, its workspace for media), publishing through an
+    AccountBus that routes what it receives; a shared bot also knows the workspace of each
+    agent it serves, where the files that agent's replies attach are."""
+    channels = {}
+    for key, account in router.accounts.items():
+        served = [name for name in router.agents if key in router.accounts_of(name)]
+        channels[key] = create_channel(
+            account.platform,
+            getattr(account.config.channels, account.platform),
+            AccountBus(bus, key, router),
+            account.config,
+            workspaces={name: router.agents[name].workspace for name in served},
+        )
+    return channels
+
+
+def build_runtimes(
+    router: Router, bus: MessageBus, states: ChannelStates
+) -> list[tuple[AgentRuntime, MessageBus]]:
+    """Every agent's runtime, each publishing through its own AgentBus (its name on every
+    reply), with the cron tool over its own workspace."""
+    built: list[tuple[AgentRuntime, MessageBus]] = []
+    searches: dict[str, MemorySearch] = {}
+    for name, config in router.agents.items():
+        agent_bus = AgentBus(bus, name)
+        spec = router.root.agents.get(name)
+        shared = SharedMemory(searches, spec.share_memory_from if spec is not None else [])
+        runtime = AgentRuntime.build(
+            config,
+            outbox=agent_bus.publish_outbound,
+            channel_status=_channel_status(router, states),
+            extra_tools=cron_tools(config),
+            shared_memory=shared,
+        )
+        searches[name] = runtime.search
+        built.append((runtime, agent_bus))
+    return built
+
+
+class SharedMemory(Mapping[str, MemorySearch]):
+    """The memory searches of the agents one agent may read (`share_memory_from`), by name:
+    the other agent's own MemorySearch, so one index has one writer in the process. A view
+    over every agent's search, complete once all runtimes are built."""
+
+    def __init__(self, searches: Mapping[str, MemorySearch], names: Sequence[str]) -> None:
+        self._searches = searches
+        self._names = list(names)
+
+    def __getitem__(self, name: str) -> MemorySearch:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._searches[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _channel_status(router: Router, states: ChannelStates) -> Any:
+    """/status's channel list: each account with the agents it serves, once several agents
+    share the gateway (with one, the plain list of today)."""
+    if len(router.agents) == 1:
+        return states.snapshot
+
+    def snapshot() -> dict[str, dict[str, Any]]:
+        served: dict[str, list[str]] = {}
+        for agent in router.agents:
+            for key in router.accounts_of(agent):
+                served.setdefault(key, []).append(agent)
+        return {
+            f"{key} (agent {', '.join(served[key])})" if key in served else key: info
+            for key, info in states.snapshot().items()
+        }
+
+    return snapshot
+
+
+def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
+    """Instantiate the enabled chat channels of one agent's config."""
+    return [
+        create_channel(name, channel_config, bus, config)
+        for name, channel_config in config.channels
+        if channel_config.enabled
+    ]
+
+
+async def serve(config: Config, config_path: Path | None = None) -> None:
+    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM.
+    `config_path`: the file `config` came from (the dashboard edits it)."""
+    forbid_environ_reads()  # exec'd commands must not read our environment or memory
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    bus = MessageBus()
+    router = Router(config)
+    # /status reports the channel states, which the manager (built after the runtimes, since
+    # it records deliveries through them) keeps current.
+    channel_states = ChannelStates()
+    runtimes = build_runtimes(router, bus, channel_states)
+    chats = build_accounts(router, bus)
+    default = next(r for r, _ in runtimes if r.config.agent_name == config.default_agent)
+    gateway = Gateway(
+        runtimes,
+        # The control socket is the terminal's channel: `clawgate agent` talks through it.
+        {
+            **chats,
+            "cli": ControlChannel(
+                AccountBus(bus, "cli", router), config.data_dir, config.default_agent
+            ),
+            # The dashboard's chat talks to the default agent.
+            **{
+                channel.name: channel
+                for channel in web_chat(config, AccountBus(bus, "web", router), default)
+            },
+        },
+        bus,
+        router=router,
+        channel_states=channel_states,
+        scheduler=True,
+        daemon=True,
+    )
+    dashboard = Dashboard(dashboard_services(gateway, config_path))
+    await gateway.start()
+    rejected = gateway.manager.rejected()
+    if rejected and len(rejected) == len(chats):
+        # Every chat channel refused its token: a daemon nobody can reach from a chat should
+        # not look healthy. With another chat channel up, the rejected one shows in status.
+        await gateway.stop()
+        raise CredentialsRejected("; ".join(rejected.values()))
+    await dashboard.start()
+    for name, unit in gateway.units.items():
+        log.info(
+            "agent %s: workspace %s, channels %s",
+            name,
+            unit.runtime.config.workspace,
+            ", ".join(router.accounts_of(name)) or "none",
+        )
+    log.info(
+        "gateway running (workspace %s); Ctrl-C to stop", gateway.default.runtime.config.workspace
+    )
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down: finishing in-flight turns")
+        await dashboard.stop()
+        await gateway.stop()
+        log.info("stopped")
+
+
+def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> DashboardServices:
+    """What the dashboard's pages reach: the default agent's running parts."""
+    default = gateway.default
+    return DashboardServices.build(
+        default.runtime,
+        gateway.bus,
+        manager=gateway.manager,
+        dispatcher=default.dispatcher,
+        scheduler=default.scheduler,
+        config_path=config_path,
+    )
