@@ -74,8 +74,8 @@ def create_channel(
         channel_config,
         bus,
         workspace=config.workspace,
-        data_dir=config.data_dir,
         policy=policy,
+        state_dir=config.data_dir / "channels" / "discord",
         **options,
     )
 
@@ -91,9 +91,9 @@ class DiscordChannel(Channel):
         config: DiscordConfig,
         bus: MessageBus,
         *,
-        workspace: Path,
-        data_dir: Path,
         policy: AccessPolicy,
+        workspace: Path,
+        state_dir: Path,
         writer: DiskWriter | None = None,
         guild_ready_timeout: float = 2.0,
         send_timeout: float = SEND_TIMEOUT,
@@ -114,7 +114,6 @@ class DiscordChannel(Channel):
         self._worker: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[object] = asyncio.Queue()
         self._ready = asyncio.Event()
-        state_dir = data_dir / "channels" / "discord"
         self._watermarks = Watermarks(state_dir / "state.json", writer)
         self.journal = Journal(state_dir / "journal.jsonl", writer=writer, id_field="id")
         # Loaded from the journal at the first start of the process, published once ready.

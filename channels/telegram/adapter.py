@@ -78,8 +78,8 @@ def create_channel(
     groups = SeenGroups(config.data_dir / "groups.json")
     policy = AccessPolicy("telegram", channel_config, store, seen_groups=groups)
     return TelegramChannel(
-        bus,
         channel_config,
+        bus,
         policy=policy,
         workspace=config.workspace,
         state_dir=config.data_dir / "channels" / "telegram",
@@ -93,8 +93,8 @@ class TelegramChannel(Channel):
 
     def __init__(
         self,
+        config: TelegramConfig,
         bus: MessageBus,
-        settings: TelegramConfig,
         *,
         policy: AccessPolicy,
         workspace: Path,
@@ -111,7 +111,7 @@ class TelegramChannel(Channel):
         """`workspaces`: on a bot several agents answer through, each agent's workspace by
         name, where the files its replies attach are found (else `workspace`)."""
         super().__init__(bus)
-        self.settings = settings
+        self.config = config
         self.policy = policy
         self.workspace = workspace
         writer = writer or DiskWriter()
@@ -129,7 +129,7 @@ class TelegramChannel(Channel):
         }
         self._typing = Typing(self._require_bot, interval=typing_interval, limit=typing_max)
         self._normaliser = Normaliser(
-            settings,
+            config,
             policy,
             self._identity,
             MediaFetcher(workspace, calls, writer),
@@ -182,14 +182,14 @@ class TelegramChannel(Channel):
         from telegram import Bot
         from telegram.request import HTTPXRequest
 
-        if self.settings.token is None:
+        if self.config.token is None:
             raise ChannelError("telegram: no token configured ([channels.telegram] token)")
-        proxy = self.settings.proxy
+        proxy = self.config.proxy
         self._poll_request = _raw_keeping_request(read_timeout=self._read_timeout, proxy=proxy)
         return Bot(
-            self.settings.token.get_secret_value(),
-            base_url=self.settings.base_url,
-            base_file_url=self.settings.base_file_url,
+            self.config.token.get_secret_value(),
+            base_url=self.config.base_url,
+            base_file_url=self.config.base_file_url,
             # Typing actions and replies to several chats go out side by side.
             request=HTTPXRequest(
                 connection_pool_size=16,
@@ -299,7 +299,7 @@ class TelegramChannel(Channel):
         try:
             updates = await bot.get_updates(
                 offset=self.journal.high + 1 if self.journal.high else None,
-                timeout=self.settings.poll_timeout,
+                timeout=self.config.poll_timeout,
                 allowed_updates=ALLOWED_UPDATES,
             )
             return list(updates), []
