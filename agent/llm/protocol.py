@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clawgate.agent.llm.failures import Failure
@@ -81,7 +81,7 @@ class Chunk:
     text: str = ""
     tool_calls: tuple[ToolCallPiece, ...] = ()
     finish_reason: str | None = None
-    usage: dict[str, int] | None = field(default=None)
+    usage: dict[str, int] | None = None
 
 
 class Model(Protocol):

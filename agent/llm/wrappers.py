@@ -64,10 +64,6 @@ class Retrying:
         self.inner = inner
         self._policy = policy
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
     async def complete(self, request: ModelRequest, relay: Relay | None = None) -> LLMResponse:
         """The answer; streamed through `relay` when one is given."""
         if relay is None:
