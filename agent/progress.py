@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.agent.llm_stream import TextDelta
+from clawgate.agent.llm.stream import TextDelta
 from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.secrets import Redactor
 

@@ -69,17 +69,19 @@ class AgentRuntime:
         outbox: Outbox | None = None,
         channel_status: ChannelStatus | None = None,
         shared_memory: Mapping[str, MemorySearch] | None = None,
+        llm: LLMClient | None = None,
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
-        `extra_tools` beyond the built-in ones (the gateway's `cron`)."""
+        `extra_tools` beyond the built-in ones (the gateway's `cron`); a test may pass the
+        model client (one serving a FunctionModel), else one is made from the config."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
         sessions = SessionStore(
             workspace / "sessions", writer=writer, redact=Redactor(config.secrets())
         )
-        llm = LLMClient(config.agent)
+        llm = llm or LLMClient(config.agent)
         # The search index is derived data under data_dir; it opens on the first search.
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)

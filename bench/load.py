@@ -50,6 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clawgate.agent.llm import LLMClient, LLMResponse
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session, session_filename
 from clawgate.channels.base import Channel
@@ -152,7 +153,7 @@ def instrument_model_layer(llm: LLMClient, sink: list[float], direct: bool) -> N
 
         llm._direct.complete = timed_complete  # type: ignore[method-assign]
         return
-    litellm = llm._lib()  # imported here, before the clock starts
+    litellm = import_litellm()  # imported here, before the clock starts
     original = litellm.acompletion
 
     def acompletion(*args: Any, **kwargs: Any) -> Awaitable[Any]:

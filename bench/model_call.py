@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clawgate.agent.llm import LLMClient
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.tools import default_tools
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.kernel.bus import Trust
@@ -114,7 +115,7 @@ async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[
     )
     client = LLMClient(config)
     direct = LLMClient(config.model_copy(update={"direct_http": True}))
-    litellm = client._lib()  # the import is not what we measure
+    litellm = import_litellm()  # the import is not what we measure
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     endpoint = f"{url}/chat/completions"
     hx = httpx.AsyncClient(timeout=120)

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from clawgate.agent.llm_litellm import import_litellm
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram

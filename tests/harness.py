@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from clawgate.agent.llm import LLMClient
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
 from clawgate.channels.base import Channel
@@ -84,14 +85,20 @@ class Harness:
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
         extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
+        llm: LLMClient | None = None,
         **gateway_options: Any,
     ) -> None:
-        """`extra_channels(bus, runtime)`: channels to run beside the recording one."""
+        """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
+        the model client, when not the one the config describes (a FunctionModel's)."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
         self.runtime = AgentRuntime.build(
-            config, writer=writer, extra_tools=extra_tools, outbox=self.bus.publish_outbound
+            config,
+            writer=writer,
+            extra_tools=extra_tools,
+            outbox=self.bus.publish_outbound,
+            llm=llm,
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
         self.gateway = Gateway(

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent.llm_litellm import import_litellm
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.session import load_session, session_filename
 from clawgate.channels.telegram.journal import InboundJournal

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent import llm_direct
 from clawgate.agent.llm import (
     ContextOverflow,
     LLMClient,
@@ -24,6 +23,8 @@ from clawgate.agent.llm import (
     ToolCall,
     failure_reply,
 )
+from clawgate.agent.llm.litellm_path import import_litellm
+from clawgate.agent.llm.routing import endpoint
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 from tests.fakes.llm import (
@@ -487,26 +488,10 @@ def test_importing_the_client_does_not_import_litellm() -> None:
 
 
 @pytest.mark.parametrize("model_path", ["litellm"])
-async def test_no_success_logging_is_scheduled_when_no_callback_is_registered(
-    client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client._lib()  # imports litellm the way the client does, cost map offline
-    import litellm.utils
-
-    scheduled: list[object] = []
-    monkeypatch.setattr(
-        litellm.utils, "_schedule_async_success_logging", lambda **kw: scheduled.append(kw)
-    )
-    fake_llm.script(text("Hi"))
-    assert (await client.chat(USER)).content == "Hi"
-    assert scheduled == []
-
-
-@pytest.mark.parametrize("model_path", ["litellm"])
 async def test_a_registered_litellm_callback_still_sees_each_call(
     client: LLMClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    litellm = client._lib()
+    litellm = import_litellm()
     from litellm.integrations.custom_logger import CustomLogger
 
     logged = asyncio.Event()
@@ -586,14 +571,14 @@ def test_direct_endpoint_is_chosen_by_provider_prefix(
 ) -> None:
     for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OLLAMA_API_BASE", "HOSTED_VLLM_API_BASE"):
         monkeypatch.delenv(name, raising=False)
-    target = llm_direct.endpoint(model, api_base, KEY)
+    target = endpoint(model, api_base, KEY)
     assert (target and target.url, target and target.model) == (url, sent)
     if target is not None:
         assert target.headers["Authorization"] == f"Bearer {KEY}"
 
 
 def test_deepseek_images_go_through_litellm() -> None:
-    target = llm_direct.endpoint("deepseek/deepseek-chat", None, KEY)
+    target = endpoint("deepseek/deepseek-chat", None, KEY)
     assert target is not None and target.takes(USER)
     image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     assert not target.takes([{"role": "user", "content": image}])

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent.llm import LLMClient, TextDelta, ToolCall
-from clawgate.agent.llm_stream import StreamAssembler, as_chunk
+from clawgate.agent.llm import LLMClient, LLMResponse, TextDelta, ToolCall
+from clawgate.agent.llm.direct import parse_chunk, whole_chunk
+from clawgate.agent.llm.stream import StreamAssembler
 from clawgate.agent.progress import (
     MAX_SHOWN_CHARS,
     Progress,
@@ -335,14 +336,12 @@ def test_the_assembler_takes_what_providers_vary_in() -> None:
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ]
     for chunk in chunks:
-        assert assembler.add(chunk) == ""
-    message = assembler.completion()["choices"][0]["message"]
-    assert message["content"] is None
-    assert [
-        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]
-    ] == [
-        ("c1", "exec", '{"command": "ls"}'),
-        ("c2", "read_file", '{"path": "a.md"}'),
+        assert assembler.add(parse_chunk(chunk)) == ""
+    response = assembler.response("m")
+    assert response.content is None
+    assert response.tool_calls == [
+        ToolCall("c1", "exec", '{"command": "ls"}'),
+        ToolCall("c2", "read_file", '{"path": "a.md"}'),
     ]
 
 
@@ -368,8 +367,11 @@ def test_a_whole_completion_reads_as_one_chunk() -> None:
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
     assembler = StreamAssembler()
-    assert assembler.add(as_chunk(completion)) == "Reading."
-    rebuilt = assembler.completion()
-    assert rebuilt["choices"][0]["message"] == completion["choices"][0]["message"]
-    assert rebuilt["choices"][0]["finish_reason"] == "tool_calls"
-    assert rebuilt["usage"] == completion["usage"]
+    assert assembler.add(whole_chunk(completion)) == "Reading."
+    assert assembler.response("m") == LLMResponse(
+        content="Reading.",
+        tool_calls=[ToolCall("c1", "read_file", "{}")],
+        finish_reason="tool_calls",
+        usage=completion["usage"],
+        model="m",
+    )

@@ -12,15 +12,10 @@ conduct where the two differ by default: no redirects followed, keep-alive 5 s, 
 CA bundle unless SSL_CERT_FILE/SSL_CERT_DIR is set, HTTP(S)_PROXY, ALL_PROXY and NO_PROXY
 read once per session (an http:// or https:// proxy; socks:// neither client supports
 here, httpx lacking its socksio extra), and no retry, no backoff, when a request meets a
-kept-alive connection the server has just closed (see `DirectPath._post`).
+kept-alive connection the server has just closed (see `DirectTransport._post`).
 
-Which endpoint a model name reaches, by its prefix (the rest is the name sent):
-  openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
-                (also vLLM, llama.cpp's server, LM Studio, Ollama's /v1 by api_base)
-  openrouter/   agent.api_base, $OPENROUTER_API_BASE or openrouter.ai/api/v1
-  deepseek/     agent.api_base, $DEEPSEEK_API_BASE or api.deepseek.com/beta
-  hosted_vllm/  agent.api_base or $HOSTED_VLLM_API_BASE; no key needed
-  ollama/, ollama_chat/   (agent.api_base, $OLLAMA_API_BASE or localhost:11434) + /v1
+`DirectModel` is one model name on this path: it parses OpenAI's JSON into the protocol's
+types (agent/llm/protocol.py) itself. Which names come here: agent/llm/routing.py.
 """
 
 from __future__ import annotations
@@ -31,7 +26,6 @@ import importlib
 import json
 import logging
 import os
-import re
 import ssl
 import sys
 import urllib.parse
@@ -40,47 +34,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clawgate.agent.llm_failures import Failure, Kind, retry_after
-from clawgate.agent.llm_stream import as_chunk
+from clawgate.agent.llm.failures import Failure, Kind, retry_after
+from clawgate.agent.llm.protocol import (
+    Chunk,
+    LLMResponse,
+    ModelRequest,
+    ToolCallPiece,
+    tool_call,
+    usage_from,
+)
 
 if TYPE_CHECKING:
     import aiohttp
 
 log = logging.getLogger("clawgate.agent.llm")
 
-
-@dataclass(frozen=True)
-class _Provider:
-    key_env: str
-    base_envs: tuple[str, ...]
-    default_base: str | None
-    key_required: bool
-    suffix: str = ""  # appended to the base when it lacks it (Ollama serves OpenAI at /v1)
-    text_only: bool = False  # image content goes through litellm, which adapts it
-
-
-_PROVIDERS = {
-    "openai": _Provider(
-        "OPENAI_API_KEY", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "https://api.openai.com/v1", True
-    ),
-    "openrouter": _Provider(
-        "OPENROUTER_API_KEY", ("OPENROUTER_API_BASE",), "https://openrouter.ai/api/v1", True
-    ),
-    "deepseek": _Provider(
-        "DEEPSEEK_API_KEY",
-        ("DEEPSEEK_API_BASE",),
-        "https://api.deepseek.com/beta",
-        True,
-        text_only=True,
-    ),
-    "hosted_vllm": _Provider("HOSTED_VLLM_API_KEY", ("HOSTED_VLLM_API_BASE",), None, False),
-    "ollama": _Provider(
-        "OLLAMA_API_KEY", ("OLLAMA_API_BASE",), "http://localhost:11434", False, "/v1"
-    ),
-}
-_PROVIDERS["ollama_chat"] = _PROVIDERS["ollama"]
-# OpenAI models whose parameters litellm rewrites (max_completion_tokens, fixed temperature).
-_REWRITTEN_OPENAI = re.compile(r"(o\d|gpt-5)")
 
 # litellm's names for the same failures, so messages and logs read alike on both paths.
 _BY_STATUS: dict[int, tuple[Kind, str]] = {
@@ -117,36 +85,6 @@ class Endpoint:
         )
 
 
-def endpoint(model: str, api_base: str | None, api_key: str | None) -> Endpoint | None:
-    """The direct endpoint for `model`, or None when the litellm path must serve it."""
-    prefix, sep, name = model.partition("/")
-    provider = _PROVIDERS.get(prefix) if sep else None
-    if provider is None or not name:
-        return None
-    if prefix == "openai" and _REWRITTEN_OPENAI.match(name):
-        return None
-    base = api_base or next(
-        (os.environ[env] for env in provider.base_envs if os.environ.get(env)),
-        provider.default_base,
-    )
-    if not base:
-        return None
-    base = base.rstrip("/")
-    if provider.suffix and not base.endswith(provider.suffix):
-        base += provider.suffix
-    key = api_key or os.environ.get(provider.key_env) or None
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return Endpoint(
-        url=f"{base}/chat/completions",
-        model=name,
-        headers=headers,
-        missing_key=provider.key_required and not key,
-        text_only=provider.text_only,
-    )
-
-
 class HTTPFailure(Exception):
     """A response that is no completion: the Failure it amounts to."""
 
@@ -155,8 +93,9 @@ class HTTPFailure(Exception):
         self.failure = failure
 
 
-class DirectPath:
-    """One persistent aiohttp session, re-made only if the event loop it belongs to changed."""
+class DirectTransport:
+    """One persistent aiohttp session, shared by every direct model of a client; re-made
+    only if the event loop it belongs to changed."""
 
     def __init__(self, timeout: float) -> None:
         self._timeout = timeout
@@ -231,20 +170,20 @@ class DirectPath:
         async with await self._post(target, _request_body(target, params)) as response:
             content = await response.read()
         if response.status >= 300:
-            raise HTTPFailure(_status_failure(response.status, content, response.headers))
+            raise HTTPFailure(status_failure(response.status, content, response.headers))
         return _parsed(content)
 
-    async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Any]:
-        """POST one chat completion with `"stream": true`; yield each SSE chunk as it
-        arrives (a server that answers with a plain body yields it as one chunk). An error
-        status is an HTTPFailure, as for `complete`; so is an error event mid-stream."""
+    async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Chunk]:
+        """POST one chat completion with `"stream": true`; yield each SSE event as a chunk
+        as it arrives (a server that answers with a plain body yields it as one chunk). An
+        error status is an HTTPFailure, as for `complete`; so is an error event mid-stream."""
         body = _request_body(target, {**params, "stream": True})
         async with await self._post(target, body) as response:
             if response.status >= 300:
                 content = await response.read()
-                raise HTTPFailure(_status_failure(response.status, content, response.headers))
+                raise HTTPFailure(status_failure(response.status, content, response.headers))
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield as_chunk(_parsed(await response.read()))
+                yield whole_chunk(_parsed(await response.read()))
                 return
             async for line in _lines(response.content):
                 if not line.startswith(b"data:"):
@@ -252,15 +191,103 @@ class DirectPath:
                 data = line[5:].strip()
                 if data == b"[DONE]":
                     return
-                chunk = _parsed(data)
-                if chunk.get("error"):
-                    raise HTTPFailure(_stream_error(chunk["error"]))
-                yield chunk
+                event = _parsed(data)
+                if event.get("error"):
+                    raise HTTPFailure(_stream_error(event["error"]))
+                yield parse_chunk(event)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
             await client.close()
+
+
+class DirectModel:
+    """One model name on the direct path (the protocol in agent/llm/protocol.py)."""
+
+    def __init__(self, name: str, target: Endpoint, transport: DirectTransport) -> None:
+        self._name = name
+        self._target = target
+        self._transport = transport
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> LLMResponse:
+        body = await self._transport.complete(self._target, request.params())
+        return parse_response(body, self._name)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        params = {**request.params(), "stream_options": {"include_usage": True}}
+        return self._transport.stream(self._target, params)
+
+    def failure(self, exc: Exception) -> Failure:
+        return failure(exc)
+
+
+def parse_response(body: dict[str, Any], model: str) -> LLMResponse:
+    """A chat-completions body (choice 0) as the protocol's response."""
+    usage = usage_from(body.get("usage"))
+    choices = body.get("choices") or []
+    if not choices:
+        return LLMResponse(None, [], "", usage, model)
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = [
+        tool_call(raw.get("id"), function.get("name"), function.get("arguments"))
+        for raw in message.get("tool_calls") or []
+        for function in (raw.get("function") or {},)
+    ]
+    return LLMResponse(
+        message.get("content"), calls, choice.get("finish_reason") or "", usage, model
+    )
+
+
+def parse_chunk(event: dict[str, Any]) -> Chunk:
+    """One SSE event of a streamed completion as a chunk; choices other than 0 are dropped."""
+    text, pieces, reason = "", [], None
+    for choice in event.get("choices") or []:
+        if (choice.get("index") or 0) != 0:
+            continue
+        reason = choice.get("finish_reason") or reason
+        delta = choice.get("delta")
+        if delta is None:
+            continue
+        content = delta.get("content")
+        if isinstance(content, str):
+            text += content
+        pieces += [_piece(call) for call in delta.get("tool_calls") or []]
+    usage = event.get("usage")
+    return Chunk(
+        text, tuple(pieces), str(reason) if reason else None, usage_from(usage) if usage else None
+    )
+
+
+def whole_chunk(completion: dict[str, Any]) -> Chunk:
+    """A whole completion as one chunk, for a server that answered a streamed request
+    without streaming."""
+    response = parse_response(completion, "")
+    pieces = tuple(
+        ToolCallPiece(i, call.id, call.name, call.arguments, whole=True)
+        for i, call in enumerate(response.tool_calls)
+    )
+    usage = response.usage if completion.get("usage") else None
+    return Chunk(response.content or "", pieces, response.finish_reason or "stop", usage)
+
+
+def _piece(call: dict[str, Any]) -> ToolCallPiece:
+    index = call.get("index")
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    whole = arguments is not None and not isinstance(arguments, str)
+    return ToolCallPiece(
+        index if isinstance(index, int) else None,
+        str(call["id"]) if call.get("id") else None,
+        str(function["name"]) if function.get("name") else None,
+        json.dumps(arguments) if whole else arguments,
+        whole,
+    )
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
@@ -326,12 +353,12 @@ def _stream_error(error: Any) -> Failure:
     """An error event inside a stream that had started (OpenAI sends `{"error": {...}}`)."""
     if isinstance(error, dict):
         status = error.get("code") if isinstance(error.get("code"), int) else None
-        return _status_failure(status or 500, json.dumps({"error": error}).encode(), {})
+        return status_failure(status or 500, json.dumps({"error": error}).encode(), {})
     return Failure("api", 500, str(error), "APIError")
 
 
 def failure(exc: Exception) -> Failure:
-    """What an exception raised by `DirectPath.complete` or `.stream` amounts to."""
+    """What an exception raised by `DirectTransport.complete` or `.stream` amounts to."""
     import aiohttp
 
     if isinstance(exc, HTTPFailure):
@@ -345,7 +372,8 @@ def failure(exc: Exception) -> Failure:
     return Failure("other", None, str(exc), type(exc).__name__)
 
 
-def _status_failure(status: int, content: bytes, headers: Any) -> Failure:
+def status_failure(status: int, content: bytes, headers: Any) -> Failure:
+    """An HTTP error response (OpenAI's `{"error": {...}}` body) as a Failure."""
     kind, name = _BY_STATUS.get(status, ("api", "APIError"))
     detail = content.decode("utf-8", "replace")
     code = None

@@ -1,8 +1,9 @@
 """What a failed model call means, whichever path made it: retry, next model, or stop.
 
-Both model paths (litellm's exceptions, the direct path's HTTP statuses) first describe a
-failure as one `Failure`; `classify` alone decides what follows from it, so the two paths
-cannot drift apart in what they retry or how they name a wrong setting.
+Every model path first describes a failure as one `Failure` (its `Model.failure`: litellm's
+exception types, the direct path's HTTP statuses, a FunctionModel's scripted status);
+`classify` alone decides what follows from it (agent/llm/wrappers.py acts on that), so the
+paths cannot drift apart in what they retry or how they name a wrong setting.
 
     Failure ──classify──> Retry            transient: the retry loop tries again
                       ├─> NextModel        this model cannot answer; a fallback might

@@ -1,0 +1,221 @@
+"""The litellm path: every provider litellm knows, imported on first use.
+
+litellm is imported on the first call, never at module import: it costs seconds and
+~190 MB, and commands that never call a model (`clawgate --help`) must not pay for it.
+`LitellmModel` is one model name on this path: chat completions (whole or streamed),
+embeddings and speech to text, each read from litellm's response objects into the
+protocol's types here, and each failure described by litellm's exception type.
+
+litellm runs its success logging after every call (building a logging payload, scheduling
+handlers); it has no public switch to skip that when no callback is registered, so this
+path leaves it on: a callback a user registers sees every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import Any
+
+from clawgate.agent.llm.failures import Failure, Kind, retry_after
+from clawgate.agent.llm.protocol import (
+    USAGE_KEYS,
+    Chunk,
+    LLMResponse,
+    ModelRequest,
+    ToolCallPiece,
+    tool_call,
+)
+
+log = logging.getLogger("clawgate.agent.llm")
+
+# litellm's exception types by kind, most specific first: its context error is a
+# BadRequestError too.
+_KINDS: tuple[tuple[str, Kind], ...] = (
+    ("ContextWindowExceededError", "context"),
+    ("BadRequestError", "bad_request"),
+    ("UnprocessableEntityError", "unprocessable"),
+    ("AuthenticationError", "auth"),
+    ("PermissionDeniedError", "forbidden"),
+    ("RateLimitError", "rate_limit"),
+    ("Timeout", "timeout"),
+    ("APIConnectionError", "connection"),
+    ("NotFoundError", "not_found"),
+    ("APIError", "api"),
+    ("OpenAIError", "api"),
+)
+
+
+def import_litellm() -> ModuleType:
+    # Without this litellm fetches its cost map over the network at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return litellm
+
+
+class LitellmLib:
+    """litellm, loaded once: on demand, or in the background by `warm_up`."""
+
+    def __init__(self) -> None:
+        self._litellm: ModuleType | None = None
+
+    def get(self) -> ModuleType:
+        if self._litellm is None:
+            self._litellm = import_litellm()
+        return self._litellm
+
+    @property
+    def ready(self) -> bool:
+        return self._litellm is not None
+
+    async def warm_up(self) -> None:
+        if self._litellm is not None:
+            return
+        try:
+            self._litellm = await asyncio.to_thread(import_litellm)
+        except Exception:
+            log.exception("loading litellm in the background failed")
+
+
+class LitellmModel:
+    """One model name on the litellm path (the protocol in agent/llm/protocol.py)."""
+
+    def __init__(
+        self,
+        name: str,
+        lib: LitellmLib,
+        *,
+        api_base: str | None,
+        api_key: str | None,
+        timeout: float,
+    ) -> None:
+        self._name = name
+        self._lib = lib
+        # Retries are ours; the OpenAI SDK underneath would otherwise add two of its own.
+        self._params: dict[str, Any] = {
+            "model": name,
+            "api_base": api_base,
+            "api_key": api_key,
+            "timeout": timeout,
+            "max_retries": 0,
+        }
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> LLMResponse:
+        litellm = self._lib.get()
+        response = await litellm.acompletion(**request.params(), **self._params, num_retries=0)
+        return _response(response, self._name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """`acompletion(stream=True, ...)`, each of litellm's chunks read as it arrives."""
+        litellm = self._lib.get()
+        response = await litellm.acompletion(
+            **request.params(),
+            **self._params,
+            num_retries=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        try:
+            async for chunk in response:
+                yield _chunk(chunk)
+        finally:
+            # A stream left early (/stop, a timeout) closes its connection now.
+            aclose = getattr(response, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        response = await self._lib.get().aembedding(input=texts, **self._params)
+        items = sorted(response.data, key=lambda item: _get(item, "index") or 0)
+        return [list(_get(item, "embedding")) for item in items]
+
+    async def transcribe(self, filename: str, data: bytes) -> str:
+        """Speech to text (e.g. `openai/whisper-1`)."""
+        response = await self._lib.get().atranscription(file=(filename, data), **self._params)
+        return str(getattr(response, "text", None) or "").strip()
+
+    def failure(self, exc: Exception) -> Failure:
+        """`exc` as a Failure: what kind of provider failure litellm's type says it is."""
+        litellm = self._lib.get()
+        kind: Kind = next(
+            (k for name, k in _KINDS if isinstance(exc, getattr(litellm, name))), "other"
+        )
+        message = str(getattr(exc, "message", "") or exc)
+        _, sep, tail = message.rpartition("Exception - ")
+        headers = getattr(exc, "litellm_response_headers", None)
+        if headers is None:
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+        return Failure(
+            kind=kind,
+            status=getattr(exc, "status_code", None),
+            detail=tail if sep else message,
+            type_name=type(exc).__name__,
+            retry_after=retry_after(headers),
+        )
+
+
+def _get(item: Any, name: str) -> Any:
+    """An embedding item's field. litellm's `EmbeddingResponse.data` is an untyped list:
+    dicts from an OpenAI-compatible server, objects from some other providers."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _usage(response: Any) -> dict[str, int]:
+    usage = getattr(response, "usage", None)
+    return {key: int(getattr(usage, key, 0) or 0) for key in USAGE_KEYS}
+
+
+def _response(response: Any, model: str) -> LLMResponse:
+    """litellm's ModelResponse (choice 0) as the protocol's response."""
+    usage = _usage(response)
+    if not response.choices:
+        return LLMResponse(None, [], "", usage, model)
+    choice = response.choices[0]
+    message = choice.message
+    calls = [
+        tool_call(call.id, call.function.name, call.function.arguments)
+        for call in message.tool_calls or []
+    ]
+    return LLMResponse(message.content, calls, choice.finish_reason or "", usage, model)
+
+
+def _chunk(chunk: Any) -> Chunk:
+    """One of litellm's ModelResponseStream chunks; choices other than 0 are dropped."""
+    text, pieces, reason = "", [], None
+    for choice in chunk.choices or []:
+        if (choice.index or 0) != 0:
+            continue
+        reason = choice.finish_reason or reason
+        delta = choice.delta
+        if delta is None:
+            continue
+        if isinstance(delta.content, str):
+            text += delta.content
+        for call in delta.tool_calls or []:
+            function = call.function
+            arguments = function.arguments if function is not None else None
+            whole = arguments is not None and not isinstance(arguments, str)
+            pieces.append(
+                ToolCallPiece(
+                    call.index if isinstance(call.index, int) else None,
+                    call.id or None,
+                    (function.name or None) if function is not None else None,
+                    json.dumps(arguments) if whole else arguments,
+                    whole,
+                )
+            )
+    usage = _usage(chunk) if getattr(chunk, "usage", None) else None
+    return Chunk(text, tuple(pieces), str(reason) if reason else None, usage)
