@@ -1,6 +1,11 @@
 """Sessions: one JSONL transcript per conversation (see store.py), its line types
-(records.py) and the at-most-once reply rules (delivery.py)."""
+(records.py) and the at-most-once reply rules (delivery.py).
 
+Inside, imports run one way: records <- messages, state <- lines <- transcript (`Session`,
+which reads its own cold part) <- load <- store <- delivery."""
+
+from clawgate.agent.session.load import load_session
+from clawgate.agent.session.messages import StoredMessage
 from clawgate.agent.session.records import (
     Archived,
     Command,
@@ -15,13 +20,9 @@ from clawgate.agent.session.records import (
     ToolCall,
     TurnError,
 )
-from clawgate.agent.session.store import (
-    Session,
-    SessionStore,
-    load_session,
-    read_key,
-    session_filename,
-)
+from clawgate.agent.session.state import SessionState
+from clawgate.agent.session.store import SessionStore
+from clawgate.agent.session.transcript import Session, read_key, session_filename
 
 __all__ = [
     "Archived",
@@ -34,8 +35,10 @@ __all__ = [
     "Record",
     "Session",
     "SessionHeader",
+    "SessionState",
     "SessionStore",
     "State",
+    "StoredMessage",
     "ToolCall",
     "TurnError",
     "load_session",
