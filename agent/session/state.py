@@ -51,7 +51,5 @@ class SessionState(BaseModel):
         return self.model_validate({**self.__dict__, **changes})
 
     def consolidated_to(self, seq: int) -> SessionState:
-        """The state after a consolidation covering messages up to `seq`."""
-        if seq <= self.last_consolidated:
-            return self
+        """The state with messages up to `seq` covered by memory."""
         return self.model_copy(update={"last_consolidated": seq})

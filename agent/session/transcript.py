@@ -99,8 +99,10 @@ class Session:
         # Each message line as validated (read through `StoredMessage`). Without the cold
         # part's messages until it is read (see `messages`).
         self._messages: list[MessageLine] = []
-        # The `State` records folded: the latest value of each field that was ever set.
-        self.state = SessionState()
+        # The `State` records folded (see `state`), and the furthest consolidation apart: a
+        # long transcript holds hundreds, and a new state per one would slow its reload.
+        self._state = SessionState()
+        self._consolidated = 0
         self._records: list[RecordKind] = []
         self.next_seq = next_seq
         self.first_seq = first_seq  # seqs continue across /new: the first seq this file holds
@@ -191,7 +193,8 @@ class Session:
             self.next_seq = max(self.next_seq, record.first_seq)
             self._message_ids.update(record.earlier_message_ids or {})
         elif isinstance(record, State):
-            self.state = self.state.with_record(record)
+            self._state = self.state.with_record(record)
+            self._consolidated = self._state.last_consolidated
             if record.trust is not None:
                 last = self.last_seq if last_seq is None else last_seq
                 self.trust_marks.append((last + 1 if last else 0, record.trust))
@@ -199,14 +202,21 @@ class Session:
             self._records.append(record)
             if isinstance(record, Consolidation):
                 # The covered range and the advance are one line: one write() lands both.
-                self.state = self.state.consolidated_to(record.to_seq)
+                self._consolidated = max(self._consolidated, record.to_seq)
 
     # -- what a turn asks (never reads the cold part) ------------------------------------------
 
     @property
+    def state(self) -> SessionState:
+        """The session's settings: the `State` records folded, each field's latest value."""
+        if self._state.last_consolidated != self._consolidated:
+            self._state = self._state.consolidated_to(self._consolidated)
+        return self._state
+
+    @property
     def last_consolidated(self) -> int:
         """Seq up to which messages are covered by memory (0 = none)."""
-        return self.state.last_consolidated
+        return self._consolidated
 
     @property
     def last_seq(self) -> int:
