@@ -7,8 +7,9 @@ A line is one of three things:
 
 Writers build a `Message` or one of the `Record` models; the store stamps seq and time and
 writes the model. Loading validates each line back: a message into a `MessageLine` dict
-(read through `StoredMessage`, messages.py), anything else into the record models. A misspelled kind cannot be written, and a line of an
-unknown kind or with a wrong-typed field is skipped, never half-understood.
+(read through `StoredMessage`, messages.py), anything else into the record models. A
+misspelled kind cannot be written, and a line of an unknown kind or with a wrong-typed field
+(a tool call without its function, say) is skipped, never half-understood.
 
 Field order is the order of the keys on disk: files written before these models existed
 load unchanged, and new lines are byte for byte what the old writer produced.
