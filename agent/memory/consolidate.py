@@ -138,7 +138,7 @@ class Consolidator:
     # Scheduling ---------------------------------------------------------------
 
     def due(self, session: Session) -> bool:
-        return len(session.unconsolidated()) >= self.memory_window
+        return session.unconsolidated_count() >= self.memory_window
 
     def maybe_schedule(self, session: Session) -> asyncio.Task[Any] | None:
         """After a turn: start a background consolidation if one is due and none runs."""

@@ -228,12 +228,18 @@ class Session:
     def unconsolidated(self) -> list[StoredMessage]:
         return self.messages_after(self.last_consolidated)
 
+    def unconsolidated_count(self) -> int:
+        """len(unconsolidated()), without making the messages (asked after every turn)."""
+        return len(self._messages) - self._index_after(self.last_consolidated)
+
     def messages_after(self, seq: int) -> list[StoredMessage]:
+        return [StoredMessage(line) for line in self._messages[self._index_after(seq) :]]
+
+    def _index_after(self, seq: int) -> int:
         if self.cold is not None and seq < self.cold.last_seq:
             self.load_cold()
         # Seqs only grow, so a bisect keeps this flat however long the session gets.
-        start = bisect.bisect_right(self._messages, seq, key=_seq)
-        return [StoredMessage(line) for line in self._messages[start:]]
+        return bisect.bisect_right(self._messages, seq, key=_seq)
 
     def last_user_message(self) -> StoredMessage | None:
         found = next((m for m in reversed(self._messages) if m["role"] == "user"), None)
