@@ -129,6 +129,7 @@ async def test_a_live_window_reload_answers_as_a_full_one(tmp_path: Path) -> Non
 
     assert live.cold is not None
     assert live.unconsolidated() == full.unconsolidated()
+    assert live.unconsolidated_count() == len(full.unconsolidated())
     assert live.state == full.state and live.trust_marks == full.trust_marks
     assert (live.next_seq, live.first_seq) == (full.next_seq, full.first_seq)
     assert list(live.records_of(Compaction)) == list(full.records_of(Compaction))

@@ -64,6 +64,7 @@ async def test_seq_continues_across_restart(tmp_path):
     assert [m.seq for m in reloaded.messages] == [1, 2]
     assert reloaded.last_consolidated == 1
     assert [m.seq for m in reloaded.unconsolidated()] == [2]
+    assert reloaded.unconsolidated_count() == 1
     stored = SessionStore(tmp_path / "sessions").append(reloaded, Message(role="user", content="x"))
     assert stored.seq == 3
 
