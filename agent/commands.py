@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard, ContextTooLarge
 from clawgate.agent.memory.tokens import estimate_messages
-from clawgate.agent.session import Session, SessionStore, State
+from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage
@@ -96,7 +96,7 @@ class CommandHandler:
     check_model: ModelCheck | None = None
 
     def model_for(self, session: Session) -> str:
-        return str(session.state.get("model") or self.default_model)
+        return session.state.model or self.default_model
 
     async def run(self, name: str, arg: str, message: InboundMessage, session: Session) -> str:
         owner = message.trust.is_owner or message.sender_is_owner
@@ -118,7 +118,7 @@ class CommandHandler:
                 refused = await self.check_model(arg)
                 if refused is not None:
                     return f"Model not changed: {refused}"
-            self.sessions.append(session, State(model=arg))
+            self.sessions.update_state(session, model=arg)
             await self.sessions.sync(session)
             return f"Model for this session set to {arg}."
         if name == "status":

@@ -18,7 +18,7 @@ from clawgate.agent.history import to_model_messages
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.consolidate import format_messages
 from clawgate.agent.memory.tokens import message_tokens, tail_within
-from clawgate.agent.session import Compaction, Session, SessionStore, State
+from clawgate.agent.session import Compaction, Session, SessionStore, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +39,28 @@ class ContextTooLarge(Exception):
 def truncate_tool_results(
     messages: list[dict[str, Any]], keep: int = TOOL_RESULT_KEEP
 ) -> list[dict[str, Any]]:
-    """A copy with each oversized tool result cut to its head and tail."""
+    """A copy of a request's messages with each oversized tool result cut to its head and tail."""
     out = []
     for message in messages:
         content = message.get("content")
         if message.get("role") == "tool" and isinstance(content, str) and len(content) > keep:
-            half = keep // 2
-            cut = len(content) - 2 * half
-            content = f"{content[:half]}\n[... {cut} characters cut to fit the context ...]\n{content[-half:]}"
-            message = {**message, "content": content}
+            message = {**message, "content": _cut(content, keep)}
         out.append(message)
     return out
+
+
+def _cut_stored(messages: list[StoredMessage], keep: int = TOOL_RESULT_KEEP) -> list[StoredMessage]:
+    """`truncate_tool_results` for stored messages (what a compaction summarises)."""
+    return [
+        m.with_content(_cut(m.content, keep)) if m.role == "tool" and len(m.content) > keep else m
+        for m in messages
+    ]
+
+
+def _cut(content: str, keep: int) -> str:
+    half = keep // 2
+    cut = len(content) - 2 * half
+    return f"{content[:half]}\n[... {cut} characters cut to fit the context ...]\n{content[-half:]}"
 
 
 class ContextGuard:
@@ -79,18 +90,18 @@ class ContextGuard:
             return to_model_messages(messages)
         up_to = compaction.up_to_seq
         summary = {"role": "user", "content": SUMMARY_PREFIX + compaction.summary}
-        return [summary, *to_model_messages([m for m in messages if m["seq"] > up_to])]
+        return [summary, *to_model_messages(m for m in messages if m.seq > up_to)]
 
     # Flush --------------------------------------------------------------------
 
     def flush_due(self, session: Session, estimate: int) -> bool:
         """Once per compaction cycle, when the soft threshold is crossed."""
         cycle = sum(1 for _ in session.records_of(Compaction))
-        return estimate > self.soft_limit and session.state.get("flushed_cycle") != cycle
+        return estimate > self.soft_limit and session.state.flushed_cycle != cycle
 
     def mark_flushed(self, session: Session) -> None:
         cycle = sum(1 for _ in session.records_of(Compaction))
-        self.sessions.append(session, State(flushed_cycle=cycle))
+        self.sessions.update_state(session, flushed_cycle=cycle)
 
     # Compaction ---------------------------------------------------------------
 
@@ -99,20 +110,20 @@ class ContextGuard:
         moved back so the kept part never starts with a tool result."""
         compaction = self.latest_compaction(session)
         start_after = compaction.up_to_seq if compaction else session.last_consolidated
-        messages = [m for m in session.unconsolidated() if m["seq"] > start_after]
+        messages = [m for m in session.unconsolidated() if m.seq > start_after]
         budget = int(self.limit * KEEP_FRACTION)
         kept_tokens, index = 0, len(messages)
         while index > 1:
-            cost = message_tokens(messages[index - 1])
+            cost = message_tokens(messages[index - 1].to_dict())
             if kept_tokens + cost > budget and index < len(messages):
                 break
             kept_tokens += cost
             index -= 1
-        while 0 < index < len(messages) and messages[index].get("role") == "tool":
+        while 0 < index < len(messages) and messages[index].role == "tool":
             index -= 1  # keep the assistant's call together with its results
         if not 0 < index < len(messages):
             return None  # nothing older than the newest message, which always stays
-        return int(messages[index - 1]["seq"])
+        return messages[index - 1].seq
 
     async def compact(self, session: Session, *, model: str | None = None) -> int:
         """Summarise the oldest unconsolidated part; returns how many messages it covers."""
@@ -121,8 +132,8 @@ class ContextGuard:
             return 0
         previous = self.latest_compaction(session)
         start_after = previous.up_to_seq if previous else session.last_consolidated
-        chunk = [m for m in session.unconsolidated() if start_after < m["seq"] <= cut]
-        body = format_messages(truncate_tool_results(chunk))
+        chunk = [m for m in session.unconsolidated() if start_after < m.seq <= cut]
+        body = format_messages(_cut_stored(chunk))
         if previous:
             body = f"Earlier summary:\n{previous.summary}\n\nThen:\n{body}"
         # Keep the summary request itself inside the window, with room for the summary.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from clawgate.agent.session import StoredMessage
+
 MISSING_RESULT = "[no result: the tool call was interrupted before it finished]"
-_SENT_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 def repair_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -52,9 +54,6 @@ def repair_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return repaired
 
 
-def to_model_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_model_messages(messages: Iterable[StoredMessage]) -> list[dict[str, Any]]:
     """Strip storage fields (seq, timestamp) and repair pairs: the history as the model sees it."""
-    slim = [{k: m[k] for k in _SENT_FIELDS if m.get(k) is not None} for m in messages]
-    for message in slim:
-        message.setdefault("content", "")
-    return repair_tool_pairs(slim)
+    return repair_tool_pairs([message.to_provider() for message in messages])

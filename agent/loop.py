@@ -29,7 +29,7 @@ from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.progress import ProgressWatchers, TurnProgress
-from clawgate.agent.session import Command, Message, Session, SessionStore, State, TurnError
+from clawgate.agent.session import Command, Message, Session, SessionStore, TurnError
 from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
@@ -168,7 +168,7 @@ class AgentLoop:
         if decision.action is Replay.SUPERSEDED:
             return None  # later messages were answered since; do not reopen an old turn
         if reply := decision.reply:  # replied, but the reply never left: send it now
-            return self._outbound(message, TurnResult(reply["content"], seq=reply["seq"]), session)
+            return self._outbound(message, TurnResult(reply.content, seq=reply.seq), session)
         result = await self._continue_turn(message, session)
         return self._outbound(message, result, session)
 
@@ -204,13 +204,13 @@ class AgentLoop:
             content = "\n".join([content, *notes])
         user = Message(role="user", content=content, message_id=message.message_id or None)
         try:
-            facts = message.facts.model_dump(mode="json") if message.facts else None
-            if session.state.get("trust") != message.trust.value or (
-                facts is not None and session.state.get("chat") != facts
+            facts = message.facts
+            if session.state.trust != message.trust or (
+                facts is not None and session.state.chat != facts
             ):
                 # Consolidation and archiving run later, without the message: they read the
                 # trust here; replays and scheduled runs read the facts to decide it again.
-                self.sessions.append(session, State(trust=message.trust.value, chat=facts))
+                self.sessions.update_state(session, trust=message.trust, chat=facts)
             # One write() is enough to survive kill -9; the fsync comes once, at the end.
             self.sessions.append(session, user)
         except OSError as exc:
@@ -392,7 +392,7 @@ class AgentLoop:
             self.sessions.append(session, TurnError(error="empty reply"))
             return TurnResult(EMPTY_REPLY, is_error=True, usage=usage)
         stored = self.sessions.append(session, Message(role="assistant", content=text))
-        return TurnResult(text, seq=stored["seq"], usage=usage)
+        return TurnResult(text, seq=stored.seq, usage=usage)
 
     async def _run_tool_calls(
         self,

@@ -26,7 +26,7 @@ from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
-from clawgate.kernel.bus import ChatFacts, InboundMessage, OutboundMessage, Trust
+from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
@@ -172,15 +172,15 @@ class AgentRuntime:
                 continue
             # Only what the chat last recorded: the gateway decides the trust again from the
             # facts when it handles the message (see channels/access.py).
-            facts = ChatFacts.stored(session.state.get("chat"))
+            facts = session.state.chat
             found.append(
                 InboundMessage(
                     channel=channel,
                     chat_id=chat_id,
-                    message_id=str(last_user["message_id"]),
+                    message_id=last_user.message_id or "",
                     sender_id=facts.user_id if facts else "",
-                    text=str(last_user.get("content", "")),
-                    trust=Trust(session.state.get("trust", Trust.ALLOWED.value)),
+                    text=last_user.content,
+                    trust=session.state.trust or Trust.ALLOWED,
                     facts=facts,
                 )
             )

@@ -22,18 +22,16 @@ def trim_history(
     if not live:
         return None
     cut = len(live) - max_messages
-    starts = [i for i, message in enumerate(live) if message.get("role") == "user"]
+    starts = [i for i, message in enumerate(live) if message.role == "user"]
     if len(starts) > keep_runs:
         cut = max(cut, starts[-keep_runs])
     if cut <= 0:
         return None
-    while cut < len(live) and live[cut].get("role") == "tool":
+    while cut < len(live) and live[cut].role == "tool":
         cut += 1  # never keep a tool result without the call it answers
     return sessions.append(
         session,
-        Consolidation(
-            from_seq=int(live[0]["seq"]), to_seq=int(live[cut - 1]["seq"]), mode="trimmed"
-        ),
+        Consolidation(from_seq=live[0].seq, to_seq=live[cut - 1].seq, mode="trimmed"),
     )
 
 

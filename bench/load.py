@@ -341,7 +341,7 @@ async def drive(
         key = f"bench:s{session:04d}"
         workspace = workspaces[names[session % len(names)]]
         path = workspace / "sessions" / f"{session_filename(key)}.jsonl"
-        stored = [(m["role"], m["content"]) for m in load_session(path, key).messages]
+        stored = [(m.role, m.content) for m in load_session(path, key).messages]
         wanted_pairs = [
             pair
             for n in range(messages)

@@ -70,12 +70,10 @@ async def run(count: int) -> None:
         for turn in range(count // 2):
             store.append(gateway, _message(0))
             reply = store.append(gateway, _message(1))
-            store.append(gateway, Delivery(seq=reply["seq"], status="sent"))
+            store.append(gateway, Delivery(seq=reply.seq, status="sent"))
             if turn % 20 == 19:
                 first = gateway.last_consolidated + 1
-                store.append(
-                    gateway, Consolidation(from_seq=first, to_seq=reply["seq"], mode="llm")
-                )
+                store.append(gateway, Consolidation(from_seq=first, to_seq=reply.seq, mode="llm"))
         with_records = []
         for _ in range(5):
             t = time.perf_counter()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clawgate.agent.session import load_session
+from clawgate.agent.session import StoredMessage, load_session
 from clawgate.agent.tools import Tool
 from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule
 from clawgate.gateway.cron.scheduler import CronScheduler
@@ -41,7 +41,7 @@ class SchedulerHarness(Harness):
     def store(self) -> CronStore:
         return self.scheduler.store
 
-    def session(self, key: str) -> list[dict[str, Any]]:
+    def session(self, key: str) -> list[StoredMessage]:
         path = self.runtime.sessions.path_for(key)
         return load_session(path, key).messages if path.exists() else []
 

@@ -55,8 +55,7 @@ async def test_tool_call_writes_file_then_answers(harness, fake_llm):
     assert sent[-2]["tool_calls"][0]["function"]["name"] == "write_file"
     assert sent[-1]["role"] == "tool" and "todo.md" in sent[-1]["content"]
     roles = [
-        m["role"]
-        for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
+        m.role for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
     ]
     assert roles == ["user", "assistant", "tool", "assistant"]
 
@@ -100,7 +99,7 @@ async def test_model_failure_apologises_and_persists_no_fake_reply(
         assert (await harness.ask("again")).text == "Yes."
         messages = harness.runtime.sessions.path_for("test:1")
     stored = [m for m in load_session(messages, "test:1").messages]
-    assert [(m["role"], m["content"]) for m in stored] == [
+    assert [(m.role, m.content) for m in stored] == [
         ("user", "are you there?"),
         ("user", "again"),
         ("assistant", "Yes."),
@@ -120,7 +119,7 @@ async def test_stop_cancels_running_turn_and_keeps_pairs(harness, fake_llm):
     fake_llm.script(tool_call("exec", command="sleep 30"))
     await harness.channel.say("run something slow")
     session = await harness.runtime.sessions.get("test:1")
-    await wait_until(lambda: any(m.get("tool_calls") for m in session.messages))
+    await wait_until(lambda: any(m.tool_calls for m in session.messages))
     await harness.channel.say("/stop")
     assert (await harness.channel.next_reply()).text == "Stopped."
     assert await harness.gateway.default.dispatcher.wait_idle(5)
@@ -250,8 +249,7 @@ async def test_shutdown_finishes_in_flight_turn(tmp_path, fake_llm, agent_config
     await stopping
     assert (await harness.channel.next_reply(timeout=1)).text == "finished"
     roles = [
-        m["role"]
-        for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
+        m.role for m in load_session(harness.runtime.sessions.path_for("test:1"), "test:1").messages
     ]
     assert roles == ["user", "assistant"]
 

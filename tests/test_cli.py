@@ -452,9 +452,9 @@ async def test_sessions_list_and_show_read_transcripts(tmp_path: Path) -> None:
 
     assert listed.code == 0, listed.stderr
     rows = [line.split("\t") for line in listed.stdout.splitlines()]
-    assert rows[1] == ["cli:default", "2", "2", last["timestamp"], "cli_default.jsonl"]
+    assert rows[1] == ["cli:default", "2", "2", last.timestamp, "cli_default.jsonl"]
     assert shown.code == 0, shown.stderr
-    assert shown.stdout.splitlines() == [f"#2 {last['timestamp']} assistant: Noted: milk."]
+    assert shown.stdout.splitlines() == [f"#2 {last.timestamp} assistant: Noted: milk."]
     assert [json.loads(line)["content"] for line in as_json.stdout.splitlines()] == [
         "remember milk",
         "Noted: milk.",

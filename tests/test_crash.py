@@ -228,13 +228,9 @@ class CrashWorld:
                 tally.unreadable_files += 1
                 continue
             stored.update(
-                str(m["message_id"])
-                for m in session.messages
-                if m["role"] == "user" and m.get("message_id")
+                str(m.message_id) for m in session.messages if m.role == "user" and m.message_id
             )
-            replies_stored.update(
-                str(m["content"]) for m in session.messages if m["role"] == "assistant"
-            )
+            replies_stored.update(str(m.content) for m in session.messages if m.role == "assistant")
             tally.consolidations += sum(1 for _ in session.records_of(Consolidation))
         tally.resent = sum(1 for t in tally.doubled if replies_stored[f"re: {t}"] == 1)
         tally.lost_in_send = sum(1 for t in tally.unanswered_texts if replies_stored[f"re: {t}"])

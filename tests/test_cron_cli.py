@@ -147,7 +147,7 @@ async def test_run_without_a_gateway_runs_here(config: Config, fake_llm: FakeLLM
     assert result.stdout.strip() == "Here is your agenda."
     assert "not sent: no 'cli' channel is enabled" in result.stderr
     path = config.workspace / "sessions" / "cli_default.jsonl"
-    contents = [m["content"] for m in load_session(path, "cli:default").messages]
+    contents = [m.content for m in load_session(path, "cli:default").messages]
     assert contents == ["[scheduled: job agenda] Here is your agenda."]
     missing = await asyncio.to_thread(cron, config, "run", "nope")
     assert missing.exit_code == 1 and "no job with id 'nope'" in missing.stderr

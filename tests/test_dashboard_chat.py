@@ -17,7 +17,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Delivery
 from clawgate.channels.base import Channel
 from clawgate.gateway.dashboard.web_channel import STREAM_BACKLOG, WebChannel
-from clawgate.kernel.bus import MessageBus, OutboundMessage
+from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.secrets import Redactor
 from tests.dashboard_harness import DashboardClient, dashboard_client
@@ -101,8 +101,8 @@ async def test_the_reply_streams_then_arrives_whole_and_is_recorded(
     assert reply["reply_to"] == message_id and not reply["is_error"]
 
     session = await chat.services.sessions.get("web:owner")
-    assert [m["role"] for m in session.messages] == ["user", "assistant"]
-    assert session.state["trust"] == "owner"
+    assert [m.role for m in session.messages] == ["user", "assistant"]
+    assert session.state.trust is Trust.OWNER
     assert [d.status for d in session.records_of(Delivery)] == ["sent"]
 
 

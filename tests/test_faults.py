@@ -77,7 +77,7 @@ def transcript(config: Config, key: str) -> list[tuple[str, str]]:
     path = session_path(config, key)
     file_lines(path)
     session = load_session(path, key)
-    return [(m["role"], m["content"]) for m in session.messages]
+    return [(m.role, m.content) for m in session.messages]
 
 
 def model_config(llm: FakeLLM, **overrides: Any) -> AgentConfig:

@@ -169,14 +169,14 @@ def test_session_file_with_junk_appended_still_loads_and_takes_appends() -> None
             session = load_session(path, "telegram:42")
             assert session.messages[: len(kept)] == kept
             assert session.message_ids.get("7") == 1
-            assert session.next_seq > max(m["seq"] for m in session.messages)
+            assert session.next_seq > max(m.seq for m in session.messages)
             session.unconsolidated()
 
             stored = store.append(session, Message(role="user", content="after the junk"))
             reloaded = load_session(path, "telegram:42")
             assert reloaded.messages[: len(kept)] == kept
             assert reloaded.messages[-1] == stored
-            assert stored["seq"] == session.next_seq - 1
+            assert stored.seq == session.next_seq - 1
 
         check()
     assert count.n >= FUZZ_EXAMPLES
@@ -209,9 +209,9 @@ def test_a_lone_surrogate_is_stored_as_valid_utf8(tmp_path: Path) -> None:
     store.append(session, Message(role="user", content="pair \ud83d\ude00"))
     raw = store.path_for("k:1").read_bytes()
     raw.decode("utf-8")
-    assert stored["content"] == "a\ufffdb\ufffd"  # the cached copy matches the file
+    assert stored.content == "a\ufffdb\ufffd"  # the cached copy matches the file
     loaded = load_session(store.path_for("k:1"), "k:1")
-    assert [m["content"] for m in loaded.messages] == ["a\ufffdb\ufffd", "pair 😀"]
+    assert [m.content for m in loaded.messages] == ["a\ufffdb\ufffd", "pair 😀"]
 
 
 # -- jobs.json -----------------------------------------------------------------------------
@@ -468,10 +468,10 @@ def test_inbound_messages_of_any_shape_get_a_reply_and_a_loadable_session(
             for line in raw.decode("utf-8").split("\n")[:-1]:
                 assert isinstance(json.loads(line), dict)
             stored = load_session(path, f"test:{chat_id}").messages
-            assert stored[0]["role"] == "user"
-            assert stored[0]["content"].endswith(_expected_stored(body))
+            assert stored[0].role == "user"
+            assert stored[0].content.endswith(_expected_stored(body))
             if not reply.is_error:
-                assert [m["role"] for m in stored] == ["user", "assistant"]
+                assert [m.role for m in stored] == ["user", "assistant"]
 
         check()
     finally:

@@ -128,7 +128,7 @@ async def test_sigkill_with_updates_fetched_but_unanswered_loses_and_doubles_not
     for chat in CHATS:
         lines = session_lines(tmp_path, chat)  # json.loads of every line: none torn
         session = load_session(keys[f"telegram:{chat}"], f"telegram:{chat}")
-        assert [m["content"] for m in session.messages] == [f"{chat} first"], lines
+        assert [m.content for m in session.messages] == [f"{chat} first"], lines
 
     sent_while_down = {chat: f"{chat} while down" for chat in CHATS}
     for chat in CHATS:

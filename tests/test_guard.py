@@ -75,8 +75,8 @@ async def test_soft_threshold_runs_one_silent_flush(tmp_path, fake_llm, agent_co
     assert flushes == 1
     assert (config.workspace / "memory" / f"{day}.md").read_text() == "- flushed fact\n"
     stored = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
-    assert all("NO_REPLY" not in str(m["content"]) for m in stored.messages)
-    assert all("about to be compacted" not in str(m["content"]) for m in stored.messages)
+    assert all("NO_REPLY" not in str(m.content) for m in stored.messages)
+    assert all("about to be compacted" not in str(m.content) for m in stored.messages)
 
 
 async def test_oversized_tool_result_is_cut_in_what_is_sent(tmp_path, fake_llm, agent_config):
@@ -89,7 +89,7 @@ async def test_oversized_tool_result_is_cut_in_what_is_sent(tmp_path, fake_llm, 
     sent = fake_llm.requests[-1]["messages"][-1]["content"]
     assert "characters cut to fit the context" in sent and len(sent) < 3_000
     stored = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
-    assert len(stored.messages[-2]["content"]) > 10_000  # the stored result is only capped
+    assert len(stored.messages[-2].content) > 10_000  # the stored result is only capped
 
 
 async def test_overflow_compacts_view_survives_restart_raw_lines_consolidated(
@@ -218,7 +218,7 @@ async def test_chinese_conversation_is_compacted_before_the_window_overflows(
             reply = await harness.ask(f"第{turn}个问题：" + CHINESE * 12)
             assert reply.text == CHINESE * 12, reply.text
         session = await harness.runtime.sessions.get("test:1")
-        raw = [{"role": m["role"], "content": m["content"]} for m in session.messages]
+        raw = [{"role": m.role, "content": m.content} for m in session.messages]
     assert model.overflows == 0, f"the fake model saw {model.largest} of {window} tokens"
     assert model.largest > 0.9 * window  # the conversation did come close to the window
     assert any(is_flush(r) for r in fake_llm.requests)

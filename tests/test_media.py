@@ -114,4 +114,4 @@ async def test_send_file_delivers_a_photo_before_the_reply(
     assert photo.get("kind") == "photo" and photo["data"] == b"\x89PNG chart"
     assert reply["text"] == "Sent it."
     session = load_session(config.workspace / "sessions" / f"telegram_{OWNER}.jsonl", "x")
-    assert "Sent chart.png" in session.messages[-2]["content"]
+    assert "Sent chart.png" in session.messages[-2].content

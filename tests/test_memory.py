@@ -66,7 +66,7 @@ async def test_consolidation_in_the_background_after_memory_window(
     assert "turn 2" not in prompt  # the newest memory_window // 2 messages stay live
     reloaded = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
     assert reloaded.last_consolidated == 3
-    assert [m["seq"] for m in reloaded.unconsolidated()] == [4, 5, 6]
+    assert [m.seq for m in reloaded.unconsolidated()] == [4, 5, 6]
     assert audit_sessions(config.workspace / "sessions").ok
 
 

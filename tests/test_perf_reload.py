@@ -39,7 +39,7 @@ def turn(
     store.append(session, Message(role="user", content=said, message_id=message_id))
     reply = store.append(session, Message(role="assistant", content=f"re: {said}"))
     if sent:
-        store.append(session, Delivery(seq=reply["seq"], status="sent"))
+        store.append(session, Delivery(seq=reply.seq, status="sent"))
 
 
 async def seed(store: SessionStore) -> None:
@@ -129,6 +129,7 @@ async def test_a_live_window_reload_answers_as_a_full_one(tmp_path: Path) -> Non
 
     assert live.cold is not None
     assert live.unconsolidated() == full.unconsolidated()
+    assert live.unconsolidated_count() == len(full.unconsolidated())
     assert live.state == full.state and live.trust_marks == full.trust_marks
     assert (live.next_seq, live.first_seq) == (full.next_seq, full.first_seq)
     assert list(live.records_of(Compaction)) == list(full.records_of(Compaction))
@@ -148,7 +149,7 @@ async def test_consolidation_racing_a_turn_keeps_the_late_message_live(tmp_path:
     turn(store, session, "during", "2")
     store.append(session, Consolidation(from_seq=1, to_seq=2, mode="llm"))
     live = load_session(session.path, KEY, live_only=True)
-    assert [m["content"] for m in live.unconsolidated()] == ["during", "re: during"]
+    assert [m.content for m in live.unconsolidated()] == ["during", "re: during"]
     assert live.cold is not None and live.seq_of("2") == 3 and live.seq_of("1") == 1
 
 
@@ -173,5 +174,5 @@ async def test_a_replaced_file_is_not_read_as_the_skipped_part(
     copy = path.with_suffix(".copy")
     copy.write_bytes(path.read_bytes())
     copy.replace(path)
-    assert [m["content"] for m in session.messages] == ["latest", "re: latest"]
+    assert [m.content for m in session.messages] == ["latest", "re: latest"]
     assert "cannot read its consolidated messages" in caplog.text

@@ -91,11 +91,11 @@ async def test_every_and_at_jobs_fire_and_deliver(
     await wait_until(lambda: recorded("once") and recorded("every"), timeout=5)
     assert running.store.load_state().jobs["once"].runs == 1
     # The reply is in the target chat's history, marked, so the owner's next turn sees it.
-    contents = [m["content"] for m in running.session(TARGET)][2:]
+    contents = [m.content for m in running.session(TARGET)][2:]
     assert "[scheduled: job every] Time for water." in contents
     assert "[scheduled: job once] Time for water." in contents
     # The job's own session holds the instruction and the reply.
-    assert running.session("cron:once")[0]["content"].endswith("Say the time")
+    assert running.session("cron:once")[0].content.endswith("Say the time")
 
 
 async def test_hand_edit_is_picked_up_and_a_broken_file_keeps_the_last_good_set(
@@ -274,7 +274,7 @@ async def test_job_runs_with_the_target_chats_trust_and_a_bounded_history(
     users = [m for m in fake_llm.requests[-2]["messages"] if m["role"] == "user"]
     assert len(users) == CRON_KEEP_RUNS + 1
     session = await running.runtime.sessions.get("cron:daily")
-    assert len([m for m in session.unconsolidated() if m["role"] == "user"]) == CRON_KEEP_RUNS
+    assert len([m for m in session.unconsolidated() if m.role == "user"]) == CRON_KEEP_RUNS
     assert any(r.mode == "trimmed" for r in session.records_of(Consolidation))
     report = audit_sessions(running.workspace / "sessions")
     assert report.ok, report.problems
@@ -295,7 +295,7 @@ async def test_owner_schedules_through_the_tool_and_a_bad_expression_is_a_clear_
         text("Scheduled."),
     )
     assert (await running.ask("every weekday at 8 send me my agenda")).text == "Scheduled."
-    results = [m["content"] for m in running.session(TARGET) if m["role"] == "tool"]
+    results = [m.content for m in running.session(TARGET) if m.role == "tool"]
     assert results[0].startswith("Error: invalid cron expression '61 8 * * *'")
     assert results[1].startswith("Scheduled job ")
     jobs = running.store.load().jobs
@@ -305,7 +305,7 @@ async def test_owner_schedules_through_the_tool_and_a_bad_expression_is_a_clear_
     await wait_until(lambda: jobs[0].id in running.scheduler.jobs, timeout=5)
     fake_llm.script(tool_call("cron", action="list"), text("Listed."))
     await running.ask("what is scheduled?")
-    listing = [m["content"] for m in running.session(TARGET) if m["role"] == "tool"][-1]
+    listing = [m.content for m in running.session(TARGET) if m.role == "tool"][-1]
     assert jobs[0].id in listing and "'0 8 * * 1-5'" in listing
 
 
@@ -320,7 +320,7 @@ async def test_a_job_that_tries_to_schedule_a_job_is_refused(
         tool_call("cron", action="add", message="again", every=60), text("Could not reschedule.")
     )
     assert (await running.scheduler.run_job("loop")).ok
-    tool_results = [m["content"] for m in running.session("cron:loop") if m["role"] == "tool"]
+    tool_results = [m.content for m in running.session("cron:loop") if m.role == "tool"]
     assert tool_results == [
         "Error: a scheduled run cannot create or change jobs (no self-scheduling); "
         "mention it in your reply and let the owner decide"
@@ -335,7 +335,7 @@ async def test_group_sessions_cannot_create_jobs_by_default(
     await running.ask("bot, remind everyone", chat_id="g1", trust=Trust.GROUP)
     tools = [t["function"]["name"] for t in fake_llm.requests[0].get("tools", [])]
     assert "cron" not in tools
-    result = next(m["content"] for m in running.session("test:g1") if m["role"] == "tool")
+    result = next(m.content for m in running.session("test:g1") if m.role == "tool")
     assert result.startswith("Error: unknown tool 'cron'")
     assert not running.store.jobs_path.exists()
 
@@ -351,7 +351,7 @@ async def test_groups_may_schedule_for_themselves_when_allowed(
             text("Ok."),
         )
         await harness.ask("schedule standup", chat_id="g1", trust=Trust.GROUP)
-    results = [m["content"] for m in harness.session("test:g1") if m["role"] == "tool"]
+    results = [m.content for m in harness.session("test:g1") if m.role == "tool"]
     assert results[0] == "Error: from this chat, jobs can only report back to this chat"
     assert [job.deliver_to for job in harness.store.load().jobs] == ["test:g1"]
 
@@ -370,7 +370,7 @@ async def test_a_group_job_repeats_at_most_every_ten_minutes(
         await harness.ask("spam us", chat_id="g1", trust=Trust.GROUP)
         fake_llm.script(tool_call("cron", action="add", message="tick", every=1), text("Ok."))
         await harness.ask("tick every second")  # the owner is not held to it
-    results = [m["content"] for m in harness.session("test:g1") if m["role"] == "tool"]
+    results = [m.content for m in harness.session("test:g1") if m.role == "tool"]
     assert all("at most every 10 minutes" in r for r in results[:2]), results
     assert results[2].startswith("Scheduled job")
     schedules = [(j.deliver_to, j.schedule.every) for j in harness.store.load().jobs]
@@ -438,7 +438,7 @@ async def test_heartbeat_acts_only_on_tasks_inside_active_hours(
     assert await heartbeat.tick() == "delivered"
     assert (await running.channel.next_reply("1")).text == "Rain tomorrow: take an umbrella."
     assert running.channel.sent["1"].empty()  # the HEARTBEAT_OK was not sent
-    contents = [m["content"] for m in running.session(TARGET)]
+    contents = [m.content for m in running.session(TARGET)]
     assert contents == ["[heartbeat] Rain tomorrow: take an umbrella."]
 
     clock.now = datetime(2026, 6, 1, 21, 0, tzinfo=UTC)  # 23:00 in Berlin
@@ -516,7 +516,7 @@ async def test_a_scheduled_reply_waits_for_the_running_turn_and_its_tool_call(
         assert (await harness.channel.next_reply("1")).text == "Reminder: stretch."
         assert (await asyncio.wait_for(run, 5)).ok
         messages = harness.session(TARGET)
-    assert [(m["role"], m.get("content")) for m in messages[2:]] == [
+    assert [(m.role, m.content) for m in messages[2:]] == [
         ("tool", "the real result"),
         ("assistant", "Held."),
         ("assistant", "[scheduled: job stretch] Reminder: stretch."),
@@ -580,5 +580,5 @@ async def test_at_every_and_cron_jobs_deliver_through_telegram(
         finally:
             await gateway.stop(grace=2)
     session = load_session(gateway.default.runtime.sessions.path_for(to), to)
-    assert "[scheduled: job at] Reminder: call the bank" in [m["content"] for m in session.messages]
+    assert "[scheduled: job at] Reminder: call the bank" in [m.content for m in session.messages]
     assert any(r.status == "sent" for r in session.records_of(Delivery))

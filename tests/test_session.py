@@ -11,6 +11,7 @@ from clawgate.agent.session import (
     Message,
     SessionStore,
     State,
+    StoredMessage,
     load_session,
     read_key,
     session_filename,
@@ -60,11 +61,12 @@ async def test_seq_continues_across_restart(tmp_path):
     store, session = await _session_with_turn(tmp_path)
     store.append(session, State(last_consolidated=1))
     reloaded = await SessionStore(tmp_path / "sessions").get("telegram:123")
-    assert [m["seq"] for m in reloaded.messages] == [1, 2]
+    assert [m.seq for m in reloaded.messages] == [1, 2]
     assert reloaded.last_consolidated == 1
-    assert [m["seq"] for m in reloaded.unconsolidated()] == [2]
+    assert [m.seq for m in reloaded.unconsolidated()] == [2]
+    assert reloaded.unconsolidated_count() == 1
     stored = SessionStore(tmp_path / "sessions").append(reloaded, Message(role="user", content="x"))
-    assert stored["seq"] == 3
+    assert stored.seq == 3
 
 
 async def test_truncation_at_every_byte_of_last_line_loads(tmp_path, caplog):
@@ -78,15 +80,15 @@ async def test_truncation_at_every_byte_of_last_line_loads(tmp_path, caplog):
         with caplog.at_level(logging.WARNING):
             loaded = load_session(path, "telegram:123")
         complete = cut >= len(raw) - 1  # the line is whole with or without its newline
-        assert [m["seq"] for m in loaded.messages] == ([1, 2, 3] if complete else [1, 2])
+        assert [m.seq for m in loaded.messages] == ([1, 2, 3] if complete else [1, 2])
         # A torn file must accept further appends without gluing them onto the fragment.
         cut_store = SessionStore(tmp_path)
         cut_store._cache["telegram:123"] = loaded
         loaded.path = path
         cut_store.append(loaded, Message(role="user", content="after crash"))
         again = load_session(path, "telegram:123")
-        assert again.messages[-1]["content"] == "after crash"
-        assert again.messages[-1]["seq"] == (4 if complete else 3)
+        assert again.messages[-1].content == "after crash"
+        assert again.messages[-1].seq == (4 if complete else 3)
 
 
 async def test_corrupt_line_in_the_middle_is_skipped(tmp_path, caplog):
@@ -96,7 +98,7 @@ async def test_corrupt_line_in_the_middle_is_skipped(tmp_path, caplog):
     store.append(session, Message(role="user", content="still here"))
     with caplog.at_level(logging.WARNING):
         loaded = load_session(session.path, "telegram:123")
-    assert [m["content"] for m in loaded.messages] == ["hello", "hi there, 世界", "still here"]
+    assert [m.content for m in loaded.messages] == ["hello", "hi there, 世界", "still here"]
     assert "skipped" in caplog.text
 
 
@@ -109,7 +111,7 @@ async def test_archive_moves_file_and_continues_seq(tmp_path):
     assert session.path == archived  # the old object now stands for the archived transcript
     fresh = await store.get("telegram:123")
     assert fresh.messages == []
-    assert store.append(fresh, Message(role="user", content="new"))["seq"] == 3
+    assert store.append(fresh, Message(role="user", content="new")).seq == 3
     assert load_session(fresh.path, "telegram:123").next_seq == 4
 
 
@@ -161,7 +163,7 @@ def test_pair_repair_adds_missing_and_drops_orphans_and_duplicates():
     )
 )
 def test_pair_repair_always_yields_valid_history(history):
-    repaired = to_model_messages([dict(m, seq=i) for i, m in enumerate(history)])
+    repaired = to_model_messages([StoredMessage(dict(m, seq=i)) for i, m in enumerate(history)])
     expected: list[str] = []
     for message in repaired:
         assert "seq" not in message

@@ -23,6 +23,8 @@ from clawgate.agent.session import (
     Record,
     SessionStore,
     State,
+    StoredMessage,
+    ToolCall,
     TurnError,
     load_session,
 )
@@ -34,7 +36,9 @@ from clawgate.agent.session.delivery import (
     replay,
     unanswered,
 )
-from clawgate.agent.session.records import MESSAGE_LINE, StoredMessage
+from clawgate.agent.session.records import MESSAGE_LINE, MessageLine
+from clawgate.agent.session.state import SessionState
+from clawgate.kernel.bus import ChatFacts, Trust
 
 # Written by the session module as it was before these types (agent/session.py at 9d86091),
 # one line of every kind it wrote. Byte for byte: escapes, key order, separators.
@@ -122,7 +126,7 @@ async def test_every_record_kind_round_trips_through_a_file(tmp_path: Path) -> N
     assert loaded.message_ids == {"101": 1, "103": 5}
     kinds = {type(r) for r in loaded.records}
     assert kinds == {Delivery, Command, TurnError, Compaction, Consolidation, Archived}
-    records = [w for w in written if not isinstance(w, dict)]
+    records = [w for w in written if not isinstance(w, StoredMessage)]
     assert all(r.timestamp for r in records)
     assert [r for r in records if not isinstance(r, State)] == loaded.records
 
@@ -141,21 +145,19 @@ def test_a_file_written_before_the_schema_loads(tmp_path: Path, caplog) -> None:
     with caplog.at_level(logging.WARNING):
         session = load_session(path, "telegram:42")
     assert not caplog.records
-    assert [m["seq"] for m in session.messages] == [1, 2, 3, 4, 5]
-    assert session.messages[1] == {
+    assert [m.seq for m in session.messages] == [1, 2, 3, 4, 5]
+    assert session.messages[1].to_dict() == {
         "seq": 2,
         "role": "assistant",
         "content": "",
         "tool_calls": [CALL],
         "timestamp": "2026-12-03T07:22:42.497Z",
     }
-    assert session.messages[0]["content"].endswith("世界 😀\n\ttab \x01")
-    assert session.state == {
-        "trust": "owner",
-        "model": "openai/gpt-4o",
-        "flushed_cycle": 0,
-        "last_consolidated": 3,
-    }
+    assert session.messages[0].content.endswith("世界 😀\n\ttab \x01")
+    assert session.state == SessionState(
+        trust=Trust.OWNER, model="openai/gpt-4o", flushed_cycle=0, last_consolidated=3
+    )
+    assert session.state.trust is Trust.OWNER
     assert session.records == [
         Delivery(seq=4, status="sent", timestamp="2026-12-03T07:22:42.497Z"),
         Delivery(
@@ -176,6 +178,71 @@ def test_a_file_written_before_the_schema_loads(tmp_path: Path, caplog) -> None:
     ]
     assert session.message_ids == {"101": 1, "103": 5}
     assert session.next_seq == 6 and session.last_consolidated == 3
+
+
+def test_state_written_as_today_loads_typed(tmp_path: Path) -> None:
+    path = tmp_path / "telegram_-100.jsonl"
+    path.write_text(
+        '{"type": "session", "key": "telegram:-100", "version": 1, "first_seq": 1}\n'
+        '{"type":"state","trust":"group","chat":{"private":false,"user_id":"7","username":null,'
+        '"group_ids":["-100"]},"timestamp":"2026-12-03T07:22:42.497Z"}\n'
+        '{"seq":1,"role":"user","content":"[Ann] hi","timestamp":"2026-12-03T07:22:42.497Z"}\n'
+        '{"type":"state","model":"openai/gpt-4o","timestamp":"2026-12-03T07:22:42.497Z"}\n'
+    )
+    state = load_session(path, "telegram:-100").state
+    assert state.trust is Trust.GROUP
+    assert state.chat == ChatFacts(private=False, user_id="7", group_ids=("-100",))
+    assert (state.model, state.flushed_cycle, state.last_consolidated) == ("openai/gpt-4o", None, 0)
+    with pytest.raises(ValidationError):
+        state.model = "other"  # type: ignore[misc]
+
+
+async def test_an_unknown_trust_in_the_file_reads_as_not_recorded(tmp_path: Path, caplog) -> None:
+    # As before the typed state: the line loads (no warning), the unknown value is never taken
+    # for a trust (scheduled runs and replays fall back to `allowed`, the next turn records
+    # its own), and the range it marks is not the owner's.
+    store = SessionStore(tmp_path)
+    session = await store.get("telegram:42")
+    store.append(session, State(trust="superuser", chat={"private": "maybe"}))
+    store.append(session, Message(role="user", content="hello"))
+    with caplog.at_level(logging.WARNING):
+        loaded = load_session(session.path, session.key)
+    assert not caplog.records
+    assert loaded.state == SessionState() == session.state
+    assert loaded.trusts_between(1, 1) == {"superuser"}
+    assert loaded.state.trust != Trust.OWNER
+
+
+async def test_update_state_writes_the_state_record_as_before(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    session = await store.get("telegram:42")
+    facts = ChatFacts(private=True, user_id="42")
+    state = store.update_state(session, trust=Trust.OWNER, chat=facts)
+    assert state == session.state == SessionState(trust=Trust.OWNER, chat=facts)
+    line = json.loads(session.path.read_text().splitlines()[-1])
+    assert line == {
+        "type": "state",
+        "trust": "owner",
+        "chat": {"private": True, "user_id": "42", "username": None, "group_ids": []},
+        "timestamp": line["timestamp"],
+    }
+    store.update_state(session, model="openai/gpt-4o")
+    assert session.state.trust is Trust.OWNER and session.state.model == "openai/gpt-4o"
+    assert load_session(session.path, session.key).state == session.state
+
+
+async def test_a_stored_message_is_read_only_and_sent_without_our_fields(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    session = await store.get("telegram:42")
+    store.append(session, Message(role="user", content="hi", message_id="9"))
+    call = Message(role="assistant", tool_calls=[ToolCall.model_validate(CALL)])
+    stored = store.append(session, call)
+    assert stored.tool_calls == (ToolCall.model_validate(CALL),)
+    assert stored == session.messages[1] == load_session(session.path, session.key).messages[1]
+    with pytest.raises(AttributeError):
+        stored.content = "changed"  # type: ignore[misc]
+    assert session.messages[0].to_provider() == {"role": "user", "content": "hi"}
+    assert stored.to_provider() == {"role": "assistant", "content": "", "tool_calls": [CALL]}
 
 
 @pytest.mark.parametrize(
@@ -200,13 +267,13 @@ async def test_an_unknown_or_wrong_typed_line_is_skipped_with_a_warning(
     store.append(session, Message(role="assistant", content="hi"))
     with caplog.at_level(logging.WARNING):
         loaded = load_session(session.path, session.key)
-    assert [m["content"] for m in loaded.messages] == ["hello", "hi"]
+    assert [m.content for m in loaded.messages] == ["hello", "hi"]
     assert loaded.records == []
     assert any("telegram_42.jsonl:3: skipped" in r.getMessage() for r in caplog.records)
 
 
 def test_the_loaded_message_form_has_the_message_models_fields() -> None:
-    assert list(StoredMessage.__annotations__) == list(Message.model_fields)
+    assert list(MessageLine.__annotations__) == list(Message.model_fields)
     assert MESSAGE_LINE.validate_python({"seq": 1, "role": "user"}) == {"seq": 1, "role": "user"}
     with pytest.raises(ValidationError):
         MESSAGE_LINE.validate_python({"role": "user", "content": "no seq"})
@@ -222,7 +289,9 @@ async def test_any_text_is_written_as_json_dumps_would_write_it(tmp_path: Path) 
         message = Message(role="user", content=content, message_id=message_id or None)
         stored = store.append(session, message)
         line = session.path.read_bytes().splitlines()[-1]
-        assert line == json.dumps(stored, ensure_ascii=False, separators=(",", ":")).encode()
+        assert (
+            line == json.dumps(stored.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+        )
 
     check()
 
@@ -249,17 +318,17 @@ async def test_replay_of_a_reply_never_sent_then_handed_out(tmp_path: Path) -> N
     decision = replay(session, 1)
     assert decision.action is Replay.UNSENT and decision.reply == reply
     assert unanswered(session) is None
-    hand_out(session, reply["seq"])
-    assert answered(session, reply["seq"])
+    hand_out(session, reply.seq)
+    assert answered(session, reply.seq)
     assert replay(session, 1).action is Replay.ANSWERED
 
 
 async def test_a_delivery_record_survives_a_restart(tmp_path: Path) -> None:
     store, session = await _turn(tmp_path)
     reply = store.append(session, Message(role="assistant", content="hi"))
-    store.append(session, Delivery(seq=reply["seq"], status="failed", error="timeout"))
+    store.append(session, Delivery(seq=reply.seq, status="failed", error="timeout"))
     assert replay(load_session(session.path, session.key), 1).action is Replay.UNSENT
-    store.append(session, Delivery(seq=reply["seq"], status="sent"))
+    store.append(session, Delivery(seq=reply.seq, status="sent"))
     assert replay(load_session(session.path, session.key), 1).action is Replay.ANSWERED
 
 

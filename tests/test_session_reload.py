@@ -15,7 +15,7 @@ from clawgate.agent.session import (
     State,
     load_session,
 )
-from clawgate.agent.session import store as store_module
+from clawgate.agent.session import lines as lines_module
 from clawgate.agent.session.records import MESSAGE_LINE
 
 
@@ -39,10 +39,10 @@ async def test_a_record_line_is_not_validated_as_a_message_first(
     store.append(session, State(trust="owner"))
     store.append(session, Message(role="user", content="hello", message_id="7"))
     reply = store.append(session, Message(role="assistant", content="hi"))
-    store.append(session, Delivery(seq=reply["seq"], status="sent"))
+    store.append(session, Delivery(seq=reply.seq, status="sent"))
     store.append(session, Consolidation(from_seq=1, to_seq=2, mode="llm"))
     counting = CountingMessages()
-    monkeypatch.setattr(store_module, "MESSAGE_LINE", counting)
+    monkeypatch.setattr(lines_module, "MESSAGE_LINE", counting)
 
     loaded = load_session(session.path, session.key)
 
@@ -62,5 +62,5 @@ async def test_a_record_shaped_line_that_is_a_message_still_loads_as_one(tmp_pat
         handle.write('{"type":"state","seq":2,"role":"assistant","content":"a"}\n')
         handle.write('{"type":"state","seq":3,"r\\u006fle":"user","content":"b"}\n')
     loaded = load_session(session.path, session.key)
-    assert [m["content"] for m in loaded.messages] == ["hello", "a", "b"]
+    assert [m.content for m in loaded.messages] == ["hello", "a", "b"]
     assert loaded.records == [] and loaded.next_seq == 4

@@ -125,7 +125,7 @@ async def test_a_session_line_the_disk_cut_short_is_neither_kept_nor_answered(
         refused = await ask(gw, "during")
         assert writer.short_writes
         session = await gw.runtime.sessions.get("test:1")
-        assert "during" not in [m["content"] for m in session.messages]
+        assert "during" not in [m.content for m in session.messages]
         writer.clear()
         assert (await ask(gw, "after")).text == "re: after"
 
@@ -135,13 +135,13 @@ async def test_a_session_line_the_disk_cut_short_is_neither_kept_nor_answered(
     # A restart reads the file afresh: nothing lost, nothing glued, no ghost of "during".
     assert all("during" not in json.dumps(line) for line in whole_lines(path))
     reloaded = load_session(path, "test:1")
-    assert [(m["role"], m["content"]) for m in reloaded.messages] == [
+    assert [(m.role, m.content) for m in reloaded.messages] == [
         ("user", "before"),
         ("assistant", "re: before"),
         ("user", "after"),
         ("assistant", "re: after"),
     ]
-    assert [m["seq"] for m in reloaded.messages] == [1, 2, 3, 4]
+    assert [m.seq for m in reloaded.messages] == [1, 2, 3, 4]
     async with Harness(config) as gw:
         assert (await ask(gw, "and now?")).text == "re: and now?"
     history = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "user"]
@@ -299,7 +299,7 @@ async def test_a_full_tmpfs_loses_no_session_message_and_glues_no_line(tmp_path:
                 content = f"message {number} " + "y" * (number % 97)
                 store.append(session, Message(role="user", content=content))
                 kept.append(content)
-        assert [m["content"] for m in session.messages] == kept
+        assert [m.content for m in session.messages] == kept
         filler.unlink()
         store.append(session, Message(role="user", content="after"))
         kept.append("after")
@@ -307,8 +307,8 @@ async def test_a_full_tmpfs_loses_no_session_message_and_glues_no_line(tmp_path:
         path = store.path_for("test:1")
         whole_lines(path)
         reloaded = load_session(path, "test:1")
-        assert [m["content"] for m in reloaded.messages] == kept
-        assert [m["seq"] for m in reloaded.messages] == list(range(1, len(kept) + 1))
+        assert [m.content for m in reloaded.messages] == kept
+        assert [m.seq for m in reloaded.messages] == list(range(1, len(kept) + 1))
 
 
 async def test_a_full_tmpfs_never_lets_the_journal_confirm_what_it_cannot_replay(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.agent.session import Message, SessionStore, State
+from clawgate.agent.session import Message, SessionStore
 from clawgate.channels.access import Trusts
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram import create_channel
@@ -235,8 +235,8 @@ async def consolidate(
     sessions = SessionStore(tmp_path / "workspace" / "sessions")
     session = await sessions.get("telegram:2002")
     for i, trust in enumerate(trusts):
-        if session.state.get("trust") != trust.value:
-            sessions.append(session, State(trust=trust.value))
+        if session.state.trust != trust:
+            sessions.update_state(session, trust=trust)
         sessions.append(session, Message(role="user", content=f"standing order {i}"))
         sessions.append(session, Message(role="assistant", content="Noted."))
     reloaded = SessionStore(sessions.directory)

@@ -85,7 +85,7 @@ def _audit_file(path: Path, archived: bool, root: Path, report: AuditReport) -> 
         for seq in range(record.from_seq, record.to_seq + 1):
             coverage[seq] += 1
     landed = any(True for _ in session.records_of(Archived))
-    seqs = [int(m["seq"]) for m in session.messages]
+    seqs = [m.seq for m in session.messages]
     present = set(seqs)
     for seq in seqs:
         if coverage[seq] > 1:

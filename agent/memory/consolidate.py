@@ -17,11 +17,10 @@ The model's answer is read and checked in answer.py.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +39,13 @@ from clawgate.agent.memory.entries import STAMP_FORMAT, Entry, Span, parse_entri
 from clawgate.agent.memory.provenance import read_all_notes, read_notes, record_entry
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.writer import MemoryRewrite
-from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
+from clawgate.agent.session import (
+    Archived,
+    Consolidation,
+    Session,
+    SessionStore,
+    StoredMessage,
+)
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import ModelUnavailable, one_line
@@ -69,27 +74,24 @@ class Outcome:
     reason: str = ""
 
 
-def format_messages(messages: list[dict[str, Any]]) -> str:
+def format_messages(messages: Iterable[StoredMessage]) -> str:
     """`[timestamp] ROLE [tools: a, b]: content`, one per line; empty contents skipped."""
     lines = []
     for message in messages:
-        content = message.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        text = text.strip()
-        if message.get("role") == "tool" and len(text) > TOOL_RESULT_CAP:
+        text = message.content.strip()
+        if message.role == "tool" and len(text) > TOOL_RESULT_CAP:
             text = text[:TOOL_RESULT_CAP] + " [...]"
-        calls = [c.get("function", {}).get("name", "?") for c in message.get("tool_calls") or []]
+        calls = [call.function.name for call in message.tool_calls]
         tools = f" [tools: {', '.join(calls)}]" if calls else ""
         if not text and not tools:
             continue
-        role = str(message.get("role", "?")).upper()
-        lines.append(f"[{message.get('timestamp', '')}] {role}{tools}: {text}")
+        lines.append(f"[{message.timestamp}] {message.role.upper()}{tools}: {text}")
     return "\n".join(lines)
 
 
 def choose_chunk(
-    messages: list[dict[str, Any]], keep: int, *, archive_all: bool
-) -> list[dict[str, Any]]:
+    messages: list[StoredMessage], keep: int, *, archive_all: bool
+) -> list[StoredMessage]:
     """The messages to consolidate: all but the newest `keep`, with the cut moved forward so
     a tool call is never separated from its results."""
     if archive_all:
@@ -97,7 +99,7 @@ def choose_chunk(
     end = len(messages) - keep
     if end <= 0:
         return []
-    while end < len(messages) and messages[end].get("role") == "tool":
+    while end < len(messages) and messages[end].role == "tool":
         end += 1
     return messages[:end]
 
@@ -136,7 +138,7 @@ class Consolidator:
     # Scheduling ---------------------------------------------------------------
 
     def due(self, session: Session) -> bool:
-        return len(session.unconsolidated()) >= self.memory_window
+        return session.unconsolidated_count() >= self.memory_window
 
     def maybe_schedule(self, session: Session) -> asyncio.Task[Any] | None:
         """After a turn: start a background consolidation if one is due and none runs."""
@@ -268,7 +270,7 @@ class Consolidator:
                 span = adopted.span
                 return Outcome(True, span.first, span.last, adopted.mode, adopted.text)
             return Outcome(ok=True, reason="nothing to consolidate")
-        first, cut = int(chunk[0]["seq"]), int(chunk[-1]["seq"])  # fixed before the model
+        first, cut = chunk[0].seq, chunk[-1].seq  # fixed before the model
         owner = _is_owner(session, first, cut)
         if raw:
             entry, update = without_surrogates(_raw_entry(chunk)), None
@@ -342,7 +344,7 @@ class Consolidator:
         self._recovered = True
 
     async def _ask_model(
-        self, session: Session, chunk: list[dict[str, Any]], owner: bool
+        self, session: Session, chunk: list[StoredMessage], owner: bool
     ) -> tuple[str, MemoryRewrite | None]:
         current = await asyncio.to_thread(self.store.read_memory) if owner else ""
         parts = []
@@ -424,12 +426,12 @@ def _is_owner(session: Session, first: int, last: int) -> bool:
     return session.trusts_between(first, last) == {Trust.OWNER.value}
 
 
-def _raw_entry(chunk: list[dict[str, Any]]) -> str:
+def _raw_entry(chunk: list[StoredMessage]) -> str:
     text = format_messages(chunk)
     if len(text) > MAX_RAW_ARCHIVE_CHARS:
         half = MAX_RAW_ARCHIVE_CHARS // 2
         text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
     return (
-        f"Raw archive of messages {chunk[0]['seq']}-{chunk[-1]['seq']} "
+        f"Raw archive of messages {chunk[0].seq}-{chunk[-1].seq} "
         f"(consolidation failed {FAILURES_BEFORE_RAW} times):\n{text}"
     )

@@ -179,7 +179,7 @@ def write_entry(
 def unrecorded(history: str, session: Session) -> list[Entry]:
     """The entries a crash left without their record, in the order to record them: each
     starts at the session's next unconsolidated seq and ends at one of its messages."""
-    seqs = [int(m["seq"]) for m in session.unconsolidated()]
+    seqs = [m.seq for m in session.unconsolidated()]
     # Most calls find nothing: look for the one marker prefix before parsing the file.
     if not seqs or Span(session.key, seqs[0], seqs[0]).opening not in history:
         return []

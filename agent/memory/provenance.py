@@ -22,11 +22,11 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from clawgate.agent.context import ExtraPart, PromptPart
 from clawgate.agent.memory.entries import Span
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.session import StoredMessage
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.areas import chat_area_name
 from clawgate.kernel.bus import Trust
@@ -53,14 +53,13 @@ def quote_as_data(text: str) -> str:
     return "\n".join("> " + re.sub(r"^(\s*)#", r"\1\\#", line) for line in lines)
 
 
-def speakers(messages: Iterable[dict[str, Any]]) -> list[str]:
+def speakers(messages: Iterable[StoredMessage]) -> list[str]:
     """The distinct sender names of a group transcript's user messages, made harmless."""
     found: list[str] = []
     for message in messages:
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, str):
+        if message.role != "user":
             continue
-        match = _SPEAKER.match(content)
+        match = _SPEAKER.match(message.content)
         if match:
             name = _safe_name(match.group(1))
             if name and name not in found:
@@ -112,7 +111,7 @@ def record_entry(
     store: MemoryStore,
     session_key: str,
     entry: str,
-    chunk: list[dict[str, Any]],
+    chunk: list[StoredMessage],
     *,
     owner: bool,
     span: Span | None = None,

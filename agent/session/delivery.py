@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
+from clawgate.agent.session.messages import StoredMessage
 from clawgate.agent.session.records import Command
-from clawgate.agent.session.store import Session
+from clawgate.agent.session.transcript import Session
 
 
 def hand_out(session: Session, seq: int) -> None:
@@ -36,12 +36,12 @@ def answered(session: Session, seq: int) -> bool:
     return seq in session.handed_out or delivered(session, seq)
 
 
-def reply_to(session: Session, user_seq: int) -> dict[str, Any] | None:
+def reply_to(session: Session, user_seq: int) -> StoredMessage | None:
     """The final assistant reply that answered the user message at `user_seq`, if any."""
     for message in session.messages_after(user_seq):
-        if message["role"] == "user":
+        if message.role == "user":
             return None
-        if message["role"] == "assistant" and not message.get("tool_calls"):
+        if message.role == "assistant" and not message.tool_calls:
             return message
     return None
 
@@ -64,7 +64,7 @@ class Replay(Enum):
 @dataclass(frozen=True)
 class ReplayDecision:
     action: Replay
-    reply: dict[str, Any] | None = None  # the stored reply, for UNSENT
+    reply: StoredMessage | None = None  # the stored reply, for UNSENT
 
 
 def replay(session: Session, user_seq: int) -> ReplayDecision:
@@ -74,19 +74,19 @@ def replay(session: Session, user_seq: int) -> ReplayDecision:
         return ReplayDecision(Replay.SUPERSEDED)
     reply = reply_to(session, user_seq)
     if reply is not None:
-        if answered(session, reply["seq"]):
+        if answered(session, reply.seq):
             return ReplayDecision(Replay.ANSWERED)
         return ReplayDecision(Replay.UNSENT, reply)
-    if any(m["role"] == "user" for m in session.messages_after(user_seq)):
+    if any(m.role == "user" for m in session.messages_after(user_seq)):
         return ReplayDecision(Replay.SUPERSEDED)
     return ReplayDecision(Replay.UNFINISHED)
 
 
-def unanswered(session: Session) -> dict[str, Any] | None:
+def unanswered(session: Session) -> StoredMessage | None:
     """The last user message if it came with a platform id and no reply followed it."""
     last_user = session.last_user_message()
-    if last_user is None or not last_user.get("message_id"):
+    if last_user is None or not last_user.message_id:
         return None
-    if reply_to(session, last_user["seq"]) is not None:
+    if reply_to(session, last_user.seq) is not None:
         return None
     return last_user

@@ -6,9 +6,10 @@ A line is one of three things:
   a record     {"type": "state" | "delivery" | ..., ..., "timestamp": "...Z"}   (no "role")
 
 Writers build a `Message` or one of the `Record` models; the store stamps seq and time and
-writes the model. Loading validates each line back: a message into a `StoredMessage` dict,
-anything else into the record models. A misspelled kind cannot be written, and a line of an
-unknown kind or with a wrong-typed field is skipped, never half-understood.
+writes the model. Loading validates each line back: a message into a `MessageLine` dict
+(read through `StoredMessage`, messages.py), anything else into the record models. A
+misspelled kind cannot be written, and a line of an unknown kind or with a wrong-typed field
+(a tool call without its function, say) is skipped, never half-understood.
 
 Field order is the order of the keys on disk: files written before these models existed
 load unchanged, and new lines are byte for byte what the old writer produced.
@@ -72,25 +73,36 @@ class Message(Line):
     timestamp: str | None = None
 
 
-class StoredMessage(TypedDict):
-    """A message line as it is read back: the dict the session holds and the model is sent.
+class FunctionLine(TypedDict):
+    name: str
+    arguments: str
 
-    Lines are validated straight into dicts: building a `Message` per line and dumping it
-    again would more than double the load time of a long session. The keys are `Message`'s, with seq
-    required (tests hold the two equal).
+
+class ToolCallLine(TypedDict):
+    id: str
+    type: NotRequired[Literal["function"]]
+    function: FunctionLine
+
+
+class MessageLine(TypedDict):
+    """A message line as it is validated on load: the dict a `StoredMessage` reads from.
+
+    Lines are validated straight into dicts: building a model per line would more than
+    double the load time of a long session. The keys are `Message`'s, with seq required
+    (tests hold the two equal).
     """
 
     seq: StrictInt
     role: Literal["user", "assistant", "tool"]
     content: NotRequired[str]
-    tool_calls: NotRequired[list[dict[str, Any]]]
+    tool_calls: NotRequired[list[ToolCallLine]]
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
     message_id: NotRequired[str]
     timestamp: NotRequired[str]
 
 
-MESSAGE_LINE: TypeAdapter[StoredMessage] = TypeAdapter(StoredMessage)
+MESSAGE_LINE: TypeAdapter[MessageLine] = TypeAdapter(MessageLine)
 
 
 # -- records ----------------------------------------------------------------------------------

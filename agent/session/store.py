@@ -6,8 +6,8 @@ one write() per line through the kernel's DiskWriter (complete or raise, and a l
 torn one starts afresh), one fsync per turn (`sync`). A line that may wait for its fsync (the
 note that a reply went out) is made durable by the session's next `sync`, or within
 SYNC_LATER_SECONDS by one batched fsync (`sync_later`), so a turn costs one fsync, not two.
-The store reloads a file's live window only: what the last consolidation covered stays on
-disk until asked for (transcript.py).
+The store reloads a file's live window only (load.py): what the last consolidation covered
+stays on disk until asked for (transcript.py).
 """
 
 from __future__ import annotations
@@ -15,36 +15,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
 from collections import OrderedDict
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
+from clawgate.agent.session.load import load_session
+from clawgate.agent.session.messages import StoredMessage
 from clawgate.agent.session.records import (
     MESSAGE_LINE,
-    RECORD_LINE,
-    Consolidation,
-    Delivery,
     Message,
     RecordKind,
     SessionHeader,
     State,
     utc_now_iso,
 )
-from clawgate.agent.session.transcript import (
-    ColdPart,
-    Session,
-    read_key,
-    same_file,
-    session_filename,
-)
+from clawgate.agent.session.state import SessionState
+from clawgate.agent.session.transcript import Session, read_key, session_filename
 from clawgate.agent.text import without_surrogates
+from clawgate.kernel.bus import ChatFacts, Trust
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
 
@@ -124,34 +115,57 @@ class SessionStore:
         self._cache.pop(key, None)
 
     @overload
-    def append(self, session: Session, item: Message) -> dict[str, Any]: ...
+    def append(self, session: Session, item: Message) -> StoredMessage: ...
 
     @overload
     def append(self, session: Session, item: R) -> R: ...
 
-    def append(self, session: Session, item: Message | RecordKind) -> dict[str, Any] | RecordKind:
+    def append(self, session: Session, item: Message | RecordKind) -> StoredMessage | RecordKind:
         """Persist one message (with the next seq) or record, stamped with the time.
 
-        Returns a message as the session now holds it (a dict), a record as written. One
-        write() per line, no fsync: call `sync` once per turn.
+        Returns a message as the session now holds it, a record as written. One write() per
+        line, no fsync: call `sync` once per turn.
         """
         if isinstance(item, Message):
-            stored = {
+            fields = {
                 "seq": session.next_seq,
                 **item.to_dict(exclude=_STAMPS),
                 "timestamp": item.timestamp or utc_now_iso(),
             }
-            stored = self._write(session, stored)
-            _index_message(session, stored)
+            # What the session holds is the line validated as a reload would read it.
+            stored = MESSAGE_LINE.validator.validate_python(self._write(session, fields))
+            session.add_message(stored)
             session.next_seq += 1
-            return stored
+            return StoredMessage(stored)
         record = item.model_copy(update={"timestamp": item.timestamp or utc_now_iso()})
         fields = record.to_dict()
         written = self._write(session, fields)
         if written is not fields:  # lone surrogates were replaced
             record = record.model_validate(written)
-        _apply_record(session, record)
+        session.fold(record)
         return record
+
+    def update_state(
+        self,
+        session: Session,
+        *,
+        trust: Trust | None = None,
+        chat: ChatFacts | None = None,
+        model: str | None = None,
+        flushed_cycle: int | None = None,
+    ) -> SessionState:
+        """Change the session's settings: one `state` line naming the fields given (in the
+        JSON form the file has always had); returns the state after it."""
+        self.append(
+            session,
+            State(
+                trust=trust.value if trust is not None else None,
+                chat=chat.model_dump(mode="json") if chat is not None else None,
+                model=model,
+                flushed_cycle=flushed_cycle,
+            ),
+        )
+        return session.state
 
     def _write(self, session: Session, fields: dict[str, Any]) -> dict[str, Any]:
         """Write one line; returns its fields as written (which the session must hold)."""
@@ -283,216 +297,3 @@ class SessionStore:
         for path in sorted(self.directory.glob("*.jsonl")):
             found.append((read_key(path) or path.stem, path))
         return found
-
-
-def _index_message(session: Session, message: dict[str, Any]) -> None:
-    session._messages.append(message)
-    if message.get("message_id") and message["role"] == "user":
-        session._message_ids[message["message_id"]] = message["seq"]
-
-
-def _apply_record(
-    session: Session, record: SessionHeader | RecordKind, last_seq: int | None = None
-) -> None:
-    """Fold one record into the session; `last_seq`: the seq of the message before it, when
-    the session does not hold that message (a cold part being scanned)."""
-    if isinstance(record, SessionHeader):
-        session.first_seq = record.first_seq
-        session.next_seq = max(session.next_seq, record.first_seq)
-        session._message_ids.update(record.earlier_message_ids or {})
-    elif isinstance(record, State):
-        session.state.update(record.to_dict(exclude={"type", "timestamp"}))
-        if record.trust is not None:
-            last = session.last_seq if last_seq is None else last_seq
-            session.trust_marks.append((last + 1 if last else 0, record.trust))
-    else:
-        session._records.append(record)
-        if isinstance(record, Consolidation):
-            # The covered range and the advance are one line, so one write() makes both land.
-            session.state["last_consolidated"] = max(session.last_consolidated, record.to_seq)
-
-
-# What a record's validation error says about the line, for the warning.
-_WHY = {
-    "json_invalid": "an unreadable line (torn write?)",
-    "dict_type": "a line that is no JSON object",
-    "union_tag_not_found": "a line that is neither message nor record",
-    "union_tag_invalid": "a record of an unknown type",
-}
-
-
-def load_session(path: Path, key: str, *, live_only: bool = False) -> Session:
-    """Read a session file. Torn, corrupt or unknown lines are skipped with a warning.
-
-    `live_only` (the store's reload): leave the messages up to the last consolidation and
-    their delivery records on disk until something asks for them (see transcript.py).
-    """
-    session = Session(key=key, path=path)
-    try:
-        with path.open("rb") as handle:
-            stat = os.fstat(handle.fileno())
-            raw = handle.read()
-    except FileNotFoundError:
-        return session
-    if raw and not raw.endswith(b"\n"):
-        session.needs_newline = True
-    start = _scan_cold(session, raw, stat) if live_only else 0
-    max_seq = _parse(session, raw, start)
-    session.next_seq = max(session.next_seq, max_seq + 1, session.last_seq + 1)
-    return session
-
-
-def _parse(session: Session, raw: bytes, start: int = 0) -> int:
-    """Fold the lines of raw[start:] into the session; returns the highest message seq."""
-    # The validators themselves: TypeAdapter's wrapper costs a third of a line's parse.
-    as_message = MESSAGE_LINE.validator.validate_json
-    as_record = RECORD_LINE.validator.validate_json
-    # `_index_message` and `_apply_record` inlined for the two commonest lines: a call per
-    # line is a tenth of the load.
-    messages, message_ids, records = session._messages, session._message_ids, session._records
-    max_seq = 0
-    for number, data in enumerate(raw[start:].split(b"\n"), start=1):
-        if not data or data.isspace():
-            continue
-        # A line as the store writes a record, which no message validation could accept (a
-        # message needs a "role" key, spelled plainly or with an escape), goes straight to
-        # the record types: failing as a message first would cost more than the parse.
-        if not (data.startswith(b'{"type":') and b'"role"' not in data and b"\\u" not in data):
-            try:
-                message = as_message(data)
-            except ValidationError:
-                pass
-            else:
-                messages.append(message)
-                seq = message["seq"]
-                if message.get("message_id") and message["role"] == "user":
-                    message_ids[message["message_id"]] = seq
-                if seq > max_seq:
-                    max_seq = seq
-                continue
-        try:
-            record = as_record(data)
-        except ValidationError as exc:
-            _skipped(session, exc, raw.count(b"\n", 0, start) + number)
-            continue
-        if type(record) is Delivery:
-            records.append(record)
-        else:
-            _apply_record(session, record)
-    return max_seq
-
-
-def _skipped(session: Session, exc: ValidationError, number: int) -> None:
-    why = _WHY.get(exc.errors()[0]["type"], "a line with a malformed field")
-    log.warning("%s:%d: skipped %s", session.path.name, number, why)
-
-
-# The cold part of a file ends with the last message a consolidation covers; these find it
-# and the lines in it that are read at once anyway (the header and every record but
-# deliveries) without splitting it into lines.
-_CONSOLIDATION = b'\n{"type":"consolidation",'
-_MESSAGE_START = re.compile(rb'\{"seq":(\d+)[,}]')
-_EAGER_LINE = re.compile(rb'\n(?!\{"seq":|\{"type":"delivery",)([^\n]*)')
-_LAZY_LINE = re.compile(rb'\{"seq":|\{"type":"delivery",')
-_ID_VALUE = re.compile(rb'"message_id"(?::"([^"\\]*)"|)')
-
-
-def _scan_cold(session: Session, raw: bytes, stat: os.stat_result) -> int:
-    """Set up the session's cold part; returns where the live part of `raw` starts."""
-    as_message = MESSAGE_LINE.validator.validate_json
-    at = raw.rfind(_CONSOLIDATION)
-    if at < 0:
-        return 0
-    end = raw.find(b"\n", at + 1)
-    try:
-        covered = RECORD_LINE.validator.validate_json(raw[at + 1 : end if end >= 0 else None])
-    except ValidationError:
-        return 0
-    if not isinstance(covered, Consolidation):
-        return 0
-    found = _message_before(raw, at, as_message, lambda seq: seq <= covered.to_seq)
-    if found is None:
-        return 0
-    last_seq, cut = found
-    ids = set(_ID_VALUE.findall(raw, 0, cut))
-    # A value the pattern cannot read (escaped, or spaced as json.dumps writes it) comes back
-    # empty and makes the set incomplete: then a lookup that misses reads the part.
-    uncertain = b"" in ids
-    first = raw.find(b"\n", 0, cut)
-    lines = [(0, raw[:first])]
-    lines += ((m.start(1), m.group(1)) for m in _EAGER_LINE.finditer(raw, first, cut))
-    for offset, data in lines:
-        if not data or data.isspace() or (offset == 0 and _LAZY_LINE.match(data)):
-            continue
-        if not (data.startswith(b'{"type":') and b'"role"' not in data and b"\\u" not in data):
-            try:
-                message = as_message(data)
-            except ValidationError:
-                pass
-            else:  # a message in an unusual spelling: its id is known exactly
-                if message.get("message_id") and message["role"] == "user":
-                    ids.add(message["message_id"].encode("utf-8", "surrogatepass"))
-                continue
-        try:
-            record = RECORD_LINE.validator.validate_json(data)
-        except ValidationError as exc:
-            _skipped(session, exc, raw.count(b"\n", 0, offset) + 1)
-            continue
-        last = 0
-        if isinstance(record, State) and record.trust is not None:
-            before = _message_before(raw, offset - 1, as_message, lambda _seq: True)
-            last = before[0] if before else 0
-        _apply_record(session, record, last)
-    session.cold = ColdPart(
-        end=cut,
-        device=stat.st_dev,
-        inode=stat.st_ino,
-        last_seq=last_seq,
-        ids=frozenset(ids),
-        ids_uncertain=uncertain,
-        records=len(session._records),
-    )
-    return cut
-
-
-def _message_before(
-    raw: bytes, newline: int, as_message: Callable[[bytes], Any], wanted: Callable[[int], bool]
-) -> tuple[int, int] | None:
-    """(seq, end of its line + 1) of the last valid message line ending at or before the
-    newline at `newline` whose seq is `wanted`; None if there is none."""
-    while newline > 0:
-        begin = raw.rfind(b"\n", 0, newline) + 1
-        line = raw[begin:newline]
-        start = _MESSAGE_START.match(line)
-        if start and wanted(int(start[1])):
-            try:
-                message = as_message(line)
-            except ValidationError:
-                pass
-            else:
-                if wanted(message["seq"]):
-                    return message["seq"], newline + 1
-        newline = begin - 1
-    return None
-
-
-def read_cold(session: Session) -> None:
-    """Read the part `load_session(live_only=True)` skipped into the session (once; on the
-    loop's thread, as every change to a session is)."""
-    cold, session.cold = session.cold, None
-    if cold is None:
-        return
-    try:
-        with session.path.open("rb") as handle:
-            if not same_file(cold, os.fstat(handle.fileno())):
-                raise FileNotFoundError("the file was replaced since it was loaded")
-            raw = handle.read(cold.end)
-    except OSError as exc:
-        log.warning("%s: cannot read its consolidated messages: %s", session.key, exc)
-        return
-    part = Session(key=session.key, path=session.path)
-    _parse(part, raw)
-    session._messages[:0] = part._messages
-    session._records[: cold.records] = part._records
-    part._message_ids.update(session._message_ids)
-    session._message_ids = part._message_ids

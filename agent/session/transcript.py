@@ -7,21 +7,37 @@ record except delivery notes, and leaves the older messages and their delivery r
 disk (`ColdPart`). They are read, once, the first time something asks for them: the full
 `messages`, `records` or `message_ids`, or a redelivered message id that may be one of
 them. What a session answers is the same whichever way it was loaded.
+
+Messages are held as the dicts their lines were validated into and handed out as
+`StoredMessage`s (messages.py); settings are folded into a `SessionState` (state.py).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from clawgate.agent.session.records import Delivery, RecordKind
+from clawgate.agent.session.lines import parse_lines
+from clawgate.agent.session.messages import StoredMessage
+from clawgate.agent.session.records import (
+    Consolidation,
+    Delivery,
+    MessageLine,
+    RecordKind,
+    SessionHeader,
+    State,
+)
+from clawgate.agent.session.state import SessionState
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=RecordKind)
 _SAFE = re.compile(r"[A-Za-z0-9-]")
@@ -43,8 +59,8 @@ def session_filename(key: str) -> str:
     return "".join(out)
 
 
-def _seq(message: dict[str, Any]) -> int:
-    return int(message["seq"])
+def _seq(message: MessageLine) -> int:
+    return message["seq"]
 
 
 @dataclass
@@ -80,11 +96,13 @@ class Session:
     ) -> None:
         self.key = key
         self.path = path
-        # Each a `Message` as stored, as a dict: the form the model is sent (agent/history.py).
-        # Without the cold part's messages until it is read (see `messages`).
-        self._messages: list[dict[str, Any]] = []
-        # The `State` records folded: the latest value of each field that was ever set.
-        self.state: dict[str, Any] = {}
+        # Each message line as validated (read through `StoredMessage`). Without the cold
+        # part's messages until it is read (see `messages`).
+        self._messages: list[MessageLine] = []
+        # The `State` records folded (see `state`), and the furthest consolidation apart: a
+        # long transcript holds hundreds, and a new state per one would slow its reload.
+        self._state = SessionState()
+        self._consolidated = 0
         self._records: list[RecordKind] = []
         self.next_seq = next_seq
         self.first_seq = first_seq  # seqs continue across /new: the first seq this file holds
@@ -113,9 +131,9 @@ class Session:
     # -- the whole transcript (reads the cold part once) ---------------------------------------
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[StoredMessage]:
         self.load_cold()
-        return self._messages
+        return [StoredMessage(line) for line in self._messages]
 
     @property
     def records(self) -> list[RecordKind]:
@@ -128,19 +146,77 @@ class Session:
         return self._message_ids
 
     def load_cold(self) -> None:
-        """Read the part a live-window reload skipped, if any."""
-        if self.cold is not None:
-            # The reader lives beside the loader it shares the line parsing with.
-            from clawgate.agent.session.store import read_cold
+        """Read the part a live-window reload skipped, if any (once; on the loop's thread, as
+        every change to a session is)."""
+        cold, self.cold = self.cold, None
+        if cold is None:
+            return
+        try:
+            with self.path.open("rb") as handle:
+                if not same_file(cold, os.fstat(handle.fileno())):
+                    raise FileNotFoundError("the file was replaced since it was loaded")
+                raw = handle.read(cold.end)
+        except OSError as exc:
+            log.warning("%s: cannot read its consolidated messages: %s", self.key, exc)
+            return
+        part = Session(key=self.key, path=self.path)
+        part.parse(raw)
+        self._messages[:0] = part._messages
+        self._records[: cold.records] = part._records
+        part._message_ids.update(self._message_ids)
+        self._message_ids = part._message_ids
 
-            read_cold(self)
+    # -- what a reader adds (the store and the loader) -----------------------------------------
+
+    def parse(self, raw: bytes, start: int = 0) -> int:
+        """Fold the lines of raw[start:] in; returns the highest message seq (0 = none)."""
+        return parse_lines(
+            raw,
+            start,
+            file_name=self.path.name,
+            messages=self._messages,
+            message_ids=self._message_ids,
+            records=self._records,
+            fold=self.fold,
+        )
+
+    def add_message(self, message: MessageLine) -> None:
+        self._messages.append(message)
+        if message.get("message_id") and message["role"] == "user":
+            self._message_ids[message["message_id"]] = message["seq"]
+
+    def fold(self, record: SessionHeader | RecordKind, last_seq: int | None = None) -> None:
+        """Fold one record into the session; `last_seq`: the seq of the message before it,
+        when the session does not hold that message (a cold part being scanned)."""
+        if isinstance(record, SessionHeader):
+            self.first_seq = record.first_seq
+            self.next_seq = max(self.next_seq, record.first_seq)
+            self._message_ids.update(record.earlier_message_ids or {})
+        elif isinstance(record, State):
+            self._state = self.state.with_record(record)
+            self._consolidated = self._state.last_consolidated
+            if record.trust is not None:
+                last = self.last_seq if last_seq is None else last_seq
+                self.trust_marks.append((last + 1 if last else 0, record.trust))
+        else:
+            self._records.append(record)
+            if isinstance(record, Consolidation):
+                # The covered range and the advance are one line: one write() lands both.
+                self._consolidated = max(self._consolidated, record.to_seq)
 
     # -- what a turn asks (never reads the cold part) ------------------------------------------
 
     @property
+    def state(self) -> SessionState:
+        """The session's settings: the `State` records folded, each field's latest value."""
+        if self._state.last_consolidated != self._consolidated:
+            self._state = self._state.consolidated_to(self._consolidated)
+        return self._state
+
+    @property
     def last_consolidated(self) -> int:
         """Seq up to which messages are covered by memory (0 = none)."""
-        return int(self.state.get("last_consolidated", 0))
+        return self._consolidated
 
     @property
     def last_seq(self) -> int:
@@ -149,21 +225,28 @@ class Session:
             return _seq(self._messages[-1])
         return self.cold.last_seq if self.cold is not None else 0
 
-    def unconsolidated(self) -> list[dict[str, Any]]:
+    def unconsolidated(self) -> list[StoredMessage]:
         return self.messages_after(self.last_consolidated)
 
-    def messages_after(self, seq: int) -> list[dict[str, Any]]:
+    def unconsolidated_count(self) -> int:
+        """len(unconsolidated()), without making the messages (asked after every turn)."""
+        return len(self._messages) - self._index_after(self.last_consolidated)
+
+    def messages_after(self, seq: int) -> list[StoredMessage]:
+        return [StoredMessage(line) for line in self._messages[self._index_after(seq) :]]
+
+    def _index_after(self, seq: int) -> int:
         if self.cold is not None and seq < self.cold.last_seq:
             self.load_cold()
         # Seqs only grow, so a bisect keeps this flat however long the session gets.
-        return self._messages[bisect.bisect_right(self._messages, seq, key=_seq) :]
+        return bisect.bisect_right(self._messages, seq, key=_seq)
 
-    def last_user_message(self) -> dict[str, Any] | None:
+    def last_user_message(self) -> StoredMessage | None:
         found = next((m for m in reversed(self._messages) if m["role"] == "user"), None)
         if found is None and self.cold is not None:
             self.load_cold()
             return self.last_user_message()
-        return found
+        return StoredMessage(found) if found is not None else None
 
     def seq_of(self, message_id: str) -> int | None:
         """Seq of the user message that carried this platform id, if this session stored one."""

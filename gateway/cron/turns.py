@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from clawgate.agent.scheduled import trim_history
 from clawgate.agent.session import Message
 from clawgate.channels.access import Trusts
-from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.errors import CronError
 
 if TYPE_CHECKING:
@@ -56,12 +56,9 @@ class ScheduledTurns:
         when the rules no longer serve the chat."""
         channel = key.partition(":")[0]
         session = await self.runtime.sessions.get(key)
-        try:
-            recorded = Trust(session.state.get("trust", Trust.ALLOWED.value))
-        except ValueError:
-            recorded = Trust.ALLOWED
-        facts = ChatFacts.stored(session.state.get("chat"))
-        trust = self.trusts.for_chat(channel, facts, recorded)
+        # Not recorded, or a trust this version does not know (SessionState): `allowed`.
+        recorded = session.state.trust or Trust.ALLOWED
+        trust = self.trusts.for_chat(channel, session.state.chat, recorded)
         if trust is None:
             raise CronError(f"{key} is not served by the access rules any more")
         return trust
@@ -102,5 +99,5 @@ class ScheduledTurns:
         stored = sessions.append(target, Message(role="assistant", content=label + text))
         await sessions.sync(target)
         await self.bus.publish_outbound(
-            OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored["seq"])
+            OutboundMessage(channel=channel, chat_id=chat_id, text=text, seq=stored.seq)
         )

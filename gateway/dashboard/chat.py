@@ -27,6 +27,7 @@ from aiohttp import web
 
 from clawgate.agent.commands import HELP
 from clawgate.agent.progress import MAX_SHOWN_CHARS
+from clawgate.agent.session import StoredMessage
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import (
@@ -80,38 +81,30 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content or "")
-
-
-def transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def transcript(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     """A session's messages as the page shows them: user and assistant text, and one card per
     tool call holding its arguments and, once stored, its result (both already redacted
     when they were written)."""
     items: list[dict[str, Any]] = []
     cards: dict[str, dict[str, Any]] = {}
     for message in messages:
-        role = message.get("role")
-        if role == "user":
-            items.append({"kind": "user", "text": _text(message.get("content"))})
-        elif role == "assistant":
-            if text := _text(message.get("content")):
-                items.append({"kind": "assistant", "text": text})
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
+        if message.role == "user":
+            items.append({"kind": "user", "text": message.content})
+        elif message.role == "assistant":
+            if message.content:
+                items.append({"kind": "assistant", "text": message.content})
+            for call in message.tool_calls:
                 card = {
                     "kind": "tool",
-                    "id": call.get("id", ""),
-                    "name": function.get("name", ""),
-                    "arguments": _cut(str(function.get("arguments") or "")),
+                    "id": call.id,
+                    "name": call.function.name,
+                    "arguments": _cut(call.function.arguments),
                     "result": None,
                 }
-                cards[card["id"]] = card
+                cards[call.id] = card
                 items.append(card)
-        elif role == "tool" and (answered := cards.get(message.get("tool_call_id", ""))):
-            answered["result"] = _cut(_text(message.get("content")))
+        elif message.role == "tool" and (answered := cards.get(message.tool_call_id or "")):
+            answered["result"] = _cut(message.content)
     return items
 
 

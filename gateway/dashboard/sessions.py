@@ -17,8 +17,15 @@ from typing import Any
 
 from aiohttp import web
 
-from clawgate.agent.session import Consolidation, Delivery, Session, load_session, read_key
-from clawgate.agent.session.store import SessionStore
+from clawgate.agent.session import (
+    Consolidation,
+    Delivery,
+    Session,
+    SessionStore,
+    ToolCall,
+    load_session,
+    read_key,
+)
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.kernel.errors import PathOutsideRoot
@@ -47,14 +54,14 @@ class Summary:
 
 
 def summarise(session: Session, size: int, name: str = "") -> Summary:
-    trust = session.trust_marks[-1][1] if session.trust_marks else session.state.get("trust")
-    last = session.messages[-1].get("timestamp", "") if session.messages else ""
+    trust = session.trust_marks[-1][1] if session.trust_marks else session.state.trust
+    messages = session.messages
     return Summary(
         key=session.key,
         channel=session.key.split(":", 1)[0],
         trust=str(trust or "?"),
-        messages=len(session.messages),
-        last_activity=str(last or ""),
+        messages=len(messages),
+        last_activity=messages[-1].timestamp if messages else "",
         consolidated=session.last_consolidated,
         size=size,
         name=name,
@@ -108,18 +115,18 @@ def transcript(session: Session) -> tuple[list[Entry], list[dict[str, Any]]]:
     ranges = [(r.from_seq, r.to_seq) for r in session.records_of(Consolidation)]
     entries = []
     for message in session.messages:
-        seq = int(message["seq"])
+        seq = message.seq
         delivered = deliveries.get(seq)
         covered = seq <= session.last_consolidated or any(a <= seq <= b for a, b in ranges)
         entries.append(
             Entry(
                 seq=seq,
-                role=str(message["role"]),
-                content=_text(message.get("content", "")),
-                timestamp=str(message.get("timestamp") or ""),
+                role=message.role,
+                content=message.content,
+                timestamp=message.timestamp,
                 consolidated=covered,
-                tool_calls=[_call(call) for call in message.get("tool_calls") or []],
-                tool_name=str(message.get("name") or ""),
+                tool_calls=[_call(call) for call in message.tool_calls],
+                tool_name=message.name or "",
                 delivery=delivered.status if delivered else "",
                 error=(delivered.error or "") if delivered else "",
             )
@@ -132,22 +139,13 @@ def transcript(session: Session) -> tuple[list[Entry], list[dict[str, Any]]]:
     return entries, others
 
 
-def _text(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-
-
-def _call(call: dict[str, Any]) -> dict[str, str]:
-    function = call.get("function") or {}
-    arguments = str(function.get("arguments", ""))
+def _call(call: ToolCall) -> dict[str, str]:
+    arguments = call.function.arguments
     try:
         arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except ValueError:
         pass
-    return {
-        "id": str(call.get("id", "")),
-        "name": str(function.get("name", "")),
-        "arguments": arguments,
-    }
+    return {"id": call.id, "name": call.function.name, "arguments": arguments}
 
 
 def _confined(folder: Path, name: str) -> Path:
