@@ -2,7 +2,10 @@
 the Markdown files under memory/, plus the vectors of its chunks in memory (vectors.py).
 
 Vectors for the configured model are held in memory as one numpy matrix (exact cosine
-k-NN), kept in step with the `chunks` table. Every access to SQLite goes through aiosqlite.
+k-NN), kept in step with the `chunks` table. Every access to SQLite, read or write, goes
+through the one aiosqlite connection (its own thread), whatever the index's size; the
+freshness check before a search (the generation read and a stat of each memory file, in a
+worker thread) runs in the shared refresh task, so a cancelled caller never cancels it.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
 """
@@ -12,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -44,14 +46,6 @@ EMBED_BATCH = 256
 EMBED_RETRY_SECONDS = 60.0
 MEMORY_DIR = "memory"
 MAX_CACHED_FREQS = 50_000
-# Up to this many chunks, a search's reads run on the caller's thread through a second,
-# read-only connection: each costs tens of microseconds there, while a hop to aiosqlite's
-# thread and back costs more than the query on a busy machine. Past it, a query may take
-# long enough that the event loop should not wait for it.
-SYNC_READ_CHUNKS = 5_000
-# Up to this many memory files, a refresh that finds nothing changed is done in place (a
-# generation read and a stat per file), without a task or a thread.
-SYNC_SCAN_FILES = 64
 
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
@@ -79,8 +73,6 @@ class MemoryIndex:
         self._freqs: dict[str, int] = {}
         self._total: int | None = None
         self._freqs_generation = -1
-        self._reader: sqlite3.Connection | None = None
-        self._small = False  # the index held at most SYNC_READ_CHUNKS chunks when last counted
 
     @classmethod
     def for_workspace(
@@ -108,30 +100,12 @@ class MemoryIndex:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._reader is not None:
-            reader, self._reader = self._reader, None
-            reader.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
 
     async def _read(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
-        """Rows of a read-only query: in place while the index is small, else on aiosqlite."""
-        if self._small:
-            try:
-                return self._read_here(sql, params)
-            except sqlite3.Error:
-                pass  # busy, or another thread than the one that opened it: take the long way
         return await fetch(await self._conn(), sql, params)
-
-    def _read_here(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
-        if self._closed or self._db is None:
-            raise sqlite3.OperationalError("the index is not open")
-        if self._reader is None:
-            reader = sqlite3.connect(self.db_path, isolation_level=None)
-            reader.execute("PRAGMA query_only = 1")
-            self._reader = reader
-        return self._reader.execute(sql, tuple(params)).fetchall()
 
     def mark_dirty(self, path: str | Path) -> None:
         """Reindex this file at the next refresh even if its size and mtime look unchanged."""
@@ -149,8 +123,6 @@ class MemoryIndex:
         """Bring the index up to date with the files: a stat of each memory file when
         nothing changed. Concurrent callers share one run; a caller that is cancelled
         (e.g. a recall timeout) does not cancel it."""
-        if (self._refreshing is None or self._refreshing.done()) and self._unchanged():
-            return RefreshReport(0, 0, 0, 0, 0)
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.create_task(self._refresh(progress))
         return await asyncio.shield(self._refreshing)
@@ -205,23 +177,6 @@ class MemoryIndex:
                         self._files.pop(path, None)
             embedded = await self._embed_missing(db, progress)
             return RefreshReport(len(changed), len(removed), added, removed_chunks, embedded)
-
-    def _unchanged(self) -> bool:
-        """Whether a refresh would find nothing to do, when that is cheap to tell: no task, no
-        thread, no write; any doubt says no and the refresh runs as usual."""
-        if self._dirty or self._missing or len(self._files) > SYNC_SCAN_FILES:
-            return False
-        if self._lock is not None and self._lock.locked():
-            return False
-        try:
-            rows = self._read_here("SELECT value FROM meta WHERE key = 'generation'")
-        except sqlite3.Error:
-            return False
-        if (int(rows[0][0]) if rows else 0) != self._generation:
-            return False
-        disk = self._scan()
-        files = self._files
-        return disk.keys() == files.keys() and all(files[p].same_stat(s) for p, s in disk.items())
 
     def _scan(self) -> dict[str, tuple[int, int, int]]:
         return scan_memory(self.memory_dir, MEMORY_DIR)
@@ -413,7 +368,6 @@ class MemoryIndex:
         unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
         if self._total is None:
             self._total = int((await self._read("SELECT count(*) FROM chunks"))[0][0])
-            self._small = self._total <= SYNC_READ_CHUNKS
         if unknown:
             counts = ", ".join(
                 "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in unknown

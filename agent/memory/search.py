@@ -74,7 +74,6 @@ SNIPPET_CHARS = 300
 MAX_QUERY_TERMS = 32
 MAX_TRIGRAMS = 48
 MAX_NEEDLES = 24
-PARALLEL_SCAN_ROWS = 20_000  # below this a thread hop costs more than the scan
 # Two-character sequences too common to mean anything on their own.
 CJK_STOP_BIGRAMS = frozenset(
     "什么 时候 怎么 我们 你们 他们 这个 那个 哪里 没有 可以 现在 一个 了吗 的是 是不 不是 一下".split()
@@ -312,11 +311,9 @@ class MemorySearch:
             if query_vector is None:
                 return
             if days is None:
-                if len(self.index.vectors) < PARALLEL_SCAN_ROWS:
-                    found = self.index.vectors.top(query_vector, limit)
-                else:
-                    found = await asyncio.to_thread(self.index.vectors.top, query_vector, limit)
-                cosines.update(found)
+                # In a thread: it runs beside the keyword side's queries, and a large matrix
+                # never holds up the event loop.
+                cosines.update(await asyncio.to_thread(self.index.vectors.top, query_vector, limit))
                 return
             ids = await self.index.dated_between(*days)
             scores = self.index.vectors.scores_for(query_vector, ids)
