@@ -64,7 +64,6 @@ class MemoryIndex:
         self._files: dict[str, FileState] = {}
         self._missing: dict[int, str] = {}  # chunk id -> hash, chunks with no vector yet
         self._generation = -1
-        self._dirty: set[str] = set()
         self._lock: asyncio.Lock | None = None
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
@@ -107,16 +106,6 @@ class MemoryIndex:
     async def _read(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
         return await fetch(await self._conn(), sql, params)
 
-    def mark_dirty(self, path: str | Path) -> None:
-        """Reindex this file at the next refresh even if its size and mtime look unchanged."""
-        path = Path(path)
-        if path.is_absolute():
-            try:
-                path = path.relative_to(self.workspace)
-            except ValueError:
-                return
-        self._dirty.add(path.as_posix())
-
     # Refresh ---------------------------------------------------------------------
 
     async def refresh(self, progress: Progress | None = None) -> RefreshReport:
@@ -155,11 +144,10 @@ class MemoryIndex:
             )
             if generation != self._generation:
                 await self._load_state(db)
-            dirty, self._dirty = self._dirty, set()
             changed = [
                 path
                 for path, stat in sorted(disk.items())
-                if path in dirty or path not in self._files or not self._files[path].same_stat(stat)
+                if path not in self._files or not self._files[path].same_stat(stat)
             ]
             removed = sorted(set(self._files) - set(disk))
             added = removed_chunks = 0

@@ -262,7 +262,7 @@ class WriteTxn:
         self._next = current + 1
         return self._db
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    async def __aexit__(self, exc_type: Any, _exc: Any, _tb: Any) -> None:
         if exc_type is not None:
             await self._db.execute("ROLLBACK")
             # Memory state (vectors, file table) may be ahead of the database: reload.
