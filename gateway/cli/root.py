@@ -129,7 +129,8 @@ class ClawgateGroup(TyperGroup):
     a user's error becomes `clawgate: <one line>`."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
+        # COMMANDS' order, whichever of them this process has loaded already.
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
