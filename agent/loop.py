@@ -78,21 +78,6 @@ class TurnResult:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def strip_inline_media(content: Any) -> Any:
-    """Drop base64 payloads from multimodal content before it is stored: they bloat every
-    later request and the file on disk. The media file itself stays in the workspace."""
-    if not isinstance(content, list):
-        return content
-    kept: list[Any] = []
-    for part in content:
-        url = part.get("image_url", {}).get("url", "") if isinstance(part, dict) else ""
-        if isinstance(url, str) and url.startswith("data:"):
-            kept.append({"type": "text", "text": "[image omitted from history]"})
-        else:
-            kept.append(part)
-    return kept
-
-
 # The running turn's time limit, so a cancelled tool call's result can say why it stopped.
 _turn_limit: ContextVar[asyncio.Timeout | None] = ContextVar("turn_limit", default=None)
 

@@ -36,7 +36,6 @@ class Channel(ABC):
     """Receives platform messages, publishes them as InboundMessage; sends OutboundMessage."""
 
     name: str  # the `channel` part of session keys: "telegram", "discord", "cli"
-    max_message_chars: int = 4096
 
     def __init__(self, bus: MessageBus) -> None:
         self.bus = bus

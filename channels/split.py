@@ -40,10 +40,6 @@ def split_message(text: str, limit: int, *, length: Length = len) -> list[str]:
     return [part for part in _pack(atoms, limit, length) if part.strip()]
 
 
-def is_fence_line(line: str) -> bool:
-    return _FENCE.match(line) is not None
-
-
 def _closes(line: str, fence: str) -> bool:
     stripped = line.strip()
     return stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0])

@@ -1,6 +1,6 @@
-"""Auto-recall on a small, unchanged index reads it in place, and unchanged daily logs are
-not read again: no hop to aiosqlite's thread or a worker thread per owner turn, and a
-changed file is still seen at once."""
+"""Auto-recall on an unchanged index only reads it (no memory file is read, nothing is
+written), and unchanged daily logs are not read again; a changed file is still seen at
+once."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _write(workspace: Path, name: str, body: str) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-async def test_recall_on_an_unchanged_index_stays_on_the_loop_thread(
+async def test_recall_on_an_unchanged_index_reads_no_file_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace = tmp_path / "ws"
@@ -59,9 +59,11 @@ async def test_recall_on_an_unchanged_index_stays_on_the_loop_thread(
 
         monkeypatch.setattr(index_module, "fetch", counted_fetch)
         monkeypatch.setattr(asyncio, "to_thread", counted_to_thread)
+        unchanged = index._generation
         again = await part(Trust.OWNER, "where does Rita live now?")
         assert again is not None and again.text == first.text
-        assert hops == []
+        assert "read_file" not in hops and "chunk_file" not in hops
+        assert index._generation == unchanged  # every write bumps it
 
         # A file changed in place (same inode) is indexed before the next answer.
         _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita moved to Porto.\n")

@@ -101,7 +101,7 @@ async def test_incremental_reindex_touches_only_the_edited_file(tmp_path, corpus
     embedder = index.embedder
     embedder.embedded.clear()
     db = await index._conn()
-    before = await db.execute_fetchall("SELECT id, path, hash FROM chunks ORDER BY id")
+    before = await db.fetch("SELECT id, path, hash FROM chunks ORDER BY id")
 
     assert (await index.refresh()).files_changed == 0  # nothing changed: stats only
     write(
@@ -110,7 +110,7 @@ async def test_incremental_reindex_touches_only_the_edited_file(tmp_path, corpus
         "- 09:00 Booked the dentist for a cleaning.\n- 18:00 Ran 5 km.\n",
     )
     report = await index.refresh()
-    after = await db.execute_fetchall("SELECT id, path, hash FROM chunks ORDER BY id")
+    after = await db.fetch("SELECT id, path, hash FROM chunks ORDER BY id")
 
     assert report.files_changed == 1 and report.chunks_added == 1 and report.chunks_removed == 1
     unchanged = [r for r in before if r[1] != "memory/2026-12-11.md"]
@@ -143,7 +143,7 @@ async def test_deleted_index_is_rebuilt_with_identical_results(tmp_path, corpus)
 async def test_rebuild_and_model_change_reembed_without_rechunking(tmp_path, corpus):
     await corpus.index.refresh()
     db = await corpus.index._conn()
-    chunks = await db.execute_fetchall("SELECT id, hash FROM chunks ORDER BY id")
+    chunks = await db.fetch("SELECT id, hash FROM chunks ORDER BY id")
     await corpus.close()
 
     switched = make_search(tmp_path, CountingEmbedder(dim=128))
@@ -153,8 +153,8 @@ async def test_rebuild_and_model_change_reembed_without_rechunking(tmp_path, cor
         assert report.files_changed == 0 and report.embedded == len(chunks)
         assert seen[-1] == ("embeddings", len(chunks), len(chunks))
         db = await switched.index._conn()
-        assert await db.execute_fetchall("SELECT id, hash FROM chunks ORDER BY id") == chunks
-        models = await db.execute_fetchall("SELECT DISTINCT model FROM embeddings ORDER BY model")
+        assert await db.fetch("SELECT id, hash FROM chunks ORDER BY id") == chunks
+        models = await db.fetch("SELECT DISTINCT model FROM embeddings ORDER BY model")
         assert [m[0] for m in models] == ["builtin-v1-128", "builtin-v1-256"]
         assert (await switched.search("dentist"))[0].path == "memory/2026-12-11.md"
         rebuilt = await switched.index.rebuild()

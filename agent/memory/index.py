@@ -2,7 +2,11 @@
 the Markdown files under memory/, plus the vectors of its chunks in memory (vectors.py).
 
 Vectors for the configured model are held in memory as one numpy matrix (exact cosine
-k-NN), kept in step with the `chunks` table. Every access to SQLite goes through aiosqlite.
+k-NN), kept in step with the `chunks` table. Every access to SQLite, read or write, goes
+through index_db.Database in a worker thread, whatever the index's size; `read` runs a
+caller's several queries in one hop. The freshness check before a search (the generation
+read and a stat of each memory file, one hop) runs in the shared refresh task, so a
+cancelled caller never cancels it.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
 """
@@ -16,17 +20,18 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-import aiosqlite
 import numpy as np
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
 from clawgate.agent.memory.index_db import (
     ChunkRow,
+    Database,
     FileState,
     IndexStatus,
+    Reader,
     RefreshReport,
     WriteTxn,
     cjk_text,
@@ -34,24 +39,19 @@ from clawgate.agent.memory.index_db import (
     fetch,
     open_db,
     read_file,
+    read_generation,
     scan_memory,
 )
 from clawgate.agent.memory.vectors import VectorMatrix
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 EMBED_BATCH = 256
 EMBED_RETRY_SECONDS = 60.0
 MEMORY_DIR = "memory"
 MAX_CACHED_FREQS = 50_000
-# Up to this many chunks, a search's reads run on the caller's thread through a second,
-# read-only connection: each costs tens of microseconds there, while a hop to aiosqlite's
-# thread and back costs more than the query on a busy machine. Past it, a query may take
-# long enough that the event loop should not wait for it.
-SYNC_READ_CHUNKS = 5_000
-# Up to this many memory files, a refresh that finds nothing changed is done in place (a
-# generation read and a stat per file), without a task or a thread.
-SYNC_SCAN_FILES = 64
 
 # phase ("files" or "embeddings"), done, total
 Progress = Callable[[str, int, int], None]
@@ -66,11 +66,10 @@ class MemoryIndex:
         self.db_path = db_path
         self.embedder = embedder
         self.vectors = VectorMatrix()
-        self._db: aiosqlite.Connection | None = None
+        self._db: Database | None = None
         self._files: dict[str, FileState] = {}
         self._missing: dict[int, str] = {}  # chunk id -> hash, chunks with no vector yet
         self._generation = -1
-        self._dirty: set[str] = set()
         self._lock: asyncio.Lock | None = None
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
@@ -79,8 +78,6 @@ class MemoryIndex:
         self._freqs: dict[str, int] = {}
         self._total: int | None = None
         self._freqs_generation = -1
-        self._reader: sqlite3.Connection | None = None
-        self._small = False  # the index held at most SYNC_READ_CHUNKS chunks when last counted
 
     @classmethod
     def for_workspace(
@@ -94,7 +91,7 @@ class MemoryIndex:
 
     # Lifecycle -------------------------------------------------------------------
 
-    async def _conn(self) -> aiosqlite.Connection:
+    async def _conn(self) -> Database:
         if self._closed:
             raise RuntimeError("the memory index is closed")
         if self._db is None:
@@ -108,40 +105,9 @@ class MemoryIndex:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._reader is not None:
-            reader, self._reader = self._reader, None
-            reader.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
-
-    async def _read(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
-        """Rows of a read-only query: in place while the index is small, else on aiosqlite."""
-        if self._small:
-            try:
-                return self._read_here(sql, params)
-            except sqlite3.Error:
-                pass  # busy, or another thread than the one that opened it: take the long way
-        return await fetch(await self._conn(), sql, params)
-
-    def _read_here(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
-        if self._closed or self._db is None:
-            raise sqlite3.OperationalError("the index is not open")
-        if self._reader is None:
-            reader = sqlite3.connect(self.db_path, isolation_level=None)
-            reader.execute("PRAGMA query_only = 1")
-            self._reader = reader
-        return self._reader.execute(sql, tuple(params)).fetchall()
-
-    def mark_dirty(self, path: str | Path) -> None:
-        """Reindex this file at the next refresh even if its size and mtime look unchanged."""
-        path = Path(path)
-        if path.is_absolute():
-            try:
-                path = path.relative_to(self.workspace)
-            except ValueError:
-                return
-        self._dirty.add(path.as_posix())
 
     # Refresh ---------------------------------------------------------------------
 
@@ -149,8 +115,6 @@ class MemoryIndex:
         """Bring the index up to date with the files: a stat of each memory file when
         nothing changed. Concurrent callers share one run; a caller that is cancelled
         (e.g. a recall timeout) does not cancel it."""
-        if (self._refreshing is None or self._refreshing.done()) and self._unchanged():
-            return RefreshReport(0, 0, 0, 0, 0)
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.create_task(self._refresh(progress))
         return await asyncio.shield(self._refreshing)
@@ -178,16 +142,13 @@ class MemoryIndex:
     async def _refresh(self, progress: Progress | None) -> RefreshReport:
         async with self._guard():
             db = await self._conn()
-            generation, disk = await asyncio.gather(
-                self._read_generation(db), asyncio.to_thread(self._scan)
-            )
+            generation, disk = await db.run(self._generation_and_scan)
             if generation != self._generation:
                 await self._load_state(db)
-            dirty, self._dirty = self._dirty, set()
             changed = [
                 path
                 for path, stat in sorted(disk.items())
-                if path in dirty or path not in self._files or not self._files[path].same_stat(stat)
+                if path not in self._files or not self._files[path].same_stat(stat)
             ]
             removed = sorted(set(self._files) - set(disk))
             added = removed_chunks = 0
@@ -206,31 +167,19 @@ class MemoryIndex:
             embedded = await self._embed_missing(db, progress)
             return RefreshReport(len(changed), len(removed), added, removed_chunks, embedded)
 
-    def _unchanged(self) -> bool:
-        """Whether a refresh would find nothing to do, when that is cheap to tell: no task, no
-        thread, no write; any doubt says no and the refresh runs as usual."""
-        if self._dirty or self._missing or len(self._files) > SYNC_SCAN_FILES:
-            return False
-        if self._lock is not None and self._lock.locked():
-            return False
-        try:
-            rows = self._read_here("SELECT value FROM meta WHERE key = 'generation'")
-        except sqlite3.Error:
-            return False
-        if (int(rows[0][0]) if rows else 0) != self._generation:
-            return False
-        disk = self._scan()
-        files = self._files
-        return disk.keys() == files.keys() and all(files[p].same_stat(s) for p, s in disk.items())
+    def _generation_and_scan(
+        self, connection: sqlite3.Connection
+    ) -> tuple[int, dict[str, tuple[int, int, int]]]:
+        # One hop for both: the freshness check runs before every search.
+        return read_generation(connection), self._scan()
 
     def _scan(self) -> dict[str, tuple[int, int, int]]:
         return scan_memory(self.memory_dir, MEMORY_DIR)
 
-    async def _read_generation(self, db: aiosqlite.Connection) -> int:
-        rows = await fetch(db, "SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
+    async def _read_generation(self, db: Database) -> int:
+        return await db.run(read_generation)
 
-    async def _load_state(self, db: aiosqlite.Connection) -> None:
+    async def _load_state(self, db: Database) -> None:
         """Read files and vectors from the database (at start, or after another writer)."""
         self._generation = await self._read_generation(db)
         rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
@@ -252,10 +201,10 @@ class MemoryIndex:
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(ids), -1)
             self.vectors.add(ids, matrix)
 
-    def _write(self, db: aiosqlite.Connection) -> WriteTxn:
+    def _write(self, db: Database) -> WriteTxn:
         return WriteTxn(self, db)
 
-    async def _index_file(self, db: aiosqlite.Connection, path: str) -> tuple[int, int]:
+    async def _index_file(self, db: Database, path: str) -> tuple[int, int]:
         """Re-chunk one file; chunks whose place and text are unchanged keep their ids."""
         file = self.workspace / path
         try:
@@ -293,7 +242,7 @@ class MemoryIndex:
         self._files[path] = state
         return added, removed
 
-    async def _delete_chunks(self, db: aiosqlite.Connection, path: str, keep: Iterable[int]) -> int:
+    async def _delete_chunks(self, db: Database, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
         rows = await fetch(db, "SELECT id FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
@@ -304,7 +253,7 @@ class MemoryIndex:
                 self._missing.pop(chunk_id, None)
         return len(gone)
 
-    async def _insert_chunks(self, db: aiosqlite.Connection, chunks: list[Chunk]) -> int:
+    async def _insert_chunks(self, db: Database, chunks: list[Chunk]) -> int:
         if not chunks:
             return 0
         rows = await fetch(db, "SELECT coalesce(max(id), 0) FROM chunks")
@@ -323,7 +272,7 @@ class MemoryIndex:
                 self._missing[first + n] = chunk.hash
         return len(chunks)
 
-    async def _embed_missing(self, db: aiosqlite.Connection, progress: Progress | None) -> int:
+    async def _embed_missing(self, db: Database, progress: Progress | None) -> int:
         """Give every chunk a vector: from the cache, else from the embedder (in batches)."""
         if self.embedder is None or not self._missing:
             return 0
@@ -373,7 +322,7 @@ class MemoryIndex:
                 self._missing.pop(chunk_id, None)
         return done
 
-    async def _texts_for(self, db: aiosqlite.Connection, hashes: list[str]) -> dict[str, str]:
+    async def _texts_for(self, db: Database, hashes: list[str]) -> dict[str, str]:
         texts: dict[str, str] = {}
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
@@ -384,73 +333,50 @@ class MemoryIndex:
 
     # Reads -----------------------------------------------------------------------
 
+    async def read(self, work: Callable[[Reader], T]) -> T:
+        """`work` over a Reader of this index, in one hop to a worker thread: a caller
+        with several queries to make pays for one hop, not one per query."""
+        db = await self._conn()
+        return await db.run(lambda connection: work(Reader(connection)))
+
     async def fts(
         self, table: str, match: str, limit: int, days: tuple[str, str] | None = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query. With
-        `days` (first, last ISO dates) only chunks dated within them."""
-        assert table in ("chunks_fts", "chunks_tri")
-        where = ""
-        params: tuple[str, ...] = ()
-        if days is not None:
-            where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
-            params = days
-        rows = await self._read(
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
-            "ORDER BY rank LIMIT ?",
-            (match, *params, limit),
-        )
-        return [(int(r[0]), float(r[1])) for r in rows]
+        """Reader.fts, on its own."""
+        return await self.read(lambda r: r.fts(table, match, limit, days))
 
     async def doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
         """(number of chunks, chunks containing each term); terms are matched as FTS5 phrases,
         stemmed by the table's tokenizer. Counts are kept until the index changes, and the
-        ones not known yet are counted in one query."""
+        ones not known yet are counted in one hop."""
         if self._freqs_generation != self._generation or self._generation < 0:
             self._freqs.clear()
             self._total = None
             self._freqs_generation = self._generation
         unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
-        if self._total is None:
-            self._total = int((await self._read("SELECT count(*) FROM chunks"))[0][0])
-            self._small = self._total <= SYNC_READ_CHUNKS
-        if unknown:
-            counts = ", ".join(
-                "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in unknown
-            )
-            quoted = ['"' + t.replace('"', '""') + '"' for t in unknown]
-            row = (await self._read(f"SELECT {counts}", quoted))[0]
-            self._freqs.update(zip(unknown, (int(n) for n in row), strict=True))
+        if self._total is None or unknown:
+            known = self._total
+
+            def count(r: Reader) -> tuple[int, list[int]]:
+                return (r.chunk_count() if known is None else known), r.doc_freqs(unknown)
+
+            total, found = await self.read(count)
+            self._total = total
+            self._freqs.update(zip(unknown, found, strict=True))
             if len(self._freqs) > MAX_CACHED_FREQS:
                 self._freqs.clear()
-        return self._total, {t: self._freqs[t] for t in terms if t in self._freqs}
+        else:
+            total = self._total
+        return total, {t: self._freqs[t] for t in terms if t in self._freqs}
 
     async def dated_between(self, first: str, last: str) -> list[int]:
-        """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
-        rows = await self._read("SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
-        return [int(r[0]) for r in rows]
-
-    async def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
-        """Chunks whose CJK text contains any needle (the 1-2 character fallback)."""
-        if not needles:
-            return []
-        where = " OR ".join("instr(cjk, ?) > 0" for _ in needles)
-        rows = await self._read(
-            f"SELECT id, cjk FROM chunks WHERE cjk != '' AND ({where}) LIMIT ?",
-            (*needles, limit),
-        )
-        return [(int(r[0]), str(r[1])) for r in rows]
+        """Reader.dated_between, on its own."""
+        return await self.read(lambda r: r.dated_between(first, last))
 
     async def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        """Reader.chunks, on its own."""
         ids = list(ids)
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = await self._read(
-            f"SELECT id, path, start_line, end_line, date, text FROM chunks WHERE id IN ({marks})",
-            ids,
-        )
-        return {r[0]: ChunkRow(*r) for r in rows}
+        return await self.read(lambda r: r.chunks(ids))
 
     async def status(self) -> IndexStatus:
         db = await self._conn()

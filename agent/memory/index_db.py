@@ -8,6 +8,15 @@ CJK runs), two external-content FTS5 tables over them (`chunks_fts`: porter + un
 over the text; `chunks_tri`: trigram over the CJK runs), and `embeddings` (vector per
 (content hash, model), a cache that survives re-chunking and model switches). Deleting the
 file loses nothing: the next refresh rebuilds it.
+
+One way in: a plain sqlite3 connection (`Database`), used only in worker threads through
+`asyncio.to_thread`, one use at a time, for every read and write at any size. Not
+aiosqlite, which DESIGN.md names: aiosqlite hops to its thread once per statement, while a
+search makes several queries and, on a busy two-core machine, each hop costs more than the
+query. `Database.run` hands a whole function over in one hop, so a search's reads (`Reader`)
+cost one hop, and the freshness check before it (the generation read and the stat of each
+memory file) another; with aiosqlite the same search took five. Nothing runs on the event
+loop, however large the index grows.
 """
 
 from __future__ import annotations
@@ -16,12 +25,11 @@ import asyncio
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
@@ -29,6 +37,8 @@ from clawgate.kernel.storage import make_dirs
 
 if TYPE_CHECKING:
     from clawgate.agent.memory.index import MemoryIndex
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = "1"
 PRIVATE_DIR = 0o700
@@ -115,55 +125,59 @@ def cjk_text(text: str) -> str:
     return "\n".join(cjk_runs(text))
 
 
-async def open_db(db_path: Path, workspace: Path) -> aiosqlite.Connection:
+async def open_db(db_path: Path, workspace: Path) -> Database:
     """Open (creating if needed) the database; one of another schema version is derived
     data from another release, so it is deleted and built again."""
-    await asyncio.to_thread(private_dir, db_path.parent)
-    db = await _connect(db_path)
+    return Database(await asyncio.to_thread(_open, db_path, workspace))
+
+
+def _open(db_path: Path, workspace: Path) -> sqlite3.Connection:
+    private_dir(db_path.parent)
+    db = _connect(db_path)
     try:
-        rows = await fetch(db, "SELECT name FROM sqlite_master WHERE name = 'meta'")
         version = None
-        if rows:
-            found = await fetch(db, "SELECT value FROM meta WHERE key = 'schema'")
+        tables = db.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchall()
+        if tables:
+            found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
             version = found[0][0] if found else None
-        if rows and version != SCHEMA_VERSION:
-            await db.close()
-            await asyncio.to_thread(delete_db_files, db_path)
-            db = await _connect(db_path)
-        await db.executescript(SCHEMA)
-        await db.execute(
+        if tables and version != SCHEMA_VERSION:
+            db.close()
+            delete_db_files(db_path)
+            db = _connect(db_path)
+        db.executescript(SCHEMA)
+        db.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), "
             "('generation', '0'), ('workspace', ?)",
             (SCHEMA_VERSION, str(workspace)),
         )
-        await _forget_other_chunking(db)
+        _forget_other_chunking(db)
     except BaseException:
-        await db.close()
+        db.close()
         raise
     return db
 
 
-async def _forget_other_chunking(db: aiosqlite.Connection) -> None:
+def _forget_other_chunking(db: sqlite3.Connection) -> None:
     """Chunks cut by another version of the chunker are dropped, so the next refresh cuts
     every file again; their vectors stay cached by content hash, so nothing is embedded
     again but the chunks that did change."""
-    await db.execute("BEGIN IMMEDIATE")
+    db.execute("BEGIN IMMEDIATE")
     try:
-        found = await fetch(db, "SELECT value FROM meta WHERE key = 'chunker'")
+        found = db.execute("SELECT value FROM meta WHERE key = 'chunker'").fetchall()
         if not found or found[0][0] != CHUNKER_VERSION:
-            await db.execute("DELETE FROM chunks")
-            await db.execute("DELETE FROM files")
-            await db.execute(
+            db.execute("DELETE FROM chunks")
+            db.execute("DELETE FROM files")
+            db.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('chunker', ?)", (CHUNKER_VERSION,)
             )
             # Another process holding the old chunks in memory reloads.
-            await db.execute(
+            db.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
             )
     except BaseException:
-        await db.execute("ROLLBACK")
+        db.execute("ROLLBACK")
         raise
-    await db.execute("COMMIT")
+    db.execute("COMMIT")
 
 
 def private_dir(folder: Path) -> None:
@@ -184,31 +198,77 @@ def _private_files(db_path: Path, *, create: bool) -> None:
             os.chmod(path, PRIVATE_FILE)
 
 
-async def _connect(db_path: Path) -> aiosqlite.Connection:
-    await asyncio.to_thread(_private_files, db_path, create=True)
-    db = aiosqlite.connect(db_path, isolation_level=None)
-    # aiosqlite's worker thread is not a daemon: an index its owner never closed would keep
-    # the interpreter from exiting. The data is derived and SQLite (WAL) survives a kill.
-    thread = getattr(db, "_thread", None)
-    if thread is not None and not thread.is_alive():
-        thread.daemon = True
-    await db
+def _connect(db_path: Path) -> sqlite3.Connection:
+    _private_files(db_path, create=True)
+    # Used from the event loop's worker threads, one at a time (Database's lock).
+    db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     try:
-        await db.execute("PRAGMA busy_timeout = 10000")
-        await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA synchronous = NORMAL")
-        await asyncio.to_thread(_private_files, db_path, create=False)
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        _private_files(db_path, create=False)
     except BaseException:
-        await db.close()
+        db.close()
         raise
     return db
 
 
-async def fetch(
-    db: aiosqlite.Connection, sql: str, params: Iterable[object] = ()
-) -> list[sqlite3.Row]:
-    """Every row of a query, as a list (aiosqlite's own result type is not indexable)."""
-    return list(await db.execute_fetchall(sql, params))
+class Database:
+    """The index's one SQLite connection. Every use runs in a worker thread
+    (`asyncio.to_thread`), never on the event loop, under a lock so that one statement or
+    one piece of work at a time has the connection. `run` hands a whole function of several
+    statements over in one hop: a search's reads cost one thread hop, not one per query."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(connection, *args)` in a worker thread."""
+        return await asyncio.to_thread(self._holding, work, *args)
+
+    def _holding(self, work: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return work(self._connection, *args)
+
+    async def fetch(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
+        return await self.run(rows, sql, params)
+
+    async def execute(self, sql: str, params: Iterable[object] = ()) -> None:
+        await self.run(_execute, sql, tuple(params))
+
+    async def executemany(self, sql: str, params: Iterable[Sequence[object]]) -> None:
+        await self.run(_executemany, sql, list(params))
+
+    async def close(self) -> None:
+        await self.run(_close)
+
+
+def rows(db: sqlite3.Connection, sql: str, params: Iterable[object] = ()) -> list[Any]:
+    """Every row of a query."""
+    return db.execute(sql, tuple(params)).fetchall()
+
+
+def _execute(db: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> None:
+    db.execute(sql, params)
+
+
+def _executemany(db: sqlite3.Connection, sql: str, params: list[Sequence[object]]) -> None:
+    db.executemany(sql, params)
+
+
+def _close(db: sqlite3.Connection) -> None:
+    db.close()
+
+
+def read_generation(db: sqlite3.Connection) -> int:
+    found = rows(db, "SELECT value FROM meta WHERE key = 'generation'")
+    return int(found[0][0]) if found else 0
+
+
+async def fetch(db: Database, sql: str, params: Iterable[object] = ()) -> list[Any]:
+    """Every row of a query, in one hop to a worker thread."""
+    return await db.fetch(sql, params)
 
 
 def delete_db_files(db_path: Path) -> None:
@@ -244,14 +304,82 @@ def scan_memory(folder: Path, prefix: str) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+class Reader:
+    """The search's queries, on the connection of the thread `Database.run` hands them."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def fts(
+        self, table: str, match: str, limit: int, days: tuple[str, str] | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, -bm25) best first; `match` must already be a safe FTS5 query. With
+        `days` (first, last ISO dates) only chunks dated within them."""
+        assert table in ("chunks_fts", "chunks_tri")
+        where = ""
+        params: tuple[str, ...] = ()
+        if days is not None:
+            where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
+            params = days
+        found = rows(
+            self._db,
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
+            "ORDER BY rank LIMIT ?",
+            (match, *params, limit),
+        )
+        return [(int(r[0]), float(r[1])) for r in found]
+
+    def chunk_count(self) -> int:
+        return int(rows(self._db, "SELECT count(*) FROM chunks")[0][0])
+
+    def doc_freqs(self, terms: list[str]) -> list[int]:
+        """How many chunks contain each term, matched as an FTS5 phrase; in one query."""
+        if not terms:
+            return []
+        counts = ", ".join(
+            "(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)" for _ in terms
+        )
+        quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
+        return [int(n) for n in rows(self._db, f"SELECT {counts}", quoted)[0]]
+
+    def dated_between(self, first: str, last: str) -> list[int]:
+        """Ids of the chunks dated from `first` to `last` (ISO dates, both included)."""
+        found = rows(self._db, "SELECT id FROM chunks WHERE date BETWEEN ? AND ?", (first, last))
+        return [int(r[0]) for r in found]
+
+    def like_cjk(self, needles: list[str], limit: int) -> list[tuple[int, str]]:
+        """Chunks whose CJK text contains any needle (the 1-2 character fallback)."""
+        if not needles:
+            return []
+        where = " OR ".join("instr(cjk, ?) > 0" for _ in needles)
+        found = rows(
+            self._db,
+            f"SELECT id, cjk FROM chunks WHERE cjk != '' AND ({where}) LIMIT ?",
+            (*needles, limit),
+        )
+        return [(int(r[0]), str(r[1])) for r in found]
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        found = rows(
+            self._db,
+            f"SELECT id, path, start_line, end_line, date, text FROM chunks WHERE id IN ({marks})",
+            ids,
+        )
+        return {r[0]: ChunkRow(*r) for r in found}
+
+
 class WriteTxn:
     """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), bumping meta.generation."""
 
-    def __init__(self, index: MemoryIndex, db: aiosqlite.Connection) -> None:
+    def __init__(self, index: MemoryIndex, db: Database) -> None:
         self._index = index
         self._db = db
 
-    async def __aenter__(self) -> aiosqlite.Connection:
+    async def __aenter__(self) -> Database:
         await self._db.execute("BEGIN IMMEDIATE")
         try:
             current = await self._index._read_generation(self._db)
@@ -262,7 +390,7 @@ class WriteTxn:
         self._next = current + 1
         return self._db
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    async def __aexit__(self, exc_type: Any, _exc: Any, _tb: Any) -> None:
         if exc_type is not None:
             await self._db.execute("ROLLBACK")
             # Memory state (vectors, file table) may be ahead of the database: reload.

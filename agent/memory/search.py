@@ -31,7 +31,6 @@ For a query:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from clawgate.agent.memory.coverage import CHITCHAT, coverage, entry_coverage, t
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
-from clawgate.agent.memory.index_db import ChunkRow
+from clawgate.agent.memory.index_db import ChunkRow, Reader
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
@@ -74,7 +73,6 @@ SNIPPET_CHARS = 300
 MAX_QUERY_TERMS = 32
 MAX_TRIGRAMS = 48
 MAX_NEEDLES = 24
-PARALLEL_SCAN_ROWS = 20_000  # below this a thread hop costs more than the scan
 # Two-character sequences too common to mean anything on their own.
 CJK_STOP_BIGRAMS = frozenset(
     "什么 时候 怎么 我们 你们 他们 这个 那个 哪里 没有 可以 现在 一个 了吗 的是 是不 不是 一下".split()
@@ -233,19 +231,9 @@ class MemorySearch:
         await self.index.refresh()
         weights_by_term, unseen = await self._term_weights(plan, text)
         query_vector = await self._embed(text if text.strip() else query, unseen, weights_by_term)
-        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
-        cosines: dict[int, float] = {}
-        await self._candidates(plan, query_vector, pool, window, raw, cosines)
-        if dated is not None:
-            await self._candidates(plan, query_vector, pool, dated, raw, cosines)
-        ids = set(cosines).union(*raw.values())
-        if dated is not None and not ids:
-            # Only the date matched: the chunks of those days, newest first below.
-            ids = set((await self.index.dated_between(*dated))[: pool * 2])
-        if query_vector is not None:
-            missing = ids - set(cosines)
-            cosines.update(self.index.vectors.scores_for(query_vector, missing))
-        rows = await self.index.chunks(ids)
+        raw, cosines, rows = await self.index.read(
+            lambda r: self._gather(r, plan, query_vector, pool, window, dated)
+        )
         if window is not None:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
@@ -297,8 +285,34 @@ class MemorySearch:
         chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
         return _merge(chosen, rows, plan.terms, k)
 
-    async def _candidates(
+    def _gather(
         self,
+        reader: Reader,
+        plan: KeywordQuery,
+        query_vector: np.ndarray | None,
+        pool: int,
+        window: tuple[str, str] | None,
+        dated: tuple[str, str] | None,
+    ) -> tuple[dict[str, dict[int, float]], dict[int, float], dict[int, ChunkRow]]:
+        """Every candidate with its keyword evidence (raw, by side), its cosine, and its row:
+        all the search's reads, in the one worker thread `index.read` runs it in."""
+        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
+        cosines: dict[int, float] = {}
+        self._candidates(reader, plan, query_vector, pool, window, raw, cosines)
+        if dated is not None:
+            self._candidates(reader, plan, query_vector, pool, dated, raw, cosines)
+        ids = set(cosines).union(*raw.values())
+        if dated is not None and not ids:
+            # Only the date matched: the chunks of those days, newest first below.
+            ids = set(reader.dated_between(*dated)[: pool * 2])
+        if query_vector is not None:
+            missing = ids - set(cosines)
+            cosines.update(self.index.vectors.scores_for(query_vector, missing))
+        return raw, cosines, reader.chunks(ids)
+
+    def _candidates(
+        self,
+        reader: Reader,
         plan: KeywordQuery,
         query_vector: np.ndarray | None,
         limit: int,
@@ -307,25 +321,19 @@ class MemorySearch:
         cosines: dict[int, float],
     ) -> None:
         """Keyword and vector candidates (within `days` if given), gathered into raw/cosines."""
+        self._keyword(reader, plan, limit, days, raw)
+        if query_vector is None:
+            return
+        if days is None:
+            cosines.update(self.index.vectors.top(query_vector, limit))
+            return
+        ids = reader.dated_between(*days)
+        scores = self.index.vectors.scores_for(query_vector, ids)
+        cosines.update(sorted(scores.items(), key=lambda item: -item[1])[:limit])
 
-        async def vector_side() -> None:
-            if query_vector is None:
-                return
-            if days is None:
-                if len(self.index.vectors) < PARALLEL_SCAN_ROWS:
-                    found = self.index.vectors.top(query_vector, limit)
-                else:
-                    found = await asyncio.to_thread(self.index.vectors.top, query_vector, limit)
-                cosines.update(found)
-                return
-            ids = await self.index.dated_between(*days)
-            scores = self.index.vectors.scores_for(query_vector, ids)
-            cosines.update(sorted(scores.items(), key=lambda item: -item[1])[:limit])
-
-        await asyncio.gather(self._keyword(plan, limit, days, raw), vector_side())
-
-    async def _keyword(
+    def _keyword(
         self,
+        reader: Reader,
         plan: KeywordQuery,
         limit: int,
         days: tuple[str, str] | None,
@@ -333,11 +341,11 @@ class MemorySearch:
     ) -> None:
         for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
             if match:
-                for chunk_id, x in await self.index.fts(table, match, limit, days):
+                for chunk_id, x in reader.fts(table, match, limit, days):
                     raw[table][chunk_id] = x
         needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
         if needles:
-            found = await self.index.like_cjk(needles, limit * 4)
+            found = reader.like_cjk(needles, limit * 4)
             scored = []
             for chunk_id, cjk in found:
                 share = sum(1 for n in needles if n in cjk) / len(needles)
@@ -356,7 +364,7 @@ class MemorySearch:
         if need and via:
             plan = replace(plan, match=f"({need}) AND ({via})")
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
-        await self._keyword(plan, limit, window, raw)
+        await self.index.read(lambda r: self._keyword(r, plan, limit, window, raw))
         found = dict(raw["cjk"])
         for table in ("chunks_fts", "chunks_tri"):
             for c, value in fusion.normalise_keyword(raw[table]).items():

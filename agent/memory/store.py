@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from clawgate.agent.memory.entries import Span, history_entry, write_entry
+from clawgate.agent.memory.entries import Span, write_entry
 from clawgate.agent.memory.merge import merge_lines
 from clawgate.agent.memory.writer import MemoryRewrite, MemoryWriter
 from clawgate.agent.text import without_surrogates
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_VERSIONS = 20
 VERSION_NAME = re.compile(r"^MEMORY\.(\d+)\.md$")
-ENTRY_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]")
 
 
 class MemoryStore:
@@ -148,9 +147,6 @@ class MemoryStore:
         for old in self._versions()[:-MAX_VERSIONS]:
             old.unlink(missing_ok=True)
 
-    def format_entry(self, entry: str, session_key: str, when: datetime | None = None) -> str:
-        return history_entry(entry, session_key, (when or self.now()).astimezone(self.zone))
-
     def read_history(self) -> str:
         try:
             return self.history_path.read_text(encoding="utf-8", errors="replace")
@@ -198,14 +194,8 @@ class MemoryStore:
             self.writer.replace(path, text)
             return path
 
-    async def areplace_memory(self, text: str) -> None:
-        await self.lock.run(self.replace_memory, text)
-
     async def arewrite_memory(self, rewrite: MemoryRewrite) -> str:
         return await self.lock.run(self.rewrite_memory, rewrite)
-
-    async def aappend_history(self, entry: str, session_key: str) -> None:
-        await self.lock.run(self.append_history, entry, session_key)
 
 
 def _version_number(path: Path) -> int:

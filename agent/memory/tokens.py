@@ -54,10 +54,6 @@ def words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
-def content_words(text: str) -> list[str]:
-    return [w for w in words(normalise(text)) if w not in STOPWORDS]
-
-
 def cjk_runs(text: str) -> list[str]:
     return CJK_RUN.findall(text)
 

@@ -42,7 +42,6 @@ from clawgate.channels.discord.client import (
 from clawgate.channels.discord.media import MediaSaver
 from clawgate.channels.discord.normalise import Normaliser
 from clawgate.channels.discord.sender import (
-    MAX_MESSAGE_CHARS,
     RETRY_DELAYS,
     SEND_TIMEOUT,
     Sender,
@@ -84,7 +83,6 @@ class DiscordChannel(Channel):
     """Session key `discord:<channel id>`: a DM, a guild channel or a thread."""
 
     name = "discord"
-    max_message_chars = MAX_MESSAGE_CHARS
 
     def __init__(
         self,

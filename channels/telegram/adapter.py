@@ -30,7 +30,6 @@ from clawgate.channels.base import Channel
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import is_stop
 from clawgate.channels.pairing import PairingStore
-from clawgate.channels.telegram.format import MAX_MESSAGE_UNITS
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
@@ -89,7 +88,6 @@ def create_channel(
 
 class TelegramChannel(Channel):
     name = "telegram"
-    max_message_chars = MAX_MESSAGE_UNITS
 
     def __init__(
         self,

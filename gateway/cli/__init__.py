@@ -1,29 +1,7 @@
-"""The `clawgate` command line (typer). `root.py` assembles it: the top-level options,
-the chat commands and the sub-apps, one module each; `context.py` is what they share.
-Plain `clawgate --help` is answered by `fast_help.py` before typer is imported."""
+"""The `clawgate` command line (typer). `root.py` assembles it: the top-level options and
+the table of commands, each in its own module, imported only when it runs; `context.py` is
+what they share."""
 
-from __future__ import annotations
-
-import sys
-from typing import Any
+from clawgate.gateway.cli.root import app, main
 
 __all__ = ["app", "main"]
-
-
-def main() -> None:
-    from clawgate.gateway.cli.fast_help import answered
-
-    if answered(sys.argv[1:]):
-        return
-    from clawgate.gateway.cli.root import main as run
-
-    run()
-
-
-def __getattr__(name: str) -> Any:
-    # `app` is typer's; importing this package must not load typer for the fast help.
-    if name == "app":
-        from clawgate.gateway.cli.root import app
-
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """`clawgate agents`: the agents one config defines, each with its workspace, model and what
 reaches it (its own bots, its bindings on a shared one). `clawgate status` shows the same
-rows when no gateway runs."""
+rows when no gateway runs. Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -85,7 +85,6 @@ def agents(
         bool, typer.Option("--json", help="A JSON array of the agents instead of lines.")
     ] = False,
 ) -> None:
-    """The agents in the config: workspace, model, channels and bindings of each."""
     rows = agent_rows(cli_context(ctx).file_config())
     if as_json:
         typer.echo(json.dumps([asdict(row) for row in rows], indent=2, ensure_ascii=False))

@@ -3,7 +3,7 @@
 Everything but `run` only edits `<workspace>/cron/jobs.json` (under its lock); the running
 gateway picks the change up within seconds. `run` goes through the running gateway when
 there is one (a request file it answers), otherwise runs the job in this process.
-"""
+Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -20,10 +20,7 @@ if TYPE_CHECKING:
     from clawgate.gateway.cron.store import CronStore
     from clawgate.kernel.config import Config
 
-cron_app = typer.Typer(
-    help="Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
-    no_args_is_help=True,
-)
+cron_app = typer.Typer(no_args_is_help=True)
 
 RUN_TIMEOUT_SECONDS = 300.0
 

@@ -1,6 +1,7 @@
 """`clawgate dashboard`: a one-time login link for the browser dashboard the gateway serves
 (and `--rotate`, a new token that logs every browser out). Imports no web server: the
-gateway serves; this command only writes a login code the gateway will accept once."""
+gateway serves; this command only writes a login code the gateway will accept once.
+Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ def dashboard(
         bool, typer.Option("--no-open", help="Print the link only; do not open a browser.")
     ] = False,
 ) -> None:
-    """Open the browser dashboard: prints a one-time login link (valid 5 minutes)."""
     from clawgate.gateway.dashboard.auth import (
         LOGIN_CODE_SECONDS,
         ensure_token,

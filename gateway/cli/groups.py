@@ -6,7 +6,7 @@ id. `allow` adds it to the config with tomlkit, so the file keeps its comments a
 With several agents, `--agent NAME` lists the groups NAME's bots saw, and `allow` writes the
 rules of the bot NAME answers through, plus NAME's own list and binding where it needs them
 (gateway/setup/people.py, which the dashboard's people page uses too).
-"""
+Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ import typer
 from clawgate.gateway.cli.context import AgentOption, cli_context
 from clawgate.gateway.cli.pairing import print_table
 
-groups_app = typer.Typer(
-    help="Groups that mentioned the bot, with their ids; `allow` lets one in.",
-    invoke_without_command=True,
-)
+groups_app = typer.Typer(invoke_without_command=True)
 
 
 @groups_app.callback()

@@ -1,7 +1,8 @@
 """`clawgate memory ...`: read, search and index the memory files, audit the transcripts.
 
 No model is needed, and litellm is imported only when `[memory] embedding_model` names a
-litellm model (search then embeds the query, index embeds the chunks)."""
+litellm model (search then embeds the query, index embeds the chunks).
+Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import typer
 from clawgate.agent.memory.entries import split_entries
 from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 
-memory_app = typer.Typer(
-    help="Read long-term memory and check that nothing was lost.", no_args_is_help=True
-)
+memory_app = typer.Typer(no_args_is_help=True)
 
 
 @memory_app.command("show")

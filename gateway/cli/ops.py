@@ -1,4 +1,5 @@
-"""Operating a deployment: `clawgate doctor` and `clawgate service install`."""
+"""Operating a deployment: `clawgate doctor` and `clawgate service install`.
+Their help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from clawgate.gateway.cli.context import AgentOption, cli_context, fail
 if TYPE_CHECKING:
     from clawgate.gateway.ops.service import UnitSpec
 
-service_app = typer.Typer(help="Run the gateway as a systemd service.", no_args_is_help=True)
+service_app = typer.Typer(no_args_is_help=True)
 
 
 def doctor(
@@ -31,7 +32,6 @@ def doctor(
     ] = False,
     agent: AgentOption = None,
 ) -> None:
-    """Check the config, file permissions, workspace and installed packages. Exit 1 on problems."""
     import asyncio
 
     from rich.console import Console

@@ -2,7 +2,7 @@
 change from `<data_dir>/pairing.json` on the next message, without a restart. Approvals
 belong to a bot: `--agent NAME` manages those of NAME's own bot
 (`<data_dir>/agents/NAME/pairing.json`), or of the shared bot when NAME has none; one file
-for all when the config sets `pairing_scope = "global"`."""
+for all when the config sets `pairing_scope = "global"`. Its help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ if TYPE_CHECKING:
     from clawgate.channels.pairing import Approval, PairingStore
     from clawgate.kernel.config import Config
 
-pairing_app = typer.Typer(
-    help="Approve who may chat with the assistant in private.", no_args_is_help=True
-)
+pairing_app = typer.Typer(no_args_is_help=True)
 
 
 def _bot(ctx: typer.Context) -> Config:

@@ -1,5 +1,5 @@
 """`clawgate status` and `clawgate housekeeping`: how the running gateway is doing, and
-what the folders that grow take on disk."""
+what the folders that grow take on disk. Their help is in root.COMMANDS."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ def _size(count: int) -> str:
 
 
 def status(ctx: typer.Context, agent: AgentOption = None) -> None:
-    """Whether the gateway runs, its channels and agents, and disk use."""
     from clawgate.gateway.cli.agents import agent_rows, describe
     from clawgate.gateway.ops.status import disk_usage, read_status
 
@@ -69,8 +68,6 @@ def housekeeping(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would go.")] = False,
     agent: AgentOption = None,
 ) -> None:
-    """Delete old media, archives and MEMORY.md versions now, per the housekeeping config
-    (the gateway also does this daily)."""
     from clawgate.gateway.ops.housekeeping import sweep
 
     report = sweep(cli_context(ctx).config(), dry_run=dry_run)

@@ -1,4 +1,4 @@
-"""Takes inbound messages off the bus and runs them: in order within a session, sessions in
+"""Runs the inbound messages the gateway submits: in order within a session, sessions in
 parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act."""
 
 from __future__ import annotations
@@ -82,12 +82,6 @@ class Dispatcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._accepting = True
-
-    async def run(self) -> None:
-        """Consume the inbound queue until cancelled."""
-        while True:
-            message = await self.bus.inbound.get()
-            await self.submit(message)
 
     async def submit(self, message: InboundMessage) -> None:
         if not self._accepting:

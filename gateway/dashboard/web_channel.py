@@ -77,7 +77,6 @@ class WebChannel(Channel):
     turn progress out to the conversation's open event streams."""
 
     name = "web"
-    max_message_chars = MAX_TEXT_CHARS
 
     def __init__(self, bus: MessageBus, progress: ProgressWatchers) -> None:
         super().__init__(bus)

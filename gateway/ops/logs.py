@@ -35,7 +35,6 @@ LIBRARY_LOGGERS = (
     "telegram",
     "discord",
     "apscheduler",
-    "aiosqlite",
 )
 _HUMAN_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _MARK = "_clawgate_handler"  # set on the handlers we install, so a second setup replaces them

@@ -1,0 +1,60 @@
+"""`clawgate gateway`: check the setup, take the instance lock, start logging and run the
+daemon that app.py composes. Its help line is in root.COMMANDS."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from clawgate.gateway.cli.context import cli_context, fail
+
+
+def gateway(
+    ctx: typer.Context,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    log_json: Annotated[
+        bool, typer.Option("--log-json", help="Log one JSON object per line (stderr and file).")
+    ] = False,
+) -> None:
+    import asyncio
+
+    from clawgate.gateway.app import serve
+    from clawgate.gateway.daemon.lock import InstanceLock
+    from clawgate.gateway.ops.logs import setup_logging
+    from clawgate.gateway.setup.onboard import missing_setup, prepare_workspace
+
+    # Every agent: the daemon serves them all, so no --agent here.
+    config = cli_context(ctx).file_config()
+    problems = missing_setup(config)
+    if problems:
+        # All at once, one a line: a newcomer fixes the config in one go.
+        typer.echo("clawgate: not ready to start:", err=True)
+        for problem in problems:
+            typer.echo(f"  - {problem}", err=True)
+        fail("`clawgate onboard` asks for each of these, or set them in the config.")
+    lock = InstanceLock(config.data_dir)
+    # A terminal session ends: a gateway started meanwhile (e.g. by systemd) waits for it.
+    lock.acquire(
+        wait_for_agent=lambda holder: typer.echo(
+            f"clawgate: waiting for {holder.describe()} to quit before starting", err=True
+        )
+    )
+    try:
+        # Inside the lock: a refused second gateway must not write (or rotate) the log.
+        setup_logging(
+            config.logging,
+            config.data_dir,
+            json=log_json or config.logging.json_format,
+            verbose=verbose,
+            secrets=config.secrets(),
+        )
+        if prepare_workspace(config.workspace):
+            typer.echo(
+                f"clawgate: {config.workspace} had no workspace files: created them as "
+                "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
+                err=True,
+            )
+        asyncio.run(serve(config, cli_context(ctx).config_path))
+    finally:
+        lock.release()
