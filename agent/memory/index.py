@@ -369,6 +369,49 @@ class MemoryIndex:
             total = self._total
         return total, {t: self._freqs[t] for t in terms if t in self._freqs}
 
+    async def fresh_doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """`refresh()` then `doc_freqs(terms)`, in one hop when nothing changed: a search
+        needs both before it can embed its query, and the freshness check and the count of
+        the terms not counted yet share the worker thread's visit. Any change (a file, the
+        generation, chunks still waiting for a vector, a refresh running) takes the full
+        way."""
+        if self._refreshing is None or self._refreshing.done():
+            if self._freqs_generation != self._generation or self._generation < 0:
+                self._freqs.clear()
+                self._total = None
+                self._freqs_generation = self._generation
+            unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
+            known = self._total
+            expected = self._generation
+
+            def visit(
+                connection: sqlite3.Connection,
+            ) -> tuple[int, dict[str, tuple[int, int, int]], tuple[int, list[int]] | None]:
+                generation, disk = self._generation_and_scan(connection)
+                if generation != expected or (known is not None and not unknown):
+                    return generation, disk, None
+                reader = Reader(connection)
+                total = reader.chunk_count() if known is None else known
+                return generation, disk, (total, reader.doc_freqs(unknown))
+
+            db = await self._conn()
+            generation, disk, counted = await db.run(visit)
+            if (
+                generation == self._generation >= 0
+                and self._freqs_generation == generation
+                and not self._missing
+                and (self._refreshing is None or self._refreshing.done())
+                and disk.keys() == self._files.keys()
+                and all(self._files[path].same_stat(stat) for path, stat in disk.items())
+            ):
+                if counted is not None:
+                    self._total = counted[0]
+                    self._freqs.update(zip(unknown, counted[1], strict=True))
+                if self._total is not None and all(t in self._freqs for t in terms):
+                    return self._total, {t: self._freqs[t] for t in terms}
+        await self.refresh()
+        return await self.doc_freqs(terms)
+
     async def dated_between(self, first: str, last: str) -> list[int]:
         """Reader.dated_between, on its own."""
         return await self.read(lambda r: r.dated_between(first, last))

@@ -9,8 +9,8 @@ over the text; `chunks_tri`: trigram over the CJK runs), and `embeddings` (vecto
 (content hash, model), a cache that survives re-chunking and model switches). Deleting the
 file loses nothing: the next refresh rebuilds it.
 
-One way in: a plain sqlite3 connection (`Database`), used only in worker threads through
-`asyncio.to_thread`, one use at a time, for every read and write at any size. Not
+One way in: a plain sqlite3 connection (`Database`), used only in its own worker thread,
+one use at a time, for every read and write at any size. Not
 aiosqlite, which DESIGN.md names: aiosqlite hops to its thread once per statement, while a
 search makes several queries and, on a busy two-core machine, each hop costs more than the
 query. `Database.run` hands a whole function over in one hop, so a search's reads (`Reader`)
@@ -25,9 +25,10 @@ import asyncio
 import hashlib
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -214,22 +215,21 @@ def _connect(db_path: Path) -> sqlite3.Connection:
 
 
 class Database:
-    """The index's one SQLite connection. Every use runs in a worker thread
-    (`asyncio.to_thread`), never on the event loop, under a lock so that one statement or
-    one piece of work at a time has the connection. `run` hands a whole function of several
-    statements over in one hop: a search's reads cost one thread hop, not one per query."""
+    """The index's one SQLite connection. Every use runs in the connection's own worker
+    thread, never on the event loop: one thread, so one statement or one piece of work at a
+    time has the connection, with no lock to take, and a hop skips the shared pool's
+    bookkeeping (a search pays for two). `run` hands a whole function of several statements
+    over in one hop: a search's reads cost one thread hop, not one per query."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
-        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="memory-index")
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
-        """`work(connection, *args)` in a worker thread."""
-        return await asyncio.to_thread(self._holding, work, *args)
-
-    def _holding(self, work: Callable[..., T], *args: Any) -> T:
-        with self._lock:
-            return work(self._connection, *args)
+        """`work(connection, *args)` in the connection's worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, partial(work, self._connection, *args)
+        )
 
     async def fetch(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
         return await self.run(rows, sql, params)
@@ -241,7 +241,10 @@ class Database:
         await self.run(_executemany, sql, list(params))
 
     async def close(self) -> None:
-        await self.run(_close)
+        try:
+            await self.run(_close)
+        finally:
+            self._thread.shutdown(wait=False)
 
 
 def rows(db: sqlite3.Connection, sql: str, params: Iterable[object] = ()) -> list[Any]:

@@ -24,8 +24,9 @@ def sessions_list(ctx: typer.Context, agent: AgentOption = None) -> None:
     rows = []
     for key, path in store.list_keys():
         session = load_session(path, key)
-        last = session.messages[-1]["timestamp"] if session.messages else "-"
-        rows.append((key, len(session.messages), len(session.unconsolidated()), last, path.name))
+        messages = session.messages
+        last = messages[-1].timestamp if messages else "-"
+        rows.append((key, len(messages), len(session.unconsolidated()), last, path.name))
     if not rows:
         typer.echo(f"no sessions yet in {store.directory}")
         return
@@ -64,13 +65,11 @@ def sessions_show(
         messages = messages[-tail:] if tail > 0 else []
     for message in messages:
         if as_json:
-            typer.echo(json.dumps(message, ensure_ascii=False))
+            typer.echo(json.dumps(message.to_dict(), ensure_ascii=False))
             continue
-        content = message.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        calls = message.get("tool_calls") or []
-        if calls:
-            names = ", ".join(c.get("function", {}).get("name", "?") for c in calls)
+        text = message.content
+        if message.tool_calls:
+            names = ", ".join(call.function.name for call in message.tool_calls)
             text = f"{text} [calls: {names}]".strip()
-        role = message["role"] if message["role"] != "tool" else f"tool {message.get('name', '')}"
-        typer.echo(f"#{message['seq']} {message['timestamp']} {role}: {text}")
+        role = message.role if message.role != "tool" else f"tool {message.name or ''}"
+        typer.echo(f"#{message.seq} {message.timestamp} {role}: {text}")
