@@ -17,6 +17,8 @@ bug and keeps its traceback.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import ValidationError
 
 
@@ -34,6 +36,16 @@ class StorageError(ClawgateError):
 
 class LockHeld(StorageError):
     pass
+
+
+class DocumentDamaged(StorageError):
+    """A JSON document (json_document.py) that is not what it should be: not JSON, or the
+    wrong shape. `problem` says what, without the path."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 class PathOutsideRoot(ClawgateError):
