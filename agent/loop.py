@@ -250,6 +250,7 @@ class AgentLoop:
             config=self.config.tools,
             secrets=self._secrets,
             writer=self.writer,
+            memory_lock=self.memory.lock,
             channel=message.channel,
             chat_id=message.chat_id,
             outbox=self.outbox,

@@ -37,9 +37,9 @@ from clawgate.agent.memory.answer import (
     validate,
 )
 from clawgate.agent.memory.entries import STAMP_FORMAT, Entry, Span, parse_entries, unrecorded
+from clawgate.agent.memory.merge import MemoryRewrite
 from clawgate.agent.memory.provenance import read_all_notes, read_notes, record_entry
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.memory.writer import MemoryRewrite
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
@@ -276,9 +276,9 @@ class Consolidator:
             entry, update = await self._ask_model(session, chunk, owner)
         # MEMORY.md first: an entry on disk then means its range's memory side is done.
         if update is not None:
-            await self.store.arewrite_memory(update)
+            await self.store.lock.run(self.store.rewrite_memory, update)
         span = Span(session.key, first, cut)
-        await asyncio.to_thread(
+        await self.store.lock.run(
             record_entry, self.store, session.key, entry, chunk, owner=owner, span=span
         )
         # One record: the covered range and the new last_consolidated land together.
@@ -308,7 +308,7 @@ class Consolidator:
                     )
                 except ValueError:  # a stamp edited into no date: the day's log of today then
                     when = None
-                await asyncio.to_thread(
+                await self.store.lock.run(
                     self.store.append_history, entry.text, session.key, when, span=entry.span
                 )
             span = entry.span
@@ -404,7 +404,7 @@ class Consolidator:
                 f"transcript sessions/archive/{session.path.name}\n"
             )
             try:
-                await asyncio.to_thread(
+                await self.store.lock.run(
                     self.store.write_note, f"{day}-{_slug(outcome.reason)}", note
                 )
             except Exception:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
@@ -83,6 +84,8 @@ class ToolContext:
     config: ToolsConfig
     secrets: tuple[str, ...]  # values to scrub from tool output and from the exec environment
     writer: DiskWriter
+    # The workspace's one memory lock (the MemoryStore's): every write to a memory file holds it.
+    memory_lock: MemoryLock
     # Where the conversation is, and how to send something there before the reply (send_file).
     channel: str = ""
     chat_id: str = ""
