@@ -44,6 +44,7 @@ from clawgate.agent.session import Archived, Consolidation, Session, SessionStor
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import ModelUnavailable, one_line
+from clawgate.kernel.retry import Backoff, Retry, retrying
 
 log = logging.getLogger(__name__)
 
@@ -371,24 +372,35 @@ class Consolidator:
         """Consolidate the whole archived transcript (retrying with backoff, raw after three
         failures - whatever failed), leave a dated note for owners, then record that the
         archive landed."""
-        failures = 0
+        tries = 0
+
+        async def attempt() -> Outcome:
+            nonlocal tries
+            tries += 1
+            raw = tries > FAILURES_BEFORE_RAW
+            outcome = await self.consolidate(session, archive_all=True, raw=raw)
+            if outcome.ok:
+                try:
+                    await self._land_archive(session, outcome)
+                    return outcome
+                except Exception as exc:
+                    log.exception("%s: could not record the archive", session.key)
+                    outcome = Outcome(ok=False, reason=one_line(exc))
+            raise Retry(outcome.reason)
+
+        def on_retry(_: int, failure: Retry, delay: float) -> None:
+            log.warning(
+                "%s: archive failed (%s); retry in %.0f s", session.key, failure.reason, delay
+            )
+
         with session.pinned():
-            while True:
-                raw = failures >= FAILURES_BEFORE_RAW
-                outcome = await self.consolidate(session, archive_all=True, raw=raw)
-                if outcome.ok:
-                    try:
-                        await self._land_archive(session, outcome)
-                        return outcome
-                    except Exception as exc:
-                        log.exception("%s: could not record the archive", session.key)
-                        outcome = Outcome(ok=False, reason=one_line(exc))
-                failures += 1
-                delay = self.backoff[min(failures - 1, len(self.backoff) - 1)]
-                log.warning(
-                    "%s: archive failed (%s); retry in %.0f s", session.key, outcome.reason, delay
-                )
-                await self.sleep(delay)
+            return await retrying(
+                attempt,
+                attempts=None,
+                backoff=Backoff(schedule=self.backoff),
+                sleep=self.sleep,
+                on_retry=on_retry,
+            )
 
     async def _land_archive(self, session: Session, outcome: Outcome) -> None:
         if (
