@@ -14,25 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from clawgate.kernel.errors import RetriesExhausted, Retry
+
 T = TypeVar("T")
-
-
-class Retry(Exception):
-    """Raised by an attempt that failed transiently; `after` is the delay a server asked for."""
-
-    def __init__(self, reason: str, after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.after = after
-
-
-class RetriesExhausted(Exception):
-    """Every attempt raised `Retry`; `last` is the final one."""
-
-    def __init__(self, attempts: int, last: Retry) -> None:
-        super().__init__(f"{last.reason} (after {attempts} attempts)")
-        self.attempts = attempts
-        self.last = last
 
 
 @dataclass(frozen=True)

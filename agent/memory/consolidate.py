@@ -32,7 +32,6 @@ from clawgate.agent.memory.answer import (
     OWNER_INSTRUCTIONS,
     SAVE_MEMORY_TOOL,
     SHARED_INSTRUCTIONS,
-    ConsolidationRefused,
     extract_arguments,
     validate,
 )
@@ -43,7 +42,7 @@ from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Archived, Consolidation, Session, SessionStore
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.errors import ModelUnavailable, one_line
+from clawgate.kernel.errors import ConsolidationRefused, ModelUnavailable, one_line
 from clawgate.kernel.retry import Backoff, Retry, retrying
 
 log = logging.getLogger(__name__)

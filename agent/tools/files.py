@@ -23,9 +23,9 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import Field
 
 from clawgate.agent.text import without_surrogates
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.agent.tools.paths import resolve_path
-from clawgate.kernel.errors import one_line
+from clawgate.kernel.errors import ToolError, one_line
 
 MAX_READ_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500
