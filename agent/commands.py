@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from clawgate.agent.context import ContextBuilder
-from clawgate.agent.guard import ContextGuard, ContextTooLarge
+from clawgate.agent.guard import ContextGuard
 from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.session import Session, SessionStore
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage
 from clawgate.kernel.config import ToolsConfig
-from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.errors import ContextTooLarge, ModelUnavailable
 
 HELP = """Commands:
 /new - start a fresh session (the old transcript is archived, never deleted)

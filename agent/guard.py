@@ -19,6 +19,7 @@ from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.consolidate import format_messages
 from clawgate.agent.memory.tokens import message_tokens, tail_within
 from clawgate.agent.session import Compaction, Session, SessionStore, StoredMessage
+from clawgate.kernel.errors import ContextTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,6 @@ SUMMARY_PROMPT = (
     "Summarise the conversation below for your own later use: what the user wants, facts, "
     "decisions, open tasks, names, numbers, file paths. Be complete but brief; plain text."
 )
-
-
-class ContextTooLarge(Exception):
-    """Even after cutting and compacting, the request does not fit."""
 
 
 def truncate_tool_results(

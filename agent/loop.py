@@ -12,11 +12,7 @@ from typing import Any
 
 from clawgate.agent.commands import EMPTY_MESSAGE, CommandHandler, parse_command
 from clawgate.agent.context import ContextBuilder
-from clawgate.agent.guard import (
-    ContextGuard,
-    ContextTooLarge,
-    truncate_tool_results,
-)
+from clawgate.agent.guard import ContextGuard, truncate_tool_results
 from clawgate.agent.llm import (
     ContextOverflow,
     LLMClient,
@@ -36,7 +32,7 @@ from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ModelUnavailable, one_line
+from clawgate.kernel.errors import ContextTooLarge, ModelUnavailable, one_line
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -235,6 +231,7 @@ class AgentLoop:
             config=self.config.tools,
             secrets=self._secrets,
             writer=self.writer,
+            memory_lock=self.memory.lock,
             channel=message.channel,
             chat_id=message.chat_id,
             outbox=self.outbox,

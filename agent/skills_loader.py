@@ -24,14 +24,12 @@ from typing import Any
 
 import yaml
 
+from clawgate.kernel.errors import SkillFormatError
+
 log = logging.getLogger(__name__)
 
 BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent / "skills"
 SKILL_FILE = "SKILL.md"
-
-
-class SkillFormatError(ValueError):
-    """A SKILL.md whose front matter cannot be used; the skill is skipped, not fatal."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ once a minute.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from clawgate.kernel.storage import DiskWriter, locked
+from clawgate.kernel.errors import DocumentDamaged
+from clawgate.kernel.json_document import JsonDocument
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,9 @@ class SeenGroups:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
-        self.lock_path = path.with_name(path.name + ".lock")
-        self._writer = writer or DiskWriter()
+        self._doc: JsonDocument[list[SeenGroup]] = JsonDocument(
+            path, default=list, parse=_parse, dump=_dump, writer=writer
+        )
         self._clock = clock
         # (channel, group id) -> when this process last wrote it; its first time is logged.
         self._noted: dict[tuple[str, str], float] = {}
@@ -59,10 +61,8 @@ class SeenGroups:
     def seen(self) -> list[SeenGroup]:
         """Every remembered group, most recently seen first; a damaged file reads as empty."""
         try:
-            groups = _parse(json.loads(self.path.read_bytes()))
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            groups = self._doc.load()
+        except (OSError, DocumentDamaged) as exc:
             log.warning("%s: unreadable (%s); it is rewritten on the next mention", self.path, exc)
             return []
         return sorted(groups, key=lambda g: g.last_seen, reverse=True)
@@ -106,25 +106,26 @@ class SeenGroups:
 
     def forget(self, channel: str, group_id: str) -> None:
         """Drop a group the owner turned down; it is recorded again if it mentions the bot."""
-        self._writer.mkdir(self.path.parent)
-        with locked(self.lock_path):
-            groups = self.seen()
-            kept = [g for g in groups if (g.channel, g.group_id) != (channel, group_id)]
-            if len(kept) != len(groups):
-                self._write(kept)
+
+        def drop(groups: list[SeenGroup]) -> None:
+            groups[:] = [g for g in groups if (g.channel, g.group_id) != (channel, group_id)]
+
+        self._doc.update(drop, repair=True)
         self._noted.pop((channel, group_id), None)
 
     def _save(self, entry: SeenGroup) -> None:
-        self._writer.mkdir(self.path.parent)
-        with locked(self.lock_path):
+        def put_first(groups: list[SeenGroup]) -> None:
             others = [
-                g for g in self.seen() if (g.channel, g.group_id) != (entry.channel, entry.group_id)
+                g for g in groups if (g.channel, g.group_id) != (entry.channel, entry.group_id)
             ]
-            self._write([entry, *others][:MAX_GROUPS])
+            others.sort(key=lambda g: g.last_seen, reverse=True)
+            groups[:] = [entry, *others][:MAX_GROUPS]
 
-    def _write(self, groups: list[SeenGroup]) -> None:
-        data = {"version": FORMAT_VERSION, "groups": [asdict(g) for g in groups]}
-        self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
+        self._doc.update(put_first, repair=True)
+
+
+def _dump(groups: list[SeenGroup]) -> dict[str, Any]:
+    return {"version": FORMAT_VERSION, "groups": [asdict(g) for g in groups]}
 
 
 def _parse(data: Any) -> list[SeenGroup]:

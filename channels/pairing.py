@@ -1,27 +1,28 @@
 """Pairing: strangers get a short code, the owner approves it from the CLI.
 
-The daemon and `clawgate pairing` both write `<data_dir>/pairing.json`, so every write
-happens under an `flock` on a sibling lock file and goes through an atomic replace. Readers
-need no lock (a replace is all or nothing); they re-read whenever the file changed on disk,
-which is how the daemon sees an approval without a restart.
+The daemon and `clawgate pairing` both write `<data_dir>/pairing.json`, a kernel
+JsonDocument: every write is a read-modify-write under an `flock` on a sibling lock file and
+an atomic replace. Readers need no lock (a replace is all or nothing); they re-read whenever
+the file's fingerprint changed, which is how the daemon sees an approval without a restart.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Container, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Container
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from clawgate.kernel.errors import PairingError, one_line
-from clawgate.kernel.storage import DiskWriter, locked
+from clawgate.kernel.errors import DocumentDamaged, PairingError, one_line
+from clawgate.kernel.json_document import Fingerprint, JsonDocument
+from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CODE_LENGTH = 8
 # No 0/O or 1/I: codes are read off a phone screen and typed into a terminal.
@@ -70,15 +71,6 @@ class _State:
     approved: list[Approval] = field(default_factory=list)
 
 
-# (inode, mtime_ns, size): a replace always makes a new inode, so two writes within one
-# mtime tick that happen to have the same size are still told apart.
-_Signature = tuple[int, int, int] | None
-
-
-class _CorruptFile(Exception):
-    pass
-
-
 def normalize_code(code: str) -> str:
     return code.strip().upper()
 
@@ -94,13 +86,14 @@ class PairingStore:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
-        self.lock_path = path.with_name(path.name + ".lock")
-        self._writer = writer or DiskWriter()
+        self._doc: JsonDocument[_State] = JsonDocument(
+            path, default=_State, parse=_parse, dump=_dump, writer=writer
+        )
         self._clock = clock
         self._state = _State()
-        self._signature: _Signature = None
+        self._signature: Fingerprint = None
         self._loaded = False
-        self._warned_signature: _Signature = None
+        self._warned_signature: Fingerprint = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -143,15 +136,16 @@ class PairingStore:
         decided, code = self._request_outcome(self._current(), channel, user_id, cap)
         if decided:
             return code
-        with self._locked() as state:
+
+        def add(state: _State) -> str | None:
             decided, code = self._request_outcome(state, channel, user_id, cap)
             if decided:
                 return code
-            taken = {p.code for p in state.pending}
-            code = _new_code(taken)
+            code = _new_code({p.code for p in state.pending})
             state.pending.append(PendingPairing(channel, user_id, username, code, self._clock()))
-            self._save(state)
             return code
+
+        return self._update(add)
 
     def approve(
         self, code: str, *, owner: bool | None = False, owned_channels: Container[str] = ()
@@ -160,16 +154,18 @@ class PairingStore:
         their channel has none yet (neither in `owned_channels`, the channels whose config
         names an owner, nor through an earlier approval): the first approval is the owner's."""
         wanted = normalize_code(code)
-        with self._locked() as state:
+
+        def approve(state: _State) -> Approval:
             match = next((p for p in state.pending if p.code == wanted), None)
             if match is None:
                 raise PairingError(_unknown_code_message(wanted, state.approved))
-            if owner is None:
-                owner = match.channel not in owned_channels and not any(
+            as_owner = owner
+            if as_owner is None:
+                as_owner = match.channel not in owned_channels and not any(
                     a.owner and a.channel == match.channel for a in state.approved
                 )
             approval = Approval(
-                match.channel, match.user_id, match.username, owner, self._clock(), match.code
+                match.channel, match.user_id, match.username, as_owner, self._clock(), match.code
             )
             state.pending = [p for p in state.pending if p is not match]
             # Approving again (say, with --owner) replaces the earlier approval.
@@ -179,13 +175,15 @@ class PairingStore:
                 if not (a.channel == approval.channel and a.user_id == approval.user_id)
             ]
             state.approved.append(approval)
-            self._save(state)
             return approval
+
+        return self._update(approve)
 
     def set_owner(self, user: str, channel: str | None, owner: bool) -> list[Approval]:
         """Promote (or demote) an approved person; the changed approvals are returned."""
         matches = _matcher(user, channel)
-        with self._locked() as state:
+
+        def promote(state: _State) -> list[Approval]:
             found = [a for a in state.approved if matches(a)]
             if not found:
                 where = f" on {channel}" if channel else ""
@@ -195,28 +193,32 @@ class PairingStore:
                 )
             changed = [replace(a, owner=owner) for a in found]
             state.approved = [a for a in state.approved if not matches(a)] + changed
-            self._save(state)
             return changed
+
+        return self._update(promote)
 
     def deny(self, code: str) -> PendingPairing:
         """Drop one pending request; the person gets a new code if they write again."""
         wanted = normalize_code(code)
-        with self._locked() as state:
+
+        def deny(state: _State) -> PendingPairing:
             match = next((p for p in state.pending if p.code == wanted), None)
             if match is None:
                 raise PairingError(_unknown_code_message(wanted, state.approved))
             state.pending = [p for p in state.pending if p is not match]
-            self._save(state)
             return match
+
+        return self._update(deny)
 
     def clear(self, channel: str | None = None) -> list[PendingPairing]:
         """Drop every pending request (of one channel, or all); the dropped ones are returned."""
-        with self._locked() as state:
+
+        def clear(state: _State) -> list[PendingPairing]:
             dropped = [p for p in state.pending if channel is None or p.channel == channel]
-            if dropped:
-                state.pending = [p for p in state.pending if p not in dropped]
-                self._save(state)
+            state.pending = [p for p in state.pending if p not in dropped]
             return dropped
+
+        return self._update(clear)
 
     def revoke(self, user_id: str, channel: str | None = None) -> list[Approval]:
         """Remove the user's approvals (on one channel or all); the removed ones are returned.
@@ -224,14 +226,16 @@ class PairingStore:
         `user_id` may also be a username ("@alice"), since that is what the owner remembers.
         """
         matches = _matcher(user_id, channel)
-        with self._locked() as state:
+
+        def revoke(state: _State) -> list[Approval]:
             removed = [a for a in state.approved if matches(a)]
             if not removed:
                 where = f" on {channel}" if channel else ""
                 raise PairingError(f"no approved user {user_id}{where}")
             state.approved = [a for a in state.approved if not matches(a)]
-            self._save(state)
             return removed
+
+        return self._update(revoke)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -250,25 +254,20 @@ class PairingStore:
     def _expired(self, pending: PendingPairing, now: float) -> bool:
         return now - pending.created_at >= CODE_TTL_SECONDS
 
-    def _stat(self) -> _Signature:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
     def _current(self) -> _State:
-        """The file's state, re-read only when its signature changed (one stat per call)."""
-        signature = self._stat()
+        """The file's state, re-read only when its fingerprint changed (one stat per call)."""
+        signature = self._doc.fingerprint()
         if self._loaded and signature == self._signature:
             return self._state
         try:
-            self._state = self._read()
-        except _CorruptFile as exc:
+            self._state = self._doc.load()
+        except DocumentDamaged as exc:
             # Reading goes on as if empty (nobody gets in by accident); warn once per version
             # of the file, not on every message.
             if signature != self._warned_signature:
-                log.warning("%s: %s; treating it as empty until it is fixed", self.path, exc)
+                log.warning(
+                    "%s: %s; treating it as empty until it is fixed", self.path, exc.problem
+                )
                 self._warned_signature = signature
             self._state = _State()
         except OSError as exc:
@@ -278,52 +277,26 @@ class PairingStore:
         self._loaded = True
         return self._state
 
-    def _read(self) -> _State:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return _State()
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise _CorruptFile(f"not valid JSON ({exc})") from None
-        return _parse(data)
+    def _update(self, change: Callable[[_State], T]) -> T:
+        """`change` applied under the file lock to the state freshly read from disk, expired
+        codes already dropped; written back atomically unless it raises."""
 
-    @contextmanager
-    def _locked(self) -> Iterator[_State]:
-        """Exclusive access for a read-modify-write; yields the state freshly read from disk."""
-        with ExitStack() as held:
-            try:
-                self._writer.mkdir(self.path.parent)
-                held.enter_context(locked(self.lock_path))
-            except OSError as exc:
-                raise PairingError(f"cannot open {self.lock_path}: {one_line(exc)}") from None
-            try:
-                state = self._read()
-            except _CorruptFile as exc:
-                raise PairingError(
-                    f"{self.path} is damaged ({exc}); fix or delete it, then try again"
-                ) from None
-            except OSError as exc:
-                raise PairingError(f"cannot read {self.path}: {one_line(exc)}") from None
+        def fresh(state: _State) -> T:
             now = self._clock()
             state.pending = [p for p in state.pending if not self._expired(p, now)]
-            yield state
+            return change(state)
 
-    def _save(self, state: _State) -> None:
-        data = {
-            "version": FORMAT_VERSION,
-            "pending": [asdict(p) for p in state.pending],
-            "approved": [asdict(a) for a in state.approved],
-        }
         try:
-            self._writer.replace(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
+            return self._doc.update(fresh)
+        except DocumentDamaged as exc:
+            raise PairingError(
+                f"{self.path} is damaged ({exc.problem}); fix or delete it, then try again"
+            ) from None
         except OSError as exc:
-            raise PairingError(f"cannot write {self.path}: {one_line(exc)}") from None
-        # Still under the lock, so nobody can have replaced the file since our write.
-        self._state = state
-        self._signature = self._stat()
-        self._loaded = True
+            raise PairingError(f"cannot update {self.path}: {one_line(exc)}") from None
+        finally:
+            # Read again next time: the file is ours or someone else's newer one.
+            self._loaded = False
 
 
 def _who(channel: str, user_id: str, username: str | None) -> str:
@@ -367,11 +340,19 @@ def _new_code(taken: set[str]) -> str:
             return code
 
 
+def _dump(state: _State) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "pending": [asdict(p) for p in state.pending],
+        "approved": [asdict(a) for a in state.approved],
+    }
+
+
 def _parse(data: Any) -> _State:
     if not isinstance(data, dict):
-        raise _CorruptFile("expected a JSON object")
+        raise ValueError("expected a JSON object")
     if data.get("version") != FORMAT_VERSION:
-        raise _CorruptFile(f"unsupported version {data.get('version')!r}")
+        raise ValueError(f"unsupported version {data.get('version')!r}")
     try:
         pending = [
             PendingPairing(
@@ -395,7 +376,7 @@ def _parse(data: Any) -> _State:
             for item in data.get("approved", [])
         ]
     except (KeyError, TypeError, ValueError) as exc:
-        raise _CorruptFile(f"malformed entry ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"malformed entry ({type(exc).__name__}: {exc})") from None
     return _State(pending, approved)
 
 

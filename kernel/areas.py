@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.errors import PathOutsideRoot, ReadOnlyPath
 from clawgate.kernel.storage import confine, inside
 
 PUBLIC = PurePosixPath("public")
@@ -62,10 +62,6 @@ def safe_file_name(name: str, fallback: str = "file") -> str:
     [A-Za-z0-9._-], no leading dot, at most 100 characters (the end, which has the suffix)."""
     cleaned = _UNSAFE_FILE_CHARS.sub("_", name).strip("._")
     return cleaned[-100:].lstrip("._") or fallback
-
-
-class ReadOnlyPath(PathOutsideRoot):
-    """A write to `shared/` from a session that may only read it."""
 
 
 @dataclass(frozen=True)

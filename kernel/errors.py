@@ -1,21 +1,47 @@
-"""Every exception a person can cause, in one hierarchy.
+"""Every exception of the project, in one hierarchy, in this one module.
 
-    ClawgateError                 str(exc) is one line a person can act on
-     ├── ConfigError              a bad config file, key or environment variable
-     ├── StorageError             a file that matters could not be written or read
-     │    └── LockHeld            another process holds a lock that is not waited for
-     ├── PathOutsideRoot          a path escapes the folder it is confined to
-     ├── ChannelError             a chat platform adapter cannot start or send
-     ├── PairingError             pairing.json or a pairing command
-     ├── CronError                a job definition or jobs.json
-     └── ModelError               the model endpoint
-          └── ModelUnavailable    unreachable, refused, or out of retries
+    ClawgateError                   str(exc) is one line a person can act on
+     ├── ConfigError                a bad config file, key or environment variable
+     ├── StorageError               a file that matters could not be written or read
+     │    ├── LockHeld              another process holds a lock that is not waited for
+     │    │    └── AlreadyRunning   another gateway or agent owns this data_dir (names its pid)
+     │    └── DocumentDamaged       a JSON document (json_document.py) is not JSON or misshapen
+     ├── PathOutsideRoot            a path escapes the folder it is confined to
+     │    ├── ReadOnlyPath          a write to `public/shared/` from a chat that may only read it
+     │    └── PathOutsideWorkspace  (also a ToolError) a tool's path outside its session's reach
+     ├── ChannelError               a chat platform adapter cannot start or send
+     │    └── CredentialsRejected   the platform refused the bot's token
+     ├── PairingError               pairing.json or a pairing command
+     ├── CronError                  a job definition or jobs.json
+     └── ModelError                 the model endpoint
+          └── ModelUnavailable      unreachable, refused, or out of retries
+               ├── ContextOverflow      the provider says the request exceeds the window
+               └── ModelMisconfigured   a key, model name or api_base is wrong
+
+    Exception                       outcomes handled where they happen, never shown raw
+     ├── ToolError                  the model caused it; "Error: ..." goes back to the model
+     ├── ContextTooLarge            a request too large even after cutting and compacting
+     ├── ConsolidationRefused       the model's consolidation answer was unusable
+     ├── Retry                      an attempt failed transiently (retry.py retries it)
+     └── RetriesExhausted           every attempt raised Retry
+
+    ValueError
+     ├── SkillFormatError           a SKILL.md whose front matter cannot be used (skipped)
+     └── ModelFolderError           a folder that holds no BERT model the loader can read
+
+Internal signals of the model layer stay beside the code that raises and catches them and
+never leave it: `NextModel` (agent/llm_failures.py: try the fallback model), `StreamCut`
+(agent/llm_stream.py) and `HTTPFailure` (agent/llm_direct.py). Platform libraries' own
+exceptions (python-telegram-bot, discord.py) are caught at the channel and become
+ChannelError or Retry.
 
 The CLI catches `ClawgateError` in one place and prints `one_line(exc)`; anything else is a
 bug and keeps its traceback.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -36,8 +62,26 @@ class LockHeld(StorageError):
     pass
 
 
+class AlreadyRunning(LockHeld):
+    """Another process owns this data_dir; the message names its pid."""
+
+
+class DocumentDamaged(StorageError):
+    """A JSON document (json_document.py) that is not what it should be: not JSON, or the
+    wrong shape. `problem` says what, without the path."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
 class PathOutsideRoot(ClawgateError):
     pass
+
+
+class ReadOnlyPath(PathOutsideRoot):
+    """A write to `shared/` from a session that may only read it."""
 
 
 class ChannelError(ClawgateError):
@@ -62,6 +106,68 @@ class ModelError(ClawgateError):
 
 class ModelUnavailable(ModelError):
     pass
+
+
+class ContextOverflow(ModelUnavailable):
+    """The provider says the request exceeds the model's context window; retrying cannot help."""
+
+
+class ModelMisconfigured(ModelUnavailable):
+    """A setting is wrong (key, model name, api_base): waiting and retrying cannot help."""
+
+
+class ToolError(Exception):
+    """A failure the model caused or can fix; its message goes back to the model as text.
+
+    The message always starts with "Error: " so every failure reads the same to the model.
+    """
+
+    def __init__(self, message: str) -> None:
+        if not message.startswith("Error: "):
+            message = f"Error: {message}"
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class PathOutsideWorkspace(ToolError, PathOutsideRoot):
+    """A path that resolves outside the folder this session may reach."""
+
+
+class ContextTooLarge(Exception):
+    """Even after cutting and compacting, the request does not fit."""
+
+
+class ConsolidationRefused(Exception):
+    """The model's answer was unusable; nothing was written."""
+
+
+class Retry(Exception):
+    """Raised by an attempt that failed transiently; `after` is the delay a server asked for."""
+
+    def __init__(self, reason: str, after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.after = after
+
+
+class RetriesExhausted(Exception):
+    """Every attempt raised `Retry`; `last` is the final one."""
+
+    def __init__(self, attempts: int, last: Retry) -> None:
+        super().__init__(f"{last.reason} (after {attempts} attempts)")
+        self.attempts = attempts
+        self.last = last
+
+
+class SkillFormatError(ValueError):
+    """A SKILL.md whose front matter cannot be used; the skill is skipped, not fatal."""
+
+
+class ModelFolderError(ValueError):
+    """The folder does not hold a BERT model this loader can read."""
 
 
 def one_line(exc: BaseException, *, limit: int = 300) -> str:

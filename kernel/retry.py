@@ -2,7 +2,9 @@
 
 Callers decide what is worth retrying by raising `Retry` (optionally with the delay the
 server asked for); any other exception passes straight through. The clock is injected
-(`sleep`), so tests move time instead of waiting for it.
+(`sleep`), so tests move time instead of waiting for it. Every retry of one action in the
+project goes through `retrying`: the model calls, the Discord and Telegram sends, the
+archive of a session's transcript (which retries until it lands: `attempts=None`).
 """
 
 from __future__ import annotations
@@ -12,25 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from clawgate.kernel.errors import RetriesExhausted, Retry
+
 T = TypeVar("T")
-
-
-class Retry(Exception):
-    """Raised by an attempt that failed transiently; `after` is the delay a server asked for."""
-
-    def __init__(self, reason: str, after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.after = after
-
-
-class RetriesExhausted(Exception):
-    """Every attempt raised `Retry`; `last` is the final one."""
-
-    def __init__(self, attempts: int, last: Retry) -> None:
-        super().__init__(f"{last.reason} (after {attempts} attempts)")
-        self.attempts = attempts
-        self.last = last
 
 
 @dataclass(frozen=True)
@@ -38,17 +24,19 @@ class Backoff:
     """Delay before attempt n+1 after n failures: `first * factor**(n-1)`, at most `cap`.
 
     `schedule`, when given, lists the delays explicitly (the last one repeats).
-    A server's Retry-After is honoured up to `cap`.
+    A server's Retry-After is honoured up to `after_cap` (`cap` when not given): a server may
+    rightly ask for longer than our own backoff would ever wait.
     """
 
     first: float = 1.0
     factor: float = 2.0
     cap: float = 300.0
     schedule: tuple[float, ...] = ()
+    after_cap: float | None = None
 
     def delay(self, failures: int, after: float | None = None) -> float:
         if after is not None:
-            return min(max(after, 0.0), self.cap)
+            return min(max(after, 0.0), self.cap if self.after_cap is None else self.after_cap)
         if self.schedule:
             return self.schedule[min(failures, len(self.schedule)) - 1]
         return min(self.first * self.factor ** max(failures - 1, 0), self.cap)
@@ -57,20 +45,24 @@ class Backoff:
 async def retrying(
     attempt: Callable[[], Awaitable[T]],
     *,
-    attempts: int,
+    attempts: int | None,
     backoff: Backoff,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     on_retry: Callable[[int, Retry, float], None] | None = None,
 ) -> T:
-    """Run `attempt` up to `attempts` times while it raises `Retry`, sleeping between tries."""
-    for number in range(1, attempts + 1):
+    """Run `attempt` up to `attempts` times (None: until it stops raising `Retry`), sleeping
+    between tries. `on_retry(failures so far, the failure, the delay)` runs before each sleep."""
+    if attempts is not None and attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    number = 0
+    while True:
+        number += 1
         try:
             return await attempt()
         except Retry as failure:
             if number == attempts:
-                raise RetriesExhausted(attempts, failure) from failure
+                raise RetriesExhausted(number, failure) from failure
             delay = backoff.delay(number, failure.after)
             if on_retry is not None:
                 on_retry(number, failure, delay)
             await sleep(delay)
-    raise AssertionError("unreachable: attempts must be >= 1")

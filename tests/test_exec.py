@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from clawgate.agent.loop import TIMED_OUT_RESULT
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.agent.tools.shell import deny_reason
 from clawgate.kernel.bus import Trust
@@ -40,7 +41,8 @@ def make_ctx(
         session_key="cli:local",
         config=ToolsConfig(**config),
         secrets=secrets,
-        writer=DiskWriter(),
+        writer=(disk := DiskWriter()),
+        memory_lock=MemoryLock(workspace.resolve(), disk),
     )
 
 

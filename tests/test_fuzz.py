@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from clawgate.agent.commands import EMPTY_MESSAGE
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.session import Delivery, Message, SessionStore, load_session
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cron.models import JobsFile
@@ -589,7 +590,8 @@ def test_tool_arguments_never_raise_and_never_write_outside_reach() -> None:
                 session_key="test:1",
                 config=ToolsConfig(exec_enabled=False),
                 secrets=("sk-fuzz-secret",),
-                writer=DiskWriter(),
+                writer=(disk := DiskWriter()),
+                memory_lock=MemoryLock(workspace, disk),
                 channel="test",
                 chat_id="1",
                 outbox=outbox,
@@ -670,7 +672,8 @@ async def test_lone_surrogate_content_is_written_as_replacement_character(
         session_key="test:1",
         config=ToolsConfig(),
         secrets=(),
-        writer=DiskWriter(),
+        writer=(disk := DiskWriter()),
+        memory_lock=MemoryLock(tmp_path, disk),
     )
     result = await ToolRegistry(default_tools()).execute(
         "write_file", '{"path": "a.txt", "content": "x\\ud800y"}', ctx

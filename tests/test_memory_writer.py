@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.memory.merge import merge_lines
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.memory.writer import MemoryWriter
 from clawgate.agent.session import Message, State
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.kernel.bus import Trust
@@ -343,10 +343,8 @@ def test_merge_trivial_cases():
     assert merge_lines(BASE, "", BASE) == ""  # everything removed, nothing added meanwhile
 
 
-def test_one_writer_per_workspace_and_disk(tmp_path):
-    disk = DiskWriter()
-    first = MemoryWriter.for_workspace(tmp_path, disk)
-    assert MemoryWriter.for_workspace(tmp_path / ".", disk) is first
+def test_the_memory_lock_covers_the_memory_folder(tmp_path):
+    first = MemoryLock(tmp_path, DiskWriter())
     assert first.covers((tmp_path / "memory" / "2026-12-03.md").resolve())
     assert not first.covers((tmp_path / "notes.md").resolve())
 
@@ -357,7 +355,7 @@ async def test_a_log_rewritten_without_its_last_newline_still_gets_whole_lines(t
     store = MemoryStore(workspace, writer=disk)
     store.append_daily("- 08:00 first")
     log = store.daily_path(store.now().date())
-    ctx = ToolContext(workspace, Trust.OWNER, "test:1", ToolsConfig(), (), disk)
+    ctx = ToolContext(workspace, Trust.OWNER, "test:1", ToolsConfig(), (), disk, store.lock)
     tools = ToolRegistry(default_tools())
     shown = f"memory/{log.name}"
     assert "first" in await tools.execute("read_file", json.dumps({"path": shown}), ctx)

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.tools import ToolContext, ToolRegistry, default_tools
 from clawgate.gateway.cli import app
 from clawgate.gateway.setup.onboard import onboard
@@ -48,7 +49,8 @@ def make_ctx(workspace: Path, trust: Trust) -> ToolContext:
         session_key="telegram:-5",
         config=ToolsConfig(),
         secrets=(),
-        writer=DiskWriter(),
+        writer=(disk := DiskWriter()),
+        memory_lock=MemoryLock(workspace.resolve(), disk),
     )
     ctx.make_root()
     return ctx

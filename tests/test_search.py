@@ -20,6 +20,7 @@ from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
 from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
 from clawgate.agent.tools.base import ToolContext
@@ -345,7 +346,10 @@ def test_builtin_embedder_matches_word_forms_and_chinese_bigrams():
 
 
 def _ctx(workspace: Path, trust: Trust) -> ToolContext:
-    return ToolContext(workspace, trust, "test:1", ToolsConfig(), (), DiskWriter())
+    disk = DiskWriter()
+    return ToolContext(
+        workspace, trust, "test:1", ToolsConfig(), (), disk, MemoryLock(workspace, disk)
+    )
 
 
 async def test_memory_tools_owner_only_and_confined_to_memory_files(tmp_path, corpus):

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.tools import (
     PathOutsideWorkspace,
     Tool,
@@ -46,7 +47,8 @@ def make_ctx(
         session_key="telegram:1",
         config=ToolsConfig(**config),
         secrets=secrets,
-        writer=writer or DiskWriter(),
+        writer=(disk := writer or DiskWriter()),
+        memory_lock=MemoryLock(workspace.resolve(), disk),
     )
     ctx.make_root()  # as the loop does before a turn's tools run
     return ctx

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
-from clawgate.kernel.errors import ModelUnavailable
+from clawgate.kernel.errors import ContextOverflow, ModelMisconfigured, ModelUnavailable
 from clawgate.kernel.retry import Retry
 from clawgate.kernel.secrets import Redactor
 
@@ -46,14 +46,6 @@ Kind = Literal[
     "api",  # any other provider failure (5xx, unreadable body)
     "other",  # not known as a provider failure: unless its words say otherwise, a bug
 ]
-
-
-class ContextOverflow(ModelUnavailable):
-    """The provider says the request exceeds the model's context window; retrying cannot help."""
-
-
-class ModelMisconfigured(ModelUnavailable):
-    """A setting is wrong (key, model name, api_base): waiting and retrying cannot help."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from clawgate.agent.llm import LLMResponse
 from clawgate.agent.text import without_surrogates
+from clawgate.kernel.errors import ConsolidationRefused
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +84,6 @@ _PLACEHOLDER = re.compile(
     re.I,
 )
 _LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-
-
-class ConsolidationRefused(Exception):
-    """The model's answer was unusable; nothing was written."""
 
 
 def _json_object_in(text: str) -> dict[str, Any] | None:

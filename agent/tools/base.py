@@ -26,32 +26,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from clawgate.agent.memory.lock import MemoryLock
 from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
-from clawgate.kernel.errors import PathOutsideRoot
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
-
-
-class ToolError(Exception):
-    """A failure the model caused or can fix; its message goes back to the model as text.
-
-    The message always starts with "Error: " so every failure reads the same to the model.
-    """
-
-    def __init__(self, message: str) -> None:
-        if not message.startswith("Error: "):
-            message = f"Error: {message}"
-        super().__init__(message)
-
-    @property
-    def message(self) -> str:
-        return str(self)
-
-
-class PathOutsideWorkspace(ToolError, PathOutsideRoot):
-    """A path that resolves outside the folder this session may reach."""
 
 
 def _without_titles(schema: dict[str, Any]) -> None:
@@ -83,6 +63,8 @@ class ToolContext:
     config: ToolsConfig
     secrets: tuple[str, ...]  # values to scrub from tool output and from the exec environment
     writer: DiskWriter
+    # The workspace's one memory lock (the MemoryStore's): every write to a memory file holds it.
+    memory_lock: MemoryLock
     # Where the conversation is, and how to send something there before the reply (send_file).
     channel: str = ""
     chat_id: str = ""

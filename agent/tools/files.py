@@ -2,7 +2,7 @@
 through the guard.
 
 Changes to a memory file (anything in `memory/`) run under the workspace's memory lock, the
-one consolidations and CLI commands take, for their whole read-modify-write (memory/writer.py).
+one consolidations and CLI commands take, for their whole read-modify-write (memory/lock.py).
 write_file is a compare-and-swap against what read_file returned in this turn: a file that
 changed since is not overwritten ("changed since you read it; read it again"), and a memory
 file that already has content must have been read in this turn first - the copy in the
@@ -22,11 +22,10 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from clawgate.agent.memory.writer import MemoryWriter
 from clawgate.agent.text import without_surrogates
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.agent.tools.paths import resolve_path
-from clawgate.kernel.errors import one_line
+from clawgate.kernel.errors import ToolError, one_line
 
 MAX_READ_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500
@@ -140,9 +139,8 @@ class ListDir(Tool["ListDir.Params"]):
 
 async def _changing(ctx: ToolContext, path: Path, change: Callable[..., T], *args: Any) -> T:
     """Run a file change in a thread; for a memory file, holding the memory lock throughout."""
-    memory = MemoryWriter.for_workspace(ctx.workspace, ctx.writer)
-    if memory.covers(path):
-        return await memory.run(change, *args)
+    if ctx.memory_lock.covers(path):
+        return await ctx.memory_lock.run(change, *args)
     return await asyncio.to_thread(change, *args)
 
 
@@ -193,7 +191,7 @@ def _existing(path: Path, shown: str) -> bytes | None:
 def _write_checked(ctx: ToolContext, path: Path, shown: str, content: str) -> int:
     """write_file: refuse to overwrite what the model has not seen, then replace."""
     seen = ctx.reads.get(path)
-    if seen is not None or MemoryWriter.for_workspace(ctx.workspace, ctx.writer).covers(path):
+    if seen is not None or ctx.memory_lock.covers(path):
         current = _existing(path, shown)
         if seen is None and current:
             raise ToolError(NOT_READ.format(shown=shown))

@@ -23,11 +23,11 @@ from pydantic import Field
 
 from clawgate.agent.memory.batch import date_window
 from clawgate.agent.memory.search import MemorySearch, SearchHit
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.agent.tools.files import _read_text
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
-from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.kernel.errors import PathOutsideRoot, ToolError
 from clawgate.kernel.storage import confine
 
 MAX_GET_LINES = 400

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from clawgate.agent.tools.base import PathOutsideWorkspace, ToolContext, ToolError
-from clawgate.kernel.areas import Reach, ReadOnlyPath
-from clawgate.kernel.errors import PathOutsideRoot
+from clawgate.agent.tools.base import ToolContext
+from clawgate.kernel.areas import Reach
+from clawgate.kernel.errors import PathOutsideRoot, PathOutsideWorkspace, ReadOnlyPath, ToolError
 from clawgate.kernel.storage import confine
 
 # An owner without the restriction may reach anything: confine to the filesystem root,

@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError
+from clawgate.agent.tools.base import Tool, ToolContext
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
-from clawgate.kernel.errors import describe_validation, one_line
+from clawgate.kernel.errors import ToolError, describe_validation, one_line
 
 logger = logging.getLogger(__name__)
 

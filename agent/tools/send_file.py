@@ -8,9 +8,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from clawgate.agent.tools.base import PathOutsideWorkspace, Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.agent.tools.paths import resolve_path
 from clawgate.kernel.bus import OutboundMessage
+from clawgate.kernel.errors import PathOutsideWorkspace, ToolError
 from clawgate.kernel.storage import inside
 
 MAX_SEND_BYTES = 45 * 1024 * 1024  # under Telegram's 50 MB bot upload limit

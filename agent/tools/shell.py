@@ -30,9 +30,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
+from clawgate.kernel.errors import ToolError
 
 # The only variables a command inherits (plus the owner's `tools.exec_env_allow`): a name
 # blocklist always misses one (DATABASE_URL, SENTRY_DSN, a proxy URL with a password...).

@@ -1,7 +1,8 @@
 """The per-channel watermark: the id of the newest message examined in each channel.
 
 `<data_dir>/channels/discord/state.json`:
-`{"version": 1, "last_seen": {"<channel id>": "<message id>", ...}}`, replaced atomically.
+`{"version": 1, "last_seen": {"<channel id>": "<message id>", ...}}`, a kernel JsonDocument
+(replaced atomically; a damaged file means no catch-up this time, never no start).
 A message to answer is in the inbound journal before the watermark passes it (so a crash
 in between replays it from the journal, never loses it); after a fresh gateway session
 catch-up reads each channel's history after the watermark.
@@ -10,10 +11,11 @@ catch-up reads each channel's history after the watermark.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 
+from clawgate.kernel.errors import DocumentDamaged
+from clawgate.kernel.json_document import JsonDocument
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,9 @@ STATE_VERSION = 1
 class Watermarks:
     def __init__(self, path: Path, writer: DiskWriter) -> None:
         self.path = path
-        self._writer = writer
+        self._doc: JsonDocument[dict[str, int]] = JsonDocument(
+            path, default=dict, parse=_parse, dump=_dump, writer=writer
+        )
         self._last_seen: dict[str, int] = {}
         self._dirty = False
         self._lock = asyncio.Lock()
@@ -53,27 +57,29 @@ class Watermarks:
             if not self._dirty:
                 return
             self._dirty = False
-            data = {
-                "version": STATE_VERSION,
-                "last_seen": {k: str(v) for k, v in sorted(self._last_seen.items())},
-            }
             try:
-                await asyncio.to_thread(self._write, json.dumps(data, indent=2) + "\n")
+                await asyncio.to_thread(self._doc.replace, dict(self._last_seen))
             except OSError as exc:
                 self._dirty = True
                 log.warning("%s: not saved: %s", self.path, exc)
 
     def _read(self) -> dict[str, int]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return {str(k): int(v) for k, v in data["last_seen"].items()}
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return self._doc.load()
+        except (OSError, DocumentDamaged) as exc:
             # Only catch-up depends on it: start without, rather than not at all.
             log.warning("%s: unreadable (%s); no catch-up this time", self.path, exc)
             return {}
 
-    def _write(self, text: str) -> None:
-        self._writer.mkdir(self.path.parent)
-        self._writer.replace(self.path, text, mode=0o600)
+
+def _parse(data: object) -> dict[str, int]:
+    if not isinstance(data, dict) or not isinstance(data["last_seen"], dict):
+        raise ValueError("expected an object with a last_seen object")
+    return {str(k): int(v) for k, v in data["last_seen"].items()}
+
+
+def _dump(last_seen: dict[str, int]) -> dict[str, object]:
+    return {
+        "version": STATE_VERSION,
+        "last_seen": {k: str(v) for k, v in sorted(last_seen.items())},
+    }

@@ -37,6 +37,7 @@ from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
 from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
+from clawgate.kernel.retry import Backoff, Retry, retrying
 from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
@@ -57,8 +58,7 @@ BOT_COMMANDS = (
     ("model", "Show or switch the model"),
 )
 ALLOWED_UPDATES = ["message", "edited_message"]
-POLL_BACKOFF_MIN = 1.0
-POLL_BACKOFF_MAX = 60.0
+POLL_BACKOFF = Backoff(first=1.0, factor=2.0, cap=60.0)
 SEND_ATTEMPTS = 5
 TYPING_INTERVAL = 4.0
 TYPING_MAX = 120.0
@@ -140,6 +140,9 @@ class TelegramChannel(Channel):
         self.polls_failed = 0
         self._failing_since: float | None = None
         self._poll_error: str | None = None
+        # Per start (reset there): bot commands set and webhook dropped; another poller seen.
+        self._prepared = False
+        self._in_conflict = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class TelegramChannel(Channel):
         for update_id, message in replay:
             log.info("telegram: answering update %d, fetched before the last stop", update_id)
             await self._publish(message)
+        self._prepared, self._in_conflict = False, False
         self._poller = asyncio.create_task(self._poll_forever(), name="telegram polling")
 
     async def stop(self) -> None:
@@ -229,45 +233,54 @@ class TelegramChannel(Channel):
         self._poll_error = error
 
     async def _poll_forever(self) -> None:
+        """Poll until cancelled; failures back off (POLL_BACKOFF), a success starts afresh."""
+
+        def on_retry(_: int, failure: Retry, delay: float) -> None:
+            # A conflict or a rejected token was logged where it happened (once, not per try).
+            if failure.__cause__ is not None:
+                log.warning("telegram: %s; retrying in %.0f s", failure.reason, delay)
+
+        while True:
+            await retrying(
+                self._poll_once,
+                attempts=None,
+                backoff=POLL_BACKOFF,
+                sleep=self._sleep,
+                on_retry=on_retry,
+            )
+
+    async def _poll_once(self) -> None:
+        """One batch of updates fetched and accepted; a failure raises Retry."""
         from telegram.error import Conflict, InvalidToken
 
-        delay = POLL_BACKOFF_MIN
-        prepared = False
-        in_conflict = False
-        while True:
-            try:
-                if not prepared:
-                    await self._prepare()
-                    prepared = True
-                updates, unreadable = await self._fetch()
-                if in_conflict:
-                    log.info("telegram: polling again, the other bot instance is gone")
-                delay, in_conflict = POLL_BACKOFF_MIN, False
-                await self._accept(updates, unreadable)
-                self._failing_since = None
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Conflict:
-                if not in_conflict:
-                    log.error(
-                        "telegram: another bot instance is polling this token; "
-                        "retrying with backoff until it stops"
-                    )
-                in_conflict = True
-                self._poll_failed("another bot instance is polling this token")
-            except InvalidToken:
-                log.error("telegram: the bot token was rejected; check [channels.telegram] token")
-                delay = POLL_BACKOFF_MAX
-                self._poll_failed("the bot token was rejected")
-            except Exception as exc:
-                self.polls_failed += 1
-                self._poll_failed(f"polling failed: {one_line(exc)}")
-                log.warning(
-                    "telegram: polling failed (%s); retrying in %.0f s", one_line(exc), delay
+        try:
+            if not self._prepared:
+                await self._prepare()
+                self._prepared = True
+            updates, unreadable = await self._fetch()
+            if self._in_conflict:
+                log.info("telegram: polling again, the other bot instance is gone")
+            self._in_conflict = False
+            await self._accept(updates, unreadable)
+            self._failing_since = None
+        except Conflict:
+            if not self._in_conflict:
+                log.error(
+                    "telegram: another bot instance is polling this token; "
+                    "retrying with backoff until it stops"
                 )
-            await self._sleep(delay)
-            delay = min(delay * 2, POLL_BACKOFF_MAX)
+            self._in_conflict = True
+            self._poll_failed("another bot instance is polling this token")
+            raise Retry("another bot instance is polling this token") from None
+        except InvalidToken:
+            log.error("telegram: the bot token was rejected; check [channels.telegram] token")
+            self._poll_failed("the bot token was rejected")
+            # No use asking again soon: wait the longest, until a person fixes the token.
+            raise Retry("the bot token was rejected", after=POLL_BACKOFF.cap) from None
+        except Exception as exc:
+            self.polls_failed += 1
+            self._poll_failed(f"polling failed: {one_line(exc)}")
+            raise Retry(f"polling failed ({one_line(exc)})") from exc
 
     async def _prepare(self) -> None:
         from telegram import BotCommand

@@ -20,6 +20,7 @@ from clawgate.channels.telegram.format import render_parts
 from clawgate.channels.telegram.ids import split_chat_id
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
+from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
 
 if TYPE_CHECKING:
     from telegram import Bot, ReplyParameters
@@ -30,7 +31,8 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 BotRef = Callable[[], "Bot"]
 
-MAX_RETRY_AFTER = 300.0
+# 1, 2, 4 ... s after a network failure, at most 30 s; a 429's retry_after up to 5 minutes.
+BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0, after_cap=300.0)
 MAX_PHOTO_BYTES = 10 * 1024 * 1024
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".webp"}
 
@@ -45,36 +47,39 @@ class ApiCalls:
     async def run(self, request: Callable[[], Awaitable[T]], what: str) -> T:
         from telegram.error import BadRequest, NetworkError, RetryAfter
 
-        attempt = 0
-        while True:
-            attempt += 1
+        async def attempt() -> T:
             try:
                 return await request()
             except BadRequest:
                 raise  # a NetworkError subclass in PTB, but the request itself is wrong
             except RetryAfter as exc:
-                delay = min(_retry_after_seconds(exc), MAX_RETRY_AFTER)
-                error: Exception = exc
+                raise Retry(one_line(exc), after=_retry_after_seconds(exc)) from exc
             except NetworkError as exc:
                 if not _not_delivered(exc):
                     raise ChannelError(
                         f"telegram: {what} outcome unknown ({one_line(exc)}); not retried "
                         "so it cannot arrive twice"
                     ) from exc
-                delay = min(2.0 ** (attempt - 1), 30.0)
-                error = exc
-            if attempt >= self._attempts:
-                raise ChannelError(
-                    f"telegram: {what} failed after {attempt} attempts ({one_line(error)})"
-                ) from error
+                raise Retry(one_line(exc)) from exc
+
+        def on_retry(number: int, failure: Retry, delay: float) -> None:
             log.warning(
-                "telegram: %s failed (%s); retry %d in %.0f s",
-                what,
-                one_line(error),
-                attempt,
-                delay,
+                "telegram: %s failed (%s); retry %d in %.0f s", what, failure.reason, number, delay
             )
-            await self._sleep(delay)
+
+        try:
+            return await retrying(
+                attempt,
+                attempts=self._attempts,
+                backoff=BACKOFF,
+                sleep=self._sleep,
+                on_retry=on_retry,
+            )
+        except RetriesExhausted as exhausted:
+            raise ChannelError(
+                f"telegram: {what} failed after {exhausted.attempts} attempts "
+                f"({exhausted.last.reason})"
+            ) from exhausted.last.__cause__
 
 
 class Sender:

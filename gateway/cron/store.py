@@ -1,20 +1,19 @@
-"""`<workspace>/cron/jobs.json` and `cron/state.json` on disk. Both are replaced atomically;
-every change of jobs.json is a read-modify-write under a file lock, so the CLI, the tool
-and the gateway never lose each other's changes."""
+"""`<workspace>/cron/jobs.json` and `cron/state.json` on disk, each a kernel JsonDocument:
+replaced atomically, every change a read-modify-write under a file lock, so the CLI, the
+tool and the gateway never lose each other's changes. A damaged jobs.json is refused with a
+CronError naming the problem; a damaged state.json reads as empty run state."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import ValidationError
-
 from clawgate.gateway.cron.models import CronJob, JobsFile, StateFile, new_job
-from clawgate.kernel.errors import CronError, describe_validation
-from clawgate.kernel.storage import DiskWriter, locked
+from clawgate.kernel.errors import CronError, DocumentDamaged
+from clawgate.kernel.json_document import Fingerprint, JsonDocument
+from clawgate.kernel.storage import DiskWriter
 
 if TYPE_CHECKING:
     from clawgate.kernel.config import Config
@@ -32,66 +31,45 @@ class CronStore:
         self.jobs_path = directory / "jobs.json"
         self.state_path = directory / "state.json"
         self.requests_dir = directory / "requests"
-        self._lock_path = directory / ".jobs.lock"
         self.writer = writer or DiskWriter()
+        self._jobs = JsonDocument.of_model(
+            self.jobs_path, JobsFile, writer=self.writer, lock_path=directory / ".jobs.lock"
+        )
+        self._state = JsonDocument.of_model(self.state_path, StateFile, writer=self.writer)
 
-    def fingerprint(self) -> tuple[int, int, int] | None:
-        """(inode, mtime_ns, size) of jobs.json, None if absent: a cheap change check. The
-        inode catches two atomic replaces within one timestamp tick."""
-        try:
-            info = self.jobs_path.stat()
-        except FileNotFoundError:
-            return None
-        return info.st_ino, info.st_mtime_ns, info.st_size
+    def fingerprint(self) -> Fingerprint:
+        """(inode, mtime_ns, size) of jobs.json, None if absent: a cheap change check."""
+        return self._jobs.fingerprint()
 
     def load(self) -> JobsFile:
         """The jobs; an absent file is an empty set. Raises CronError naming the problem."""
         try:
-            raw = self.jobs_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return JobsFile()
-        except (OSError, UnicodeDecodeError) as exc:
+            return self._jobs.load()
+        except DocumentDamaged as exc:
+            raise CronError(str(exc)) from None
+        except OSError as exc:
             raise CronError(f"{self.jobs_path}: cannot read: {exc}") from None
-        if not raw.strip():
-            # Most likely an editor caught mid-save; "no jobs" is {"version": 1, "jobs": []}.
-            raise CronError(f"{self.jobs_path}: the file is empty")
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise CronError(f"{self.jobs_path}: not valid JSON: {exc}") from None
-        try:
-            return JobsFile.model_validate(data)
-        except ValidationError as exc:
-            raise CronError(f"{self.jobs_path}: {describe_validation(exc)}") from None
 
     def save(self, jobs: JobsFile) -> None:
-        self.writer.mkdir(self.directory)
-        text = json.dumps(jobs.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-        self.writer.replace(self.jobs_path, text, mode=0o600)
+        self._jobs.replace(jobs)
 
     def update(self, change: Callable[[JobsFile], T]) -> T:
         """Read the current file under the lock, apply `change`, write it back atomically.
         If `change` raises, nothing is written. Blocking: call it from a thread in async code."""
-        self.writer.mkdir(self.directory)
-        with locked(self._lock_path):
-            jobs = self.load()
-            result = change(jobs)
-            self.save(jobs)
-            return result
+        try:
+            return self._jobs.update(change)
+        except DocumentDamaged as exc:
+            raise CronError(str(exc)) from None
 
     def load_state(self) -> StateFile:
         try:
-            return StateFile.model_validate_json(self.state_path.read_bytes())
-        except FileNotFoundError:
-            return StateFile()
-        except (OSError, ValueError) as exc:
+            return self._state.load()
+        except (DocumentDamaged, OSError) as exc:
             log.warning("%s unreadable (%s); starting with empty run state", self.state_path, exc)
             return StateFile()
 
     def save_state(self, state: StateFile) -> None:
-        self.writer.mkdir(self.directory)
-        text = json.dumps(state.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-        self.writer.replace(self.state_path, text, mode=0o600)
+        self._state.replace(state)
 
 
 def add_job(store: CronStore, build: Callable[[JobsFile], CronJob]) -> CronJob:

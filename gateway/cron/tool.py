@@ -18,13 +18,13 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from clawgate.agent.tools.base import Tool, ToolContext, ToolError, ToolParams
+from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
 from clawgate.gateway.cron.models import CronJob, JobsFile, new_job, utc_now
 from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
 from clawgate.gateway.cron.triggers import fire_times, next_fire_time
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import Config, ToolsConfig
-from clawgate.kernel.errors import CronError
+from clawgate.kernel.errors import CronError, ToolError
 
 ACTIONS = ("add", "list", "remove", "enable", "disable")
 SCHEDULED_PREFIXES = ("cron:", "heartbeat:")

@@ -10,16 +10,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from clawgate.kernel.errors import LockHeld
+from clawgate.kernel.errors import AlreadyRunning, LockHeld
 from clawgate.kernel.storage import locked
 
 GATEWAY = "gateway"
 AGENT = "agent"  # `clawgate agent` running turns itself
 CRON_RUN = "cron"  # `clawgate cron run` with no gateway to ask
-
-
-class AlreadyRunning(LockHeld):
-    """Another process owns this data_dir; the message names its pid."""
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 
-from clawgate.kernel.storage import DiskWriter, locked
+from clawgate.kernel.json_document import JsonDocument
+from clawgate.kernel.storage import DiskWriter
 
 TOKEN_FILE = "dashboard.token"
 LOGINS_FILE = "dashboard-logins.json"
@@ -61,8 +60,7 @@ def rotate_token(data_dir: Path, writer: DiskWriter | None = None) -> str:
     writer.mkdir(data_dir, mode=0o700)
     token = secrets.token_urlsafe(32)
     writer.replace(token_path(data_dir), token + "\n", mode=0o600)
-    with _logins_locked(data_dir):
-        writer.replace(data_dir / LOGINS_FILE, "{}\n", mode=0o600)
+    _logins(data_dir, writer).replace({})
     return token
 
 
@@ -70,13 +68,14 @@ def issue_login_code(
     data_dir: Path, writer: DiskWriter | None = None, *, clock: Callable[[], float] = time.time
 ) -> str:
     """A new one-time login code, valid for LOGIN_CODE_SECONDS. Only its digest is stored."""
-    writer = writer or DiskWriter()
     code = secrets.token_urlsafe(24)
     now = clock()
-    with _logins_locked(data_dir):
-        codes = {k: v for k, v in _read_logins(data_dir).items() if v > now}
+
+    def add(codes: dict[str, float]) -> None:
+        _drop_expired(codes, now)
         codes[_digest(code)] = now + LOGIN_CODE_SECONDS
-        writer.replace(data_dir / LOGINS_FILE, json.dumps(codes) + "\n", mode=0o600)
+
+    _logins(data_dir, writer).update(add, repair=True)
     return code
 
 
@@ -84,18 +83,27 @@ def _digest(code: str) -> str:
     return hashlib.sha256(code.encode("utf-8")).hexdigest()
 
 
-def _read_logins(data_dir: Path) -> dict[str, float]:
-    try:
-        data = json.loads((data_dir / LOGINS_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return {}
+def _logins(data_dir: Path, writer: DiskWriter | None) -> JsonDocument[dict[str, float]]:
+    """Digest -> expiry of the unused login codes; a damaged file holds none."""
+    return JsonDocument(
+        data_dir / LOGINS_FILE,
+        default=dict,
+        parse=_parse_logins,
+        dump=lambda codes: codes,
+        writer=writer,
+        indent=None,
+    )
+
+
+def _parse_logins(data: object) -> dict[str, float]:
     if not isinstance(data, dict):
         return {}
     return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
 
 
-def _logins_locked(data_dir: Path) -> AbstractContextManager[int]:
-    return locked(data_dir / (LOGINS_FILE + ".lock"))
+def _drop_expired(codes: dict[str, float], now: float) -> None:
+    for digest in [k for k, expiry in codes.items() if expiry <= now]:
+        del codes[digest]
 
 
 class Auth:
@@ -135,14 +143,15 @@ class Auth:
         if not code or self.token() is None:
             return False
         digest, now = _digest(code), self.clock()
-        with _logins_locked(self.data_dir):
-            codes = _read_logins(self.data_dir)
+
+        def take(codes: dict[str, float]) -> float | None:
             expiry = codes.pop(digest, None)
-            if expiry is None:
-                return False
-            live = {k: v for k, v in codes.items() if v > now}
-            self.writer.replace(self.data_dir / LOGINS_FILE, json.dumps(live) + "\n", mode=0o600)
-        return expiry > now
+            if expiry is not None:
+                _drop_expired(codes, now)
+            return expiry
+
+        expiry = _logins(self.data_dir, self.writer).update(take, repair=True)
+        return expiry is not None and expiry > now
 
     def new_session(self) -> str:
         """A session cookie value: issue time, a nonce, and their MAC under the token."""

@@ -1,7 +1,7 @@
 """MEMORY.md in the browser: view, edit, versions with a diff and one-click restore.
 
 Every write goes through the runtime's `MemoryStore` under the workspace's one memory lock
-(`MemoryWriter.run`), like a consolidation or the model's `write_file`. An edit carries the
+(`MemoryLock.run`), like a consolidation or the model's `write_file`. An edit carries the
 version (sha-256 of the text) it was based on; if MEMORY.md changed since - a consolidation,
 the model, another tab - the save is refused with a diff of what changed and nothing is
 written. A restore is a plain replace: the current text becomes a version of its own first.
@@ -118,8 +118,8 @@ async def save(request: web.Request) -> web.StreamResponse:
     text, based_on = str(form.get("text", "")), str(form.get("version", ""))
     base = str(form.get("base", ""))
     memory = services(request).memory
-    writer = services(request).memory_writer
-    outcome = await writer.run(save_memory, memory, based_on, text.replace("\r\n", "\n"))
+    lock = services(request).memory_lock
+    outcome = await lock.run(save_memory, memory, based_on, text.replace("\r\n", "\n"))
     if outcome.written:
         raise web.HTTPSeeOther("/memory?saved=1")
     # Refused: show what changed underneath since the form was opened; the owner's text stays
@@ -198,7 +198,7 @@ async def restore(request: web.Request) -> web.StreamResponse:
         memory.replace_memory(path.read_text(encoding="utf-8", errors="replace"))
 
     try:
-        await services(request).memory_writer.run(restore_version)
+        await services(request).memory_lock.run(restore_version)
     except FileNotFoundError:  # pruned meanwhile by a newer save
         raise web.HTTPNotFound(text="no such version") from None
     raise web.HTTPSeeOther("/memory?saved=restored")

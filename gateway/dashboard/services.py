@@ -1,7 +1,7 @@
 """What the dashboard's handlers reach: the very objects the daemon runs, never a copy.
 
 Each page handler gets one `DashboardServices`. Memory goes through `runtime.memory` (the
-workspace's one MemoryWriter and its lock), sessions through `runtime.sessions`, search
+workspace's MemoryStore and its one memory lock), sessions through `runtime.sessions`, search
 through `runtime.search`, pairing through the same `PairingStore` file the channels and the
 CLI use, cron through the scheduler's `CronStore`. No handler opens a workspace file by a
 path of its own making.
@@ -18,9 +18,9 @@ from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.dashboard.auth import Auth
 
 if TYPE_CHECKING:
+    from clawgate.agent.memory.lock import MemoryLock
     from clawgate.agent.memory.search import MemorySearch
     from clawgate.agent.memory.store import MemoryStore
-    from clawgate.agent.memory.writer import MemoryWriter
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.agent.session import SessionStore
     from clawgate.channels.manager import ChannelManager, ChannelStates
@@ -51,7 +51,7 @@ class DashboardServices:
         return self.runtime.memory
 
     @property
-    def memory_writer(self) -> MemoryWriter:
+    def memory_lock(self) -> MemoryLock:
         """The workspace's one memory lock: every memory write from a page runs in it."""
         return self.runtime.memory.lock
 
