@@ -9,9 +9,9 @@ module builds a Gateway's parts or imports the Gateway; `clawgate gateway` calls
 on every reply, with the `cron` tool over that agent's workspace); one channel per bot
 account (`build_accounts`, each publishing through an `AccountBus`); the control socket and,
 when the dashboard is on, the web chat channel; then the `Gateway`, and the `Dashboard`
-before the gateway starts (so a host that is not loopback without a token stops the start). The dashboard
-starts after the gateway and stops before it. When every chat channel refused its token the
-daemon stops with `CredentialsRejected` (exit code 2)."""
+before the gateway starts (so a host that is not loopback, without a token, stops the
+start). The dashboard starts after the gateway and stops before it. When every chat channel
+refused its token the daemon stops with `CredentialsRejected` (exit code 2)."""
 
 from __future__ import annotations
 
