@@ -4,6 +4,14 @@ Parts, in order: identity; the bootstrap files AGENTS.md, SOUL.md, USER.md, TOOL
 for the owner only, memory/MEMORY.md and any extra parts (daily logs, recalled
 snippets); then skills. USER.md and memory hold facts about the owner, so group and
 `allowed` sessions never get them.
+
+The identity part gives the time in `agent.timezone`, the session key and trust, and the
+workspace path to owners only (a shared chat is told its file tools are limited to its own
+folder). Each bootstrap file is capped at 12,000 characters. What a turn reads is kept as a
+snapshot per kind of chat (owner or not) and reused while a re-stat of the files and skill
+folders it read still matches: a dozen `stat` calls instead of a thread hop and the reads.
+Skills: `always` ones in full, the others as name and description (and what they are
+missing); shared chats get skill names only.
 """
 
 from __future__ import annotations

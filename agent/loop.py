@@ -1,4 +1,24 @@
-"""The agent loop: one turn = persist the user's message, call the model, run tools, reply."""
+"""The agent loop: one turn = persist the user's message, call the model, run tools, reply.
+
+`handle` loads the session, applies the redelivery rules (agent/session/delivery.py: a
+platform message id already stored is never stored again; its unsent reply is sent, its
+unfinished turn finished) and answers a slash command through agent/commands.py without the
+model. Otherwise `run_turn`:
+
+1. appends the user's message (and a `State` record when its trust or chat facts changed),
+   one write(), before the model is called;
+2. runs the tool loop: the system prompt (agent/context.py), the history fitted into the
+   window (`_fit`, agent/guard.py: flush turn, truncated tool results, compaction), a model
+   call, tool calls through the registry; every assistant message and tool result is
+   appended as it is produced, up to `agent.max_tool_iterations` model calls;
+3. fsyncs the session once, at the end, and lets the consolidator schedule background work.
+
+`agent.turn_timeout_seconds` bounds the whole turn: on expiry, as on /stop, every tool call
+already started gets a result (so no call is left unpaired), a `TurnError` is recorded and
+the user gets one line. Never stored as the model's words: an empty reply, an error, or our
+own "stopped after N tool steps" note (those are `TurnError` records); inline base64 images
+are replaced by a placeholder before storing.
+"""
 
 from __future__ import annotations
 

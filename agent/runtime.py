@@ -1,4 +1,16 @@
-"""Everything that belongs to one workspace, reachable through one object."""
+"""Everything that belongs to one workspace, reachable through one object.
+
+`AgentRuntime.build` wires one assistant in dependency order - disk writer, session store
+(with the one redactor), model client, memory index and search, tools (the built-in ones,
+the memory tools and the gateway's `extra_tools` such as `cron`), memory store and
+consolidator, context builder, context guard, commands, loop - and hands collaborators to
+constructors; nothing is set afterwards and nothing is module-global, so a gateway holds
+one runtime per agent. Its lifecycle: `start` finishes what a crash interrupted (HISTORY.md
+entries without their record, archives without their `archived` record), `unanswered`
+finds user messages a dead process never answered so the gateway can publish them again,
+`record_delivery` writes the `Delivery` record of each reply (made durable with the
+session's next fsync), and `close` waits (bounded) for memory work before closing.
+"""
 
 from __future__ import annotations
 

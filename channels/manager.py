@@ -6,6 +6,16 @@ holds up the others. A channel reports death through an optional `wait_closed()`
 (returns or raises when its connection is gone); without one it is assumed alive once started.
 A running channel that cannot receive (Telegram's polling failing for over a minute) says so
 through an optional `failing()` (its last error, or None); it is then reported as failing.
+"ready" is logged only for a channel whose optional `connected()` is true (Telegram: getMe
+answered). A start refused with `CredentialsRejected` (Telegram's InvalidToken, Discord's
+LoginFailure or close code 4004) is remembered: `rejected()` lists those channels, and the
+daemon stops with exit code 2 when every chat channel is one of them (beside a working
+channel, the refused one stays failed in status and is retried). `ChannelStates` is what
+/status, status.json and `clawgate status` read.
+
+Outbound: `run_outbound` sends each reply through its channel (the replying agent's bot,
+through `account_of`), with its text and any error redacted, and reports the outcome to
+`on_delivery` (the runtime's `record_delivery`: a `Delivery` record, sent or failed).
 """
 
 from __future__ import annotations

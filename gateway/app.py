@@ -1,7 +1,17 @@
 """The composition root: builds every part of a gateway from the config - one runtime per
 agent, one channel per bot account, the terminal's control socket, the dashboard's web chat
 and pages - and hands them to the daemon (`Gateway`) and the dashboard. Nothing below this
-module builds a Gateway's parts or imports the Gateway; `clawgate gateway` calls `serve`."""
+module builds a Gateway's parts or imports the Gateway; `clawgate gateway` calls `serve`.
+
+`serve` builds, in order: the bus; the `Router` (daemon/routing.py, from the whole config);
+`ChannelStates`, which the manager keeps current and /status reads; one runtime per agent
+(`build_runtimes`: each publishes through its own `AgentBus`, which stamps the agent's name
+on every reply, with the `cron` tool over that agent's workspace); one channel per bot
+account (`build_accounts`, each publishing through an `AccountBus`); the control socket and,
+when the dashboard is on, the web chat channel; then the `Gateway`, and the `Dashboard`
+before the gateway starts (so a host that is not loopback, without a token, stops the
+start). The dashboard starts after the gateway and stops before it. When every chat channel
+refused its token the daemon stops with `CredentialsRejected` (exit code 2)."""
 
 from __future__ import annotations
 

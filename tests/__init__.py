@@ -1,0 +1,22 @@
+"""The test suite: the real code against fakes of every outside service, on 127.0.0.1.
+
+`tests/fakes/`: `server.py` `LoopbackServer` is the base of the three fakes, an aiohttp app
+on a free loopback port inside the test's event loop. `llm.py` is an OpenAI-compatible
+server scripted with `text`, `tool_call`, `tool_calls`, `raw_tool_call`, `error`,
+`context_overflow`, `hang`, `delay`, `gate`, `pause`, `cut`, `garbage`, or given a handler;
+the model client talks to it for real (chat, embeddings, transcriptions). `telegram.py` and
+`discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules.
+
+Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test
+module imported by another file): `harness.py` (the in-process gateway with a recording
+channel), `process.py` (the `clawgate` console script as a child process),
+`telegram_world.py` and `discord_world.py` (a gateway on each fake platform),
+`scheduler_harness.py` (the harness with the scheduler on), `memory_helpers.py` (scripted
+consolidation calls), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
+Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test
+client, in a real gateway process, and in headless Chromium), and `conftest.py` for the
+shared fixtures. Subprocess tests are few because each pays the model library's import.
+`test_first_day.py` is the end-to-end acceptance test of a newcomer's first day, and
+`test_agents.py` runs three agents (two Telegram bots, a bound Discord channel, a shared
+memory) in one real gateway process.
+"""

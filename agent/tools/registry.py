@@ -1,4 +1,13 @@
-"""The tools the model may call, and the one entry point that runs a call and never raises."""
+"""The tools the model may call, and the one entry point that runs a call and never raises.
+
+The schema each tool offers is its `Params.model_json_schema()` (titles stripped, built once
+per tool); the model's arguments are parsed with `json.loads` (which also unwraps
+double-encoded arguments) and checked with the same `Params` model, strict JSON types.
+`execute` turns an unknown or hidden tool, malformed JSON, missing or mistyped arguments and
+OSError into one `Error: ...` line for the model; a crash is logged and reported the same
+way. Only CancelledError passes, so /stop can end a turn. Every result is scrubbed by the
+kernel `Redactor` (`ctx.redact`) and capped at `tools.max_result_chars`, head and tail kept.
+"""
 
 from __future__ import annotations
 

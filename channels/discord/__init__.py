@@ -7,9 +7,9 @@
     state.py      the per-channel watermark file (state.json)
     catchup.py    after a fresh gateway session, every page of history since each watermark
                   (bounded by catchup_max_age_hours)
+    sender.py     split, attach, send at most once (nonce-deduplicated retries); typing
 
 Received messages to answer are kept in journal.jsonl (channels/journal.py) until answered.
-    sender.py     split, attach, send at most once (nonce-deduplicated retries); typing
 
 The daemon imports this package by its channel name and calls `create_channel`.
 """

@@ -1,5 +1,17 @@
-"""Runs the inbound messages the gateway submits: in order within a session, sessions in
-parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act."""
+"""Runs the inbound messages the gateway submits (daemon/gateway.py takes them off the bus): in order within a session, sessions in
+parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act.
+
+On `submit` a `/stop` (any command whose `interrupts` is true, by the agent's own
+`parse_command`) cancels the session's running turn and is answered "Stopped."; every other
+message passes the per-sender rate limit (ratelimit.py) or is dropped before it is queued,
+and the channel hears which through `on_admitted`. Each session key has one FIFO and one
+worker task while it is busy; a global semaphore caps the turns running at once
+(`agent.max_concurrent_turns`). Right before a turn the trust is decided again
+(`Trusts.decide`, channels/access.py), so replays and queued messages get the trust the
+rules give now; a message no longer served is dropped and its channel told.
+`run_in_session` queues other work - a scheduled reply's delivery - in a session's FIFO, so
+it never lands inside a turn.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Retention: old downloads, archived transcripts and MEMORY.md versions are removed after
 the configured number of days. An archived transcript whose archive has not landed is the
-only copy of those messages, so it is never removed, whatever its age."""
+only copy of those messages, so it is never removed, whatever its age.
+
+`sweep` goes by mtime over `media/`, `public/media/`, `public/*/media/`, `sessions/archive/`,
+and `memory/.versions/`. The daemon runs it for each agent a minute after start and then daily
+(daemon/gateway.py); `clawgate housekeeping [--dry-run]` runs it on demand."""
 
 from __future__ import annotations
 
