@@ -1,5 +1,5 @@
-"""Runs the inbound messages the gateway submits (daemon/gateway.py takes them off the bus): in order within a session, sessions in
-parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act.
+"""Runs the inbound messages the gateway submits (daemon/gateway.py takes them off the
+bus): in order within a session, sessions in parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act.
 
 On `submit` a `/stop` (any command whose `interrupts` is true, by the agent's own
 `parse_command`) cancels the session's running turn and is answered "Stopped."; every other
