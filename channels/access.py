@@ -7,10 +7,10 @@ Nothing else decides trust, and no stored trust is reused without asking it agai
 
 - a chat adapter asks `admit` before publishing anything: a `Decision` whose trust is None
   means the message stops in the channel (a stranger may get the pairing reply);
-- the gateway's dispatcher asks `Trusts.decide` again right before each turn, so a message
+- the gateway's dispatcher asks `AccessPolicies.decide` again right before each turn, so a message
   replayed from the Telegram journal or from a session after a crash, or one that waited in
   a queue while the owner revoked someone, gets the trust the rules give it now;
-- scheduled runs (cron, heartbeat) ask `Trusts.decide` with the facts the target chat last
+- scheduled runs (cron, heartbeat) ask `AccessPolicies.decide` with the facts the target chat last
   recorded, never with the trust it last had.
 
 Ids, not names: a sender matches an entry by platform id. Telegram @usernames also match,
@@ -194,14 +194,14 @@ class AccessPolicy:
 OWNER_CHANNELS = frozenset({"cli", "web"})
 
 
-class Trusts:
+class AccessPolicies:
     """`AccessPolicy.trust` for every channel, as the gateway asks it at handling time."""
 
     def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
         self._policies = dict(policies)
 
     @classmethod
-    def from_config(cls, config: Config) -> Trusts:
+    def from_config(cls, config: Config) -> AccessPolicies:
         """Every chat channel's rules from the config, approvals from `<data_dir>/pairing.json`."""
         store = PairingStore(config.pairing_file)
         return cls({name: AccessPolicy(name, rules, store) for name, rules in config.channels})

@@ -10,7 +10,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import load_session
 from clawgate.channels.manager import ChannelStates
 from clawgate.gateway.daemon.gateway import Gateway
-from clawgate.gateway.ops.status import read_status
+from clawgate.gateway.ops.status_file import read_status
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, RecordingChannel, make_config, wait_until

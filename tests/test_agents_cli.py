@@ -20,7 +20,7 @@ from clawgate.channels.groups import SeenGroups
 from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.cli import app
 from clawgate.gateway.daemon.control import ControlChannel, ControlClient
-from clawgate.gateway.ops.status import StatusWriter
+from clawgate.gateway.ops.status_file import StatusWriter
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import load_config

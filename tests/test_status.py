@@ -4,7 +4,7 @@ import os
 from typer.testing import CliRunner
 
 from clawgate.gateway.cli import app
-from clawgate.gateway.ops.status import StatusWriter, read_status
+from clawgate.gateway.ops.status_file import StatusWriter, read_status
 from clawgate.gateway.setup.onboard import onboard
 
 

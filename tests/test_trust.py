@@ -16,7 +16,7 @@ import pytest
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Message, SessionStore
-from clawgate.channels.access import Trusts
+from clawgate.channels.access import AccessPolicies
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram import create_channel
 from clawgate.gateway.daemon.gateway import Gateway
@@ -280,7 +280,7 @@ def test_trust_comes_from_the_rules_and_the_facts(tmp_path: Path) -> None:
             discord=DiscordConfig(allow_from=["ann", "31"], owners=["ann"], group_allow=["77"]),
         ),
     )
-    trusts = Trusts.from_config(config)
+    trusts = AccessPolicies.from_config(config)
     store = PairingStore(config.data_dir / "pairing.json")
     ann = ChatFacts(private=True, user_id="1001", username="ann")
     # Telegram @usernames are the README's opt-in; a Discord name matches nobody.

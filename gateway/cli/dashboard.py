@@ -35,7 +35,7 @@ def dashboard(
         rotate_token,
         token_path,
     )
-    from clawgate.gateway.ops.status import read_status
+    from clawgate.gateway.ops.status_file import read_status
 
     config = cli_context(ctx).config()
     settings = config.dashboard

@@ -5,7 +5,7 @@ The channels record every group that mentions the bot without being in `group_al
 id. `allow` adds it to the config with tomlkit, so the file keeps its comments and layout.
 With several agents, `--agent NAME` lists the groups NAME's bots saw, and `allow` writes the
 rules of the bot NAME answers through, plus NAME's own list and binding where it needs them
-(gateway/setup/people.py, which the dashboard's people page uses too).
+(gateway/setup/approvals.py, which the dashboard's people page uses too).
 Its help is in root.COMMANDS."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def groups_list(
     """Groups that mentioned the bot: id, title, last seen, and whether they are served."""
     if ctx.invoked_subcommand is not None:
         return
-    from clawgate.gateway.setup.people import group_allowed, seen
+    from clawgate.gateway.setup.approvals import group_allowed, seen
 
     config = cli_context(ctx).config()
     groups = seen(config)
@@ -67,7 +67,7 @@ def groups_allow(
 ) -> None:
     """Add a group to the channel's group_allow in the config file (comments are kept). For
     an agent that shares the bot with others, also bind the group to it."""
-    from clawgate.gateway.setup.people import allow_group
+    from clawgate.gateway.setup.approvals import allow_group
 
     context = cli_context(ctx)
     typer.echo(allow_group(context.config_path, context.config(), group_id, channel).summary())

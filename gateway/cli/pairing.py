@@ -25,7 +25,7 @@ pairing_app = typer.Typer(no_args_is_help=True)
 def _bot(ctx: typer.Context) -> Config:
     """The config whose approvals and owner rules the command works on: the agent's own
     bot's, or the shared bot's (see `pairing_config`)."""
-    from clawgate.gateway.setup.people import pairing_config
+    from clawgate.gateway.setup.approvals import pairing_config
 
     return pairing_config(cli_context(ctx).config())
 
@@ -64,7 +64,7 @@ def pairing_list(
     import time
 
     from clawgate.channels.pairing import CODE_TTL_SECONDS
-    from clawgate.gateway.setup.people import channels_with_configured_owner
+    from clawgate.gateway.setup.approvals import channels_with_configured_owner
 
     store = _store(ctx)
     pending = store.pending()
@@ -112,7 +112,7 @@ def pairing_approve(
     the first person approved becomes its owner (unless --allowed)."""
     if owner and allowed:
         fail("--owner and --allowed exclude each other")
-    from clawgate.gateway.setup.people import approve
+    from clawgate.gateway.setup.approvals import approve
 
     role: bool | None = True if owner else False if allowed else None
     approval = approve(_store(ctx), _bot(ctx), code, role)

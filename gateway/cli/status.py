@@ -17,7 +17,7 @@ def _size(count: int) -> str:
 
 def status(ctx: typer.Context, agent: AgentOption = None) -> None:
     from clawgate.gateway.cli.agents import agent_rows, describe
-    from clawgate.gateway.ops.status import disk_usage, read_status
+    from clawgate.gateway.ops.status_file import disk_usage, read_status
 
     context = cli_context(ctx)
     config = context.config()

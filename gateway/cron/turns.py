@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from clawgate.agent.scheduled import trim_history
 from clawgate.agent.session import Message
-from clawgate.channels.access import Trusts
+from clawgate.channels.access import AccessPolicies
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.errors import CronError
 
@@ -47,7 +47,7 @@ class ScheduledTurns:
         self.runtime = runtime
         self.bus = bus
         self.dispatcher = dispatcher
-        self.trusts = Trusts.from_config(runtime.config)
+        self.trusts = AccessPolicies.from_config(runtime.config)
 
     async def target_trust(self, key: str) -> Trust:
         """The trust the access rules give the target chat now, from the platform facts it

@@ -7,7 +7,7 @@ message passes the per-sender rate limit (ratelimit.py) or is dropped before it 
 and the channel hears which through `on_admitted`. Each session key has one FIFO and one
 worker task while it is busy; a global semaphore caps the turns running at once
 (`agent.max_concurrent_turns`). Right before a turn the trust is decided again
-(`Trusts.decide`, channels/access.py), so replays and queued messages get the trust the
+(`AccessPolicies.decide`, channels/access.py), so replays and queued messages get the trust the
 rules give now; a message no longer served is dropped and its channel told.
 `run_in_session` queues other work - a scheduled reply's delivery - in a session's FIFO, so
 it never lands inside a turn.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from clawgate.agent.commands import parse_command
-from clawgate.channels.access import Trusts
+from clawgate.channels.access import AccessPolicies
 from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
@@ -75,7 +75,7 @@ class Dispatcher:
         messages_per_minute: int = 0,
         rate_limiter: RateLimiter | None = None,
         on_admitted: Admitted | None = None,
-        trusts: Trusts | None = None,
+        trusts: AccessPolicies | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be

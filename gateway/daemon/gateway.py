@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.access import AccessPolicy, Trusts
+from clawgate.channels.access import AccessPolicies, AccessPolicy
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.channels.pairing import PairingStore
@@ -18,7 +18,7 @@ from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.gateway.daemon.routing import Router
 from clawgate.gateway.daemon.unit import AgentUnit
 from clawgate.gateway.ops.housekeeping import sweep
-from clawgate.gateway.ops.status import StatusWriter
+from clawgate.gateway.ops.status_file import StatusWriter
 from clawgate.kernel.agent_configs import PLATFORMS
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, agent_key
 from clawgate.kernel.config import Config
@@ -215,11 +215,11 @@ class Gateway:
         }
 
 
-def _trusts(config: Config, router: Router | None) -> Trusts:
+def _trusts(config: Config, router: Router | None) -> AccessPolicies:
     """Trust as the bots this agent answers through decide it: its own bot's rules and
     pairing approvals, or the shared bot's."""
     if router is None:
-        return Trusts.from_config(config)
+        return AccessPolicies.from_config(config)
     policies = {}
     for platform in PLATFORMS:
         account = router.accounts.get(router.account_for(config.agent_name, platform))
@@ -227,7 +227,7 @@ def _trusts(config: Config, router: Router | None) -> Trusts:
             rules = getattr(account.config.channels, platform)
             store = PairingStore(account.config.pairing_file)
             policies[platform] = AccessPolicy(platform, rules, store)
-    return Trusts(policies)
+    return AccessPolicies(policies)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.access import Trusts
+from clawgate.channels.access import AccessPolicies
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.daemon.dispatcher import Admitted, Dispatcher
 from clawgate.gateway.daemon.ratelimit import RateLimiter
@@ -22,7 +22,7 @@ class AgentUnit:
         runtime: AgentRuntime,
         bus: MessageBus,
         *,
-        trusts: Trusts,
+        trusts: AccessPolicies,
         on_admitted: Admitted,
         rate_limiter: RateLimiter | None = None,
         scheduler: bool = False,

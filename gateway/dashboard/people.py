@@ -1,6 +1,6 @@
 """The people page: pending pairing requests, approved people, seen groups, channel states.
 
-Every decision goes through `gateway/setup/people.py`, the module `clawgate pairing` and
+Every decision goes through `gateway/setup/approvals.py`, the module `clawgate pairing` and
 `clawgate groups` use: approvals are the same write to `<data_dir>/pairing.json` (the
 running channels re-read it on the next message, so an approved person is answered at
 once), groups the same config edit as `clawgate groups allow` (applied on restart).
@@ -22,7 +22,7 @@ from yarl import URL
 from clawgate.channels.groups import SeenGroup
 from clawgate.channels.pairing import CODE_TTL_SECONDS, Approval
 from clawgate.gateway.dashboard.render import render, services
-from clawgate.gateway.setup import people
+from clawgate.gateway.setup import approvals
 from clawgate.kernel.config import Config, default_config_path, load_config
 from clawgate.kernel.errors import ClawgateError
 
@@ -63,7 +63,7 @@ def _people(request: web.Request) -> dict[str, Any]:
     svc = services(request)
     config, store = svc.config, svc.pairing
     now = time.time()
-    configured = people.channels_with_configured_owner(config)
+    configured = approvals.channels_with_configured_owner(config)
     pending = [
         PendingRow(
             p.channel,
@@ -80,15 +80,16 @@ def _people(request: web.Request) -> dict[str, Any]:
         saved = load_config(config_path(request))
     except ClawgateError:
         saved = config  # a broken file: `clawgate doctor` on the health page says why
-    seen = people.seen(config)
+    seen = approvals.seen(config)
     groups = [
-        GroupRow(g, people.group_allowed(config, g), people.group_allowed(saved, g)) for g in seen
+        GroupRow(g, approvals.group_allowed(config, g), approvals.group_allowed(saved, g))
+        for g in seen
     ]
     listed = {(g.channel, g.group_id) for g in seen}
     # Allowed in the config but never seen mentioning the bot: still worth showing.
     configured_groups = [
         (name, entry.strip())
-        for name in people.CHANNELS
+        for name in approvals.CHANNELS
         for entry in getattr(saved.channels, name).group_allow
         if entry.strip() and (name, entry.strip()) not in listed
     ]
@@ -146,7 +147,7 @@ async def approve(request: web.Request) -> web.Response:
         role = form.get("role", "auto")
         if role not in ROLES:
             raise web.HTTPBadRequest(text=f"unknown role {role!r}")
-        approval = people.approve(svc.pairing, svc.config, form["code"], ROLES[role])
+        approval = approvals.approve(svc.pairing, svc.config, form["code"], ROLES[role])
         return f"approved {approval.who} as {approval.role}; they can chat now"
 
     return await _act(request, run)
@@ -192,17 +193,17 @@ async def revoke(request: web.Request) -> web.Response:
 
 async def allow_group(request: web.Request) -> web.Response:
     return await _group_decision(
-        request, people.allow_group, "{channel} group {id} is already allowed"
+        request, approvals.allow_group, "{channel} group {id} is already allowed"
     )
 
 
 async def deny_group(request: web.Request) -> web.Response:
-    return await _group_decision(request, people.deny_group, "forgot {channel} group {id}")
+    return await _group_decision(request, approvals.deny_group, "forgot {channel} group {id}")
 
 
 async def _group_decision(
     request: web.Request,
-    decide: Callable[[Path, Config, str, str | None], people.GroupEdit],
+    decide: Callable[[Path, Config, str, str | None], approvals.GroupEdit],
     unchanged: str,
 ) -> web.Response:
     svc = services(request)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from clawgate.gateway.ops.status import disk_usage, read_status
+from clawgate.gateway.ops.status_file import disk_usage, read_status
 from clawgate.kernel.config import Config, load_config
 from clawgate.kernel.errors import ConfigError, one_line
 from clawgate.kernel.storage import DiskWriter

@@ -4,6 +4,6 @@ onboard.py   `clawgate onboard`: a starter config and the workspace template, ne
              overwriting a file
 wizard.py    onboard's questions and live checks (model, key, bots) and the config editor
              (tomlkit: comments kept, validated, atomic 0600 write)
-people.py    the owner's decisions on pairing requests and groups, shared by the CLI and
+approvals.py the owner's decisions on pairing requests and groups, shared by the CLI and
              the dashboard
 """
