@@ -30,8 +30,10 @@
      └── ModelFolderError           a folder that holds no BERT model the loader can read
 
 Internal signals of the model layer stay beside the code that raises and catches them and
-never leave it: `NextModel` (agent/llm_failures.py: try the fallback model), `StreamCut`
-(agent/llm_stream.py) and `HTTPFailure` (agent/llm_direct.py). Platform libraries' own
+never leave it: `NextModel` (agent/llm/failures.py: try the fallback model), `StreamCut`
+(agent/llm/stream.py), `HTTPFailure` (agent/llm/direct.py) and `FunctionFailure`
+(agent/llm/function.py: a scripted model failing as a provider's HTTP status would, which
+the model layer classifies like any other failure). Platform libraries' own
 exceptions (python-telegram-bot, discord.py) are caught at the channel and become
 ChannelError or Retry.
 
