@@ -216,8 +216,8 @@ class ContextBuilder:
         return text
 
     async def _extra_parts(self, trust: Trust, incoming_text: str) -> list[PromptPart]:
-        # One after another: each is quick (recall reads its index in place, the logs are a
-        # small file), and a task per part cost more than the parts themselves.
+        # One after another: each is quick (recall is two hops to the index's thread, the
+        # logs are a small file), and a task per part cost more than the parts themselves.
         parts: list[PromptPart] = []
         for make in self.extra_parts:
             try:
