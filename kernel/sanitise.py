@@ -13,8 +13,8 @@ text stays readable and cannot act:
     lone surrogates                 "\\ud800" (they cannot even be encoded to UTF-8)
 
 Everything else is kept, emoji joiners included. Backslashes are kept as they are: the
-escapes are for reading, not for decoding back. `sanitise_lines` keeps line breaks, for a
-traceback. Pure, and cheap on the common case of printable text (one `str.isprintable`).
+escapes are for reading, not for decoding back. Pure, and cheap on the common case of
+printable text (one `str.isprintable`).
 The dashboard does not use it: HTML escaping is its own, in its templates.
 """
 
@@ -40,8 +40,3 @@ def sanitise(text: str) -> str:
     if text.isprintable():
         return text
     return _UNSAFE.sub(_escaped, text)
-
-
-def sanitise_lines(text: str) -> str:
-    """`sanitise` line by line, keeping the line feeds (a traceback stays readable)."""
-    return "\n".join(sanitise(line) for line in text.split("\n"))

@@ -6,7 +6,7 @@ collects, and `<data_dir>/logs/clawgate.log` (0600 in a 0700 folder), rotated at
 message, arguments, exception text - before any handler formats it, and then the kernel's
 sanitiser: a group title or display name holding CR/LF, ESC or bidi controls is written
 escaped, so it can neither forge a log line nor act on the terminal that shows the log (a
-traceback keeps its line breaks, nothing else).
+traceback keeps its line breaks, every line of it indented).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from clawgate.kernel.config import LoggingConfig
 from clawgate.kernel.errors import one_line
-from clawgate.kernel.sanitise import sanitise, sanitise_lines
+from clawgate.kernel.sanitise import sanitise
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import make_dirs
 
@@ -61,10 +61,16 @@ class RedactSecrets(logging.Filter):
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = sanitise_lines(self.redact(record.exc_text))
+            record.exc_text = _indented(self.redact(record.exc_text))
         if record.stack_info:
-            record.stack_info = sanitise_lines(self.redact(record.stack_info))
+            record.stack_info = _indented(self.redact(record.stack_info))
         return True
+
+
+def _indented(text: str) -> str:
+    """A traceback, each line sanitised and indented: it keeps its line breaks, and no line
+    of it (an exception's message may quote a group title) can pose as a record of its own."""
+    return "\n".join("  " + sanitise(line) for line in text.split("\n"))
 
 
 class JsonFormatter(logging.Formatter):
