@@ -42,7 +42,7 @@ def status(ctx: typer.Context, agent: AgentOption = None) -> None:
     if reported:
         typer.echo("agents (as the gateway runs them):")
         for entry in reported:
-            typer.echo(f"  {_reported_agent(entry, config.root.default_agent)}")
+            typer.echo(f"  {sanitise(_reported_agent(entry, config.root.default_agent))}")
     else:
         typer.echo("agents (from the config):")
         for row in agent_rows(config):
