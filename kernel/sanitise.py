@@ -14,8 +14,8 @@ text stays readable and cannot act:
 
 Everything else is kept, emoji joiners included. Backslashes are kept as they are: the
 escapes are for reading, not for decoding back. Pure, and cheap on the common case of
-printable text (one `str.isprintable`).
-The dashboard does not use it: HTML escaping is its own, in its templates.
+printable text (one `str.isprintable`). The dashboard does not use it: its HTML escaping is
+its own.
 """
 
 from __future__ import annotations

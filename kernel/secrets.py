@@ -41,7 +41,8 @@ _URL_SAFE = {"+": "-", "/": "_"}  # the URL-safe base64 alphabet's two letters
 
 
 class Redactor:
-    """Replace every configured secret, in any letter case, and every token-shaped value."""
+    """Replace every configured secret, in any letter case and any of the encodings above,
+    and every token-shaped value."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
