@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from clawgate.kernel.errors import DocumentDamaged, PairingError, one_line
 from clawgate.kernel.json_document import Fingerprint, JsonDocument
+from clawgate.kernel.sanitise import sanitise
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -300,8 +301,9 @@ class PairingStore:
 
 
 def _who(channel: str, user_id: str, username: str | None) -> str:
-    name = f" (@{username.removeprefix('@')})" if username else ""
-    return f"{channel} user {user_id}{name}"
+    # For people to read (CLI lines, logs, the owner's chat): the username is theirs to choose.
+    name = f" (@{sanitise(username.removeprefix('@'))})" if username else ""
+    return f"{channel} user {sanitise(user_id)}{name}"
 
 
 def _matcher(user: str, channel: str | None) -> Callable[[Approval], bool]:

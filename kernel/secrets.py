@@ -1,12 +1,25 @@
-"""The one redactor: logs, chat replies, session records, status and doctor output.
+r"""The one redactor: logs, chat replies, session records, status and doctor output.
 
 A configured secret is matched case-insensitively (python-telegram-bot lowercases parts
 of an error description), and values shaped like a credential are caught even when they
 were never configured: Telegram bot tokens, `sk-` API keys, Discord bot tokens.
+
+A provider or proxy that echoes a secret may have encoded it first, so each configured
+secret is also matched in the forms a library produces:
+
+    percent-encoded   any character as %XX (either hex case), a space as "+"
+    JSON-escaped      any character as \uXXXX, "/" as "\/", '"' and "\" backslashed
+    base64            standard or URL-safe alphabet, with or without padding, itself
+                      possibly percent-encoded or JSON-escaped
+
+Each character of the secret may take any of its forms independently, so a mixed encoding
+(only "/" and ":" encoded, say) is caught too. Not caught: the secret's base64 inside a
+longer base64 string (it then depends on the bytes around it).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,14 +34,20 @@ _SHAPES = (
     r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}",  # Discord bot token
 )
 
+# Further ways a character is written: "+" for a space in a query string or form body;
+# the backslash escapes JSON allows besides \uXXXX.
+_SPECIAL_FORMS = {" ": [r"\+"], "/": [r"\\/"], '"': [r'\\"'], "\\": [r"\\\\"]}
+_URL_SAFE = {"+": "-", "/": "_"}  # the URL-safe base64 alphabet's two letters
+
 
 class Redactor:
-    """Replace every configured secret, in any letter case, and every token-shaped value."""
+    """Replace every configured secret, in any letter case and any of the encodings above,
+    and every token-shaped value."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
         # Longest first: a secret that contains another is replaced whole.
-        parts = [re.escape(s) for s in kept] + list(_SHAPES)
+        parts = [_any_form(s) for s in kept] + list(_SHAPES)
         self._pattern = re.compile("|".join(parts), re.IGNORECASE)
 
     def __call__(self, text: str) -> str:
@@ -51,6 +70,31 @@ class Redactor:
                 return value
             return type(value)(parts)
         return value
+
+
+def _char_forms(char: str, *also: str) -> str:
+    """A pattern for one character as written (or as one of `also`), percent-encoded or
+    JSON-escaped."""
+    forms = [re.escape(form) for form in (char, *also)]
+    forms.append("".join(f"%{byte:02x}" for byte in char.encode("utf-8")))
+    units = char.encode("utf-16-be")  # a character past U+FFFF is a surrogate pair in JSON
+    forms.append("".join(f"\\\\u{units[i : i + 2].hex()}" for i in range(0, len(units), 2)))
+    forms += _SPECIAL_FORMS.get(char, [])
+    return f"(?:{'|'.join(forms)})"
+
+
+def _base64_forms(secret: str) -> str:
+    """A pattern for the secret's base64: either alphabet, padded or not."""
+    encoded = base64.b64encode(secret.encode("utf-8")).decode("ascii")
+    core = encoded.rstrip("=")
+    chars = "".join(_char_forms(c, *_URL_SAFE.get(c, "")) for c in core)
+    padding = len(encoded) - len(core)
+    return chars + (f"{_char_forms('=')}{{0,{padding}}}" if padding else "")
+
+
+def _any_form(secret: str) -> str:
+    """The secret as written, percent-encoded or JSON-escaped, or its base64."""
+    return f"{''.join(_char_forms(c) for c in secret)}|{_base64_forms(secret)}"
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

@@ -158,8 +158,8 @@ async def test_opted_in_group_notes_reach_the_owner_only_quoted(tmp_path: Path) 
     part = await shared_notes_part(store, shared)(Trust.OWNER, "hi")
     assert not_opted is None and not_owner is None
     assert "not the owner's notes" in part.text
-    assert f"said in {chat_area_name(key)} by Mallory:" in part.text
-    body = part.text.split("by Mallory:\n", 1)[1]
+    assert f'said in {chat_area_name(key)} by member "Mallory":' in part.text
+    body = part.text.split('by member "Mallory":\n', 1)[1]
     assert all(line.startswith("> ") for line in body.splitlines())
     assert "> \\## memory" in body and "\n## memory" not in part.text
 

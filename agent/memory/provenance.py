@@ -12,7 +12,8 @@ headers, fake "(telegram:<owner>) ..." lines or "standing orders" stay inside th
 
 The owner may opt in per chat (`share_group_memory` in the channel's config): only then do
 that chat's latest notes appear in the owner's prompt, as a quoted part that says whose
-words they are (`shared_notes_part`).
+words they are (`shared_notes_part`); there each frame line names its speakers quoted and
+as members (`said in <chat> by member "Bob", member "Ann":`), never as bare words.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from clawgate.agent.text import without_surrogates
 from clawgate.kernel.areas import chat_area_name
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ChannelsConfig
+from clawgate.kernel.sanitise import sanitise
 
 CHATS_DIR = "chats"
 NOTES_FILE = "HISTORY.md"
@@ -38,8 +40,10 @@ MAX_SPEAKERS = 8
 NAME_CHARS = 40
 SHARED_NOTES_CHARS = 2_000  # per opted-in chat, newest part
 FRAME = re.compile(
-    r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] said in [\w%-]+ by [\w .'@,-]*:(?: <!-- \S+ #\d+-\d+ -->)?$"
+    r"^(?P<head>\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] said in [\w%-]+ by )(?P<names>[\w .'@,-]*)"
+    r"(?P<tail>:(?: <!-- \S+ #\d+-\d+ -->)?)$"
 )
+NO_NAMES = "its members"
 # Group sessions store each user message as "[sender name] text".
 _SPEAKER = re.compile(r"^\[([^\]\n]{1,64})\] ")
 _UNSAFE_NAME_CHARS = re.compile(r"[^\w .'@-]+")
@@ -79,7 +83,7 @@ def notes_path(store: MemoryStore, session_key: str) -> Path:
 def format_chat_entry(
     entry: str, session_key: str, names: list[str], when: datetime, span: Span | None = None
 ) -> str:
-    who = ", ".join(names) if names else "its members"
+    who = ", ".join(names) if names else NO_NAMES
     frame = f"[{when:%Y-%m-%d %H:%M}] said in {chat_area_name(session_key)} by {who}:"
     # The range marker ends our own frame line, outside the quote: entries.py and the audit
     # read it there, and nothing a member wrote can put one on that line.
@@ -149,8 +153,8 @@ def read_shared_notes(store: MemoryStore, session_key: str, cap: int = SHARED_NO
         text = text[-cap:].split("\n", 1)[-1]
     lines = []
     for line in text.strip().splitlines():
-        if FRAME.match(line):
-            lines.append(line)
+        if frame := FRAME.match(line):
+            lines.append(frame["head"] + _members(frame["names"]) + frame["tail"])
         elif line.startswith("> "):
             lines.append(quote_as_data(line[2:]))
         elif line.strip():
@@ -158,6 +162,21 @@ def read_shared_notes(store: MemoryStore, session_key: str, cap: int = SHARED_NO
         else:
             lines.append("")
     return "\n".join(lines).strip()
+
+
+def _members(names: str) -> str:
+    """The speakers of a frame line as the owner's prompt shows them: each quoted and marked
+    as a member (`member "Bob", member "Ann"`), so a display name such as "the owner" cannot
+    read as someone else's words."""
+    if names == NO_NAMES or not names.strip():
+        return NO_NAMES
+    return ", ".join(member_label(name.strip()) for name in names.split(",") if name.strip())
+
+
+def member_label(name: str) -> str:
+    """`member "<name>"`: the name sanitised, any quote or backslash in it escaped."""
+    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'member "{sanitise(escaped)}"'
 
 
 def shared_session_keys(channels: ChannelsConfig) -> list[str]:

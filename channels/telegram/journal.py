@@ -19,14 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.channels.journal import Journal
+from clawgate.kernel.sanitise import sanitise
 
 
 class InboundJournal(Journal):
     """The journal of fetched updates, and the quarantine of unreadable ones."""
 
     async def quarantine(self, entries: Iterable[tuple[int | None, Any, str]]) -> None:
-        """Keep unparseable updates (id, raw JSON, why), fsynced, before they are confirmed."""
-        lines = [{"update": u, "error": why, "raw": raw} for u, raw, why in entries]
+        """Keep unparseable updates (id, raw JSON, why), fsynced, before they are confirmed.
+        `why` is for a person to read and may quote the update: it is stored sanitised;
+        `raw` stays exactly as it came."""
+        lines = [{"update": u, "error": sanitise(why), "raw": raw} for u, raw, why in entries]
         if lines:
             async with self._lock:
                 await asyncio.to_thread(self._append_to, self.quarantine_path, lines)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clawgate.gateway.cli.context import AgentOption, cli_context, fail
+from clawgate.kernel.sanitise import sanitise
 
 if TYPE_CHECKING:
     from clawgate.gateway.cron.store import CronStore
@@ -75,7 +76,8 @@ def cron_list(
             parts.append(f"last {run.last_status}")
             if run.consecutive_errors:
                 parts.append(f"{run.consecutive_errors} errors in a row")
-        typer.echo("\t".join(parts))
+        # A job's name may be a shared chat's words (cron from groups): shown sanitised.
+        typer.echo("\t".join(sanitise(part) for part in parts))
 
 
 @cron_app.command("add")

@@ -43,12 +43,18 @@ ChannelOption = Annotated[
 
 
 def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """A table of `rows`; every cell sanitised and shown as plain text, since titles and
+    names come from outsiders: no control character reaches the terminal, and rich markup in
+    a name ("[link=...]") stays text."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from clawgate.kernel.sanitise import sanitise
 
     table = Table(*headers)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(sanitise(cell)) for cell in row))
     # Outside a terminal rich would assume 80 columns and cut ids with "…"; nothing here is
     # long, so give it room instead.
     width = None if sys.stdout.isatty() else 200

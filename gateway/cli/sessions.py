@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from clawgate.gateway.cli.context import AgentOption, cli_context, fail
+from clawgate.kernel.sanitise import sanitise
 
 sessions_app = typer.Typer(no_args_is_help=True)
 
@@ -34,14 +35,15 @@ def sessions_list(ctx: typer.Context, agent: AgentOption = None) -> None:
     if not sys.stdout.isatty():
         # rich would fit the table to 80 columns and cut keys and file names with "…".
         for row in (headers, *rows):
-            typer.echo("\t".join(str(cell) for cell in row))
+            typer.echo("\t".join(sanitise(str(cell)) for cell in row))
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(*headers)
-    for key, count, live, last, name in rows:
-        table.add_row(key, str(count), str(live), last, name)
+    for row in rows:
+        table.add_row(*(Text(sanitise(str(cell))) for cell in row))
     Console().print(table)
 
 
@@ -72,4 +74,5 @@ def sessions_show(
             names = ", ".join(call.function.name for call in message.tool_calls)
             text = f"{text} [calls: {names}]".strip()
         role = message.role if message.role != "tool" else f"tool {message.name or ''}"
-        typer.echo(f"#{message.seq} {message.timestamp} {role}: {text}")
+        # One line a message: what people wrote shows its line breaks and controls escaped.
+        typer.echo(f"#{message.seq} {message.timestamp} {role}: {sanitise(text)}")

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from clawgate.gateway.cli.context import AgentOption, cli_context
+from clawgate.kernel.sanitise import sanitise
 
 
 def _size(count: int) -> str:
@@ -30,7 +31,9 @@ def status(ctx: typer.Context, agent: AgentOption = None) -> None:
         state = "running" if report["running"] else "not running (stale status file)"
         typer.echo(f"gateway: {state}, pid {report.get('pid')}, updated {age:.0f} s ago")
         for name, info in sorted((report.get("channels") or {}).items()):
-            error = f" - {info['last_error']}" if info.get("last_error") else ""
+            # A platform's error description: the sanitiser keeps its control characters off
+            # the terminal.
+            error = f" - {sanitise(str(info['last_error']))}" if info.get("last_error") else ""
             restarts = f", {info['restarts']} restarts" if info.get("restarts") else ""
             typer.echo(f"  channel {name}: {info.get('state')}{restarts}{error}")
         if report.get("busy_sessions") is not None:
@@ -39,7 +42,7 @@ def status(ctx: typer.Context, agent: AgentOption = None) -> None:
     if reported:
         typer.echo("agents (as the gateway runs them):")
         for entry in reported:
-            typer.echo(f"  {_reported_agent(entry, config.root.default_agent)}")
+            typer.echo(f"  {sanitise(_reported_agent(entry, config.root.default_agent))}")
     else:
         typer.echo("agents (from the config):")
         for row in agent_rows(config):

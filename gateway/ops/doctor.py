@@ -370,11 +370,13 @@ def render(report: Report, console: Console) -> None:
     """One line per finding, then a summary line."""
     from rich.text import Text
 
+    from clawgate.kernel.sanitise import sanitise
+
     for finding in report.findings:
         symbol, colour = _SYMBOLS[finding.level]
         line = Text()
         line.append(f"{symbol} ", style=f"bold {colour}")
-        line.append(finding.message)
+        line.append(sanitise(finding.message))  # may quote a platform's error description
         console.print(line)
     problems, notes = report.count("problem"), report.count("note")
     summary = (

@@ -3,7 +3,10 @@
 `setup_logging` installs two handlers on the root logger: stderr, which systemd's journal
 collects, and `<data_dir>/logs/clawgate.log` (0600 in a 0700 folder), rotated at
 `logging.max_bytes`. Both carry a filter that runs the kernel's redactor over a record -
-message, arguments, exception text - before any handler formats it.
+message, arguments, exception text - before any handler formats it, and then the kernel's
+sanitiser: a group title or display name holding CR/LF, ESC or bidi controls is written
+escaped, so it can neither forge a log line nor act on the terminal that shows the log (a
+traceback keeps its line breaks, every line of it indented).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from clawgate.kernel.config import LoggingConfig
 from clawgate.kernel.errors import one_line
+from clawgate.kernel.sanitise import sanitise
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import make_dirs
 
@@ -41,7 +45,8 @@ _MARK = "_clawgate_handler"  # set on the handlers we install, so a second setup
 
 
 class RedactSecrets(logging.Filter):
-    """Redact the record's message, arguments and exception text (`Redactor`)."""
+    """Redact the record's message, arguments and exception text (`Redactor`), then show
+    the control characters left in them escaped (`sanitise`)."""
 
     def __init__(self, secrets: Sequence[str]) -> None:
         super().__init__()
@@ -52,14 +57,20 @@ class RedactSecrets(logging.Filter):
             message = record.getMessage()
         except Exception:  # a bad format string still gets logged, without its arguments
             message = str(record.msg)
-        record.msg, record.args = self.redact(message), None
+        record.msg, record.args = sanitise(self.redact(message)), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
+            record.exc_text = _indented(self.redact(record.exc_text))
         if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
+            record.stack_info = _indented(self.redact(record.stack_info))
         return True
+
+
+def _indented(text: str) -> str:
+    """A traceback, each line sanitised and indented: it keeps its line breaks, and no line
+    of it (an exception's message may quote a group title) can pose as a record of its own."""
+    return "\n".join("  " + sanitise(line) for line in text.split("\n"))
 
 
 class JsonFormatter(logging.Formatter):
