@@ -47,11 +47,30 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
         # Longest first: a secret that contains another is replaced whole.
-        parts = [_any_form(s) for s in kept] + list(_SHAPES)
-        self._pattern = re.compile("|".join(parts), re.IGNORECASE)
+        encoded = [_any_form(s) for s in kept] + list(_SHAPES)
+        self._encoded = re.compile("|".join(encoded), re.IGNORECASE)
+        # Every encoded form needs a "%" or a backslash in the text (or "+" for a space).
+        # Text without them - nearly every reply and record - can hold a secret only as
+        # written or as its bare base64, and mostly holds neither: a substring check (letter
+        # case and the two base64 alphabets folded) finds out before any pattern runs.
+        self._markers = ("%", "\\", "+") if any(" " in s for s in kept) else ("%", "\\")
+        self._needles = [
+            _fold(form)
+            for secret in kept
+            for form in (secret, base64.b64encode(secret.encode("utf-8")).decode().rstrip("="))
+        ]
+        bare = [_any_form(s, encoded=False) for s in kept] + list(_SHAPES)
+        self._bare = re.compile("|".join(bare), re.IGNORECASE)
+        self._shapes = re.compile("|".join(_SHAPES), re.IGNORECASE)
 
     def __call__(self, text: str) -> str:
-        return self._pattern.sub(REDACTED, text)
+        if any(marker in text for marker in self._markers):
+            return self._encoded.sub(REDACTED, text)
+        if self._needles:
+            folded = _fold(text)
+            if any(needle in folded for needle in self._needles):
+                return self._bare.sub(REDACTED, text)
+        return self._shapes.sub(REDACTED, text)
 
     redact = __call__
 
@@ -59,7 +78,7 @@ class Redactor:
         """`value` with every string inside it (dict values, list items) redacted; the very
         same object when nothing changed, so a caller can tell whether anything did."""
         if isinstance(value, str):
-            return self._pattern.sub(REDACTED, value)
+            return self(value)
         if isinstance(value, dict):
             items = {key: self.data(item) for key, item in value.items()}
             changed = any(items[key] is not item for key, item in value.items())
@@ -72,29 +91,42 @@ class Redactor:
         return value
 
 
-def _char_forms(char: str, *also: str) -> str:
-    """A pattern for one character as written (or as one of `also`), percent-encoded or
-    JSON-escaped."""
+_FOLD = str.maketrans({"-": "+", "_": "/"})
+
+
+def _fold(text: str) -> str:
+    """Lower case, and the URL-safe base64 letters as the standard ones: a prefilter may
+    find more than the patterns match, never less."""
+    return text.lower().translate(_FOLD)
+
+
+def _char_forms(char: str, *also: str, encoded: bool = True) -> str:
+    """A pattern for one character as written (or as one of `also`) and, when `encoded`,
+    percent-encoded or JSON-escaped."""
     forms = [re.escape(form) for form in (char, *also)]
-    forms.append("".join(f"%{byte:02x}" for byte in char.encode("utf-8")))
-    units = char.encode("utf-16-be")  # a character past U+FFFF is a surrogate pair in JSON
-    forms.append("".join(f"\\\\u{units[i : i + 2].hex()}" for i in range(0, len(units), 2)))
-    forms += _SPECIAL_FORMS.get(char, [])
-    return f"(?:{'|'.join(forms)})"
+    if encoded:
+        forms.append("".join(f"%{byte:02x}" for byte in char.encode("utf-8")))
+        units = char.encode("utf-16-be")  # a character past U+FFFF is a surrogate pair in JSON
+        forms.append("".join(f"\\\\u{units[i : i + 2].hex()}" for i in range(0, len(units), 2)))
+        forms += _SPECIAL_FORMS.get(char, [])
+    return forms[0] if len(forms) == 1 else f"(?:{'|'.join(forms)})"
 
 
-def _base64_forms(secret: str) -> str:
+def _base64_forms(secret: str, encoded: bool) -> str:
     """A pattern for the secret's base64: either alphabet, padded or not."""
-    encoded = base64.b64encode(secret.encode("utf-8")).decode("ascii")
-    core = encoded.rstrip("=")
-    chars = "".join(_char_forms(c, *_URL_SAFE.get(c, "")) for c in core)
-    padding = len(encoded) - len(core)
-    return chars + (f"{_char_forms('=')}{{0,{padding}}}" if padding else "")
+    encoded_text = base64.b64encode(secret.encode("utf-8")).decode("ascii")
+    core = encoded_text.rstrip("=")
+    chars = "".join(_char_forms(c, *_URL_SAFE.get(c, ""), encoded=encoded) for c in core)
+    padding = len(encoded_text) - len(core)
+    pad = _char_forms("=", encoded=encoded)
+    return chars + (f"(?:{pad}){{0,{padding}}}" if padding else "")
 
 
-def _any_form(secret: str) -> str:
-    """The secret as written, percent-encoded or JSON-escaped, or its base64."""
-    return f"{''.join(_char_forms(c) for c in secret)}|{_base64_forms(secret)}"
+def _any_form(secret: str, *, encoded: bool = True) -> str:
+    """The secret as written and its base64, each also percent-encoded or JSON-escaped when
+    `encoded`."""
+    written = "".join(_char_forms(c, encoded=encoded) for c in secret)
+    return f"{written}|{_base64_forms(secret, encoded)}"
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

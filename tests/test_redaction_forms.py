@@ -15,6 +15,8 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clawgate.kernel.secrets import REDACTED, Redactor
 from tests.fakes.llm import FakeLLM, error
@@ -80,6 +82,35 @@ def test_encoded_forms_are_redacted_inside_structured_data_and_other_text_is_lef
     untouched = "Zq8 and Wx and %2F and dGVzdA== are ordinary"
     assert redact(untouched) == untouched
     assert redact.data({"a": [b64(SECRET)]}) == {"a": [REDACTED]}
+
+
+PIECES = [
+    SECRET,
+    SECRET.upper(),
+    quote(SECRET, safe=""),
+    base64.b64encode(SECRET.encode()).decode(),
+    base64.urlsafe_b64encode(SECRET.encode()).decode().rstrip("="),
+    json.dumps(SECRET)[1:-1],
+    SECRET[: len(SECRET) // 2],
+    "%",
+    "\\",
+    "+",
+    "-",
+    "_",
+    " ",
+    "sk-",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES) | st.text(max_size=6), max_size=8))
+def test_the_quick_paths_redact_exactly_what_the_full_pattern_does(parts: list[str]) -> None:
+    """Text without a "%" or a backslash skips the encoded forms, and text holding no
+    secret as written or as bare base64 skips the secrets: neither shortcut may change a
+    result."""
+    redactor = Redactor([SECRET, "with a space inside"])
+    text = "".join(parts)
+    assert redactor(text) == redactor._encoded.sub(REDACTED, text)
 
 
 async def test_an_api_key_echoed_encoded_in_a_provider_error_reaches_no_reply_record_or_log(
