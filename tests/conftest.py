@@ -10,6 +10,16 @@ from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 
+# The browser tests each drive a headless Chromium: one worker takes them all, one at a time,
+# so two browsers never compete for the two cores with the rest of the suite.
+BROWSER_GROUP = pytest.mark.xdist_group("browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.endswith("_browser.py"):
+            item.add_marker(BROWSER_GROUP)
+
 
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLM]:
