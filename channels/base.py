@@ -56,3 +56,4 @@ class Channel(ABC):
     async def close(self) -> None:
         """Release what sending holds (its connections). Called once after `stop`, when the
         last replies have gone out: sends keep working between the two."""
+        return None  # most channels hold nothing past `stop`
