@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
+from clawgate.agent.llm import LLMClient
 from clawgate.agent.llm_litellm import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
@@ -54,6 +56,24 @@ def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
         max_retries=2,
         direct_http=model_path == "direct",
     )
+
+
+MakeClient = Callable[..., LLMClient]
+
+
+@pytest.fixture
+async def make_client() -> AsyncIterator[MakeClient]:
+    """`make_client(config, **options)`: an LLMClient the test uses, closed when it ends (the
+    direct path keeps its connections open until then)."""
+    made: list[LLMClient] = []
+
+    def make(config: AgentConfig, **options: Any) -> LLMClient:
+        made.append(LLMClient(config, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.aclose()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from clawgate.agent.progress import (
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
+from tests.conftest import MakeClient
 from tests.fakes.llm import (
     FakeLLM,
     call,
@@ -48,8 +49,8 @@ class Sleepless:
 
 
 @pytest.fixture
-def client(agent_config: AgentConfig) -> LLMClient:
-    return LLMClient(agent_config, sleep=Sleepless())
+def client(agent_config: AgentConfig, make_client: MakeClient) -> LLMClient:
+    return make_client(agent_config, sleep=Sleepless())
 
 
 class Deltas:
