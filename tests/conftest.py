@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -56,6 +57,31 @@ def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
         max_retries=2,
         direct_http=model_path == "direct",
     )
+
+
+class LoopClock:
+    """The running event loop's clock, which the test moves forward: the timers due within a
+    jump (asyncio.timeout, aiohttp's and httpx's read timeouts) fire at once, instead of after
+    the test waited them out in real time."""
+
+    def __init__(self, real: Callable[[], float]) -> None:
+        self._real = real
+        self._offset = 0.0
+
+    def time(self) -> float:
+        return self._real() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
+
+
+@pytest.fixture
+async def loop_clock(monkeypatch: pytest.MonkeyPatch) -> LoopClock:
+    loop = asyncio.get_running_loop()
+    clock = LoopClock(loop.time)
+    # The loop reads its clock through `self.time()`: every timer follows the moved one.
+    monkeypatch.setattr(loop, "time", clock.time)
+    return clock
 
 
 MakeClient = Callable[..., LLMClient]
