@@ -249,6 +249,7 @@ async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_ll
     assert (await harness.ask("/new")).text == "New session started."
     await fake_llm.wait_for_requests(2)  # the archive's consolidation is in flight...
     await harness.runtime.consolidator.close()  # ...and the process dies
+    await harness.runtime.llm.aclose()  # its connections go with it
     archived = list((config.workspace / "sessions" / "archive").glob("*.jsonl"))
     assert len(archived) == 1
     assert audit_sessions(config.workspace / "sessions").pending_archive == 2
