@@ -51,3 +51,8 @@ class Channel(ABC):
     @abstractmethod
     async def send(self, message: OutboundMessage) -> None:
         """Deliver one reply, split and formatted for the platform."""
+
+    async def close(self) -> None:
+        """Release what sending holds (its connections). Called once after `stop`, when the
+        last replies have gone out: sends keep working between the two."""
+        return None  # most channels hold nothing past `stop`

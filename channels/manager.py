@@ -181,6 +181,14 @@ class ChannelManager:
                 log.exception("channel %s did not stop cleanly", sup.key)
             self._set_state(sup, STOPPED)
 
+    async def close_all(self) -> None:
+        """After `stop_all` and the last replies: each channel releases its connections."""
+        for sup in self._supervised.values():
+            try:
+                await sup.channel.close()
+            except Exception:
+                log.exception("channel %s did not close cleanly", sup.key)
+
     def status(self) -> dict[str, dict[str, Any]]:
         return self.states.snapshot()
 

@@ -1,14 +1,27 @@
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
+from clawgate.agent.llm import LLMClient
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
+
+# The browser tests each drive a headless Chromium: one worker takes them all, one at a time,
+# so two browsers never compete for the two cores with the rest of the suite.
+BROWSER_GROUP = pytest.mark.xdist_group("browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.endswith("_browser.py"):
+            item.add_marker(BROWSER_GROUP)
 
 
 @pytest.fixture
@@ -44,6 +57,49 @@ def agent_config(fake_llm: FakeLLM, model_path: str) -> AgentConfig:
         max_retries=2,
         direct_http=model_path == "direct",
     )
+
+
+class LoopClock:
+    """The running event loop's clock, which the test moves forward: the timers due within a
+    jump (asyncio.timeout, aiohttp's and httpx's read timeouts) fire at once, instead of after
+    the test waited them out in real time."""
+
+    def __init__(self, real: Callable[[], float]) -> None:
+        self._real = real
+        self._offset = 0.0
+
+    def time(self) -> float:
+        return self._real() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
+
+
+@pytest.fixture
+async def loop_clock(monkeypatch: pytest.MonkeyPatch) -> LoopClock:
+    loop = asyncio.get_running_loop()
+    clock = LoopClock(loop.time)
+    # The loop reads its clock through `self.time()`: every timer follows the moved one.
+    monkeypatch.setattr(loop, "time", clock.time)
+    return clock
+
+
+MakeClient = Callable[..., LLMClient]
+
+
+@pytest.fixture
+async def make_client() -> AsyncIterator[MakeClient]:
+    """`make_client(config, **options)`: an LLMClient the test uses, closed when it ends (the
+    direct path keeps its connections open until then)."""
+    made: list[LLMClient] = []
+
+    def make(config: AgentConfig, **options: Any) -> LLMClient:
+        made.append(LLMClient(config, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.aclose()
 
 
 @pytest.fixture

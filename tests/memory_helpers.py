@@ -3,6 +3,7 @@ answering it with a save_memory call."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,16 @@ async def owner_session(
 
 
 def make_consolidator(
-    tmp_path: Path, sessions: SessionStore, agent_config: AgentConfig, **kwargs: Any
+    tmp_path: Path,
+    sessions: SessionStore,
+    agent_config: AgentConfig,
+    make_client: Callable[..., LLMClient],
+    **kwargs: Any,
 ) -> tuple[MemoryStore, Consolidator]:
-    """A MemoryStore and a Consolidator (window 6, no model retries) over the workspace."""
+    """A MemoryStore and a Consolidator (window 6, no model retries) over the workspace; its
+    model client from `make_client` (the fixture), which closes it."""
     (tmp_path / "workspace" / "memory").mkdir(parents=True, exist_ok=True)
     store = MemoryStore(tmp_path / "workspace", writer=kwargs.pop("writer", DiskWriter()))
     agent_config.max_retries = 0
-    llm = LLMClient(agent_config)
+    llm = make_client(agent_config)
     return store, Consolidator(store=store, sessions=sessions, llm=llm, memory_window=6, **kwargs)

@@ -14,6 +14,7 @@ from clawgate.gateway.ops.status_file import read_status
 from clawgate.kernel.bus import InboundMessage, MessageBus, Trust
 from tests.fakes.llm import call, error, gate, raw_tool_call, text, tool_call, tool_calls
 from tests.harness import Harness, RecordingChannel, make_config, wait_until
+from tests.memory_helpers import save
 
 
 @pytest.fixture(params=["direct", "litellm"])
@@ -300,7 +301,8 @@ async def test_compact_counts_in_words(harness):
 
 
 async def test_status_after_new_shows_no_tokens_of_the_old_session(harness, fake_llm):
-    fake_llm.script(text("Hello."))
+    # The second answers the archive's consolidation, which /new starts in the background.
+    fake_llm.script(text("Hello."), save("Ann said hi."))
     await harness.ask("hi")
     assert "Tokens (last turn): 0" not in (await harness.ask("/status")).text
     await harness.ask("/new")

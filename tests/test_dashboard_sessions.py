@@ -13,6 +13,7 @@ from clawgate.agent.session import Consolidation
 from clawgate.kernel.bus import Trust
 from tests.dashboard_harness import DashboardClient, dashboard
 from tests.fakes.llm import FakeLLM, text, tool_call
+from tests.memory_helpers import save
 
 __all__ = ["dashboard"]
 
@@ -72,7 +73,7 @@ async def test_the_archive_lists_what_new_set_aside_and_shows_it(
 ) -> None:
     fake_llm.script(text("Noted: the boat leaves at nine."))
     await dashboard.harness.ask("the boat leaves at nine")
-    fake_llm.script(text("summary"))  # the archive's consolidation, if it asks
+    fake_llm.script(save("The boat leaves at nine."))  # the archive's consolidation
     await dashboard.harness.ask("/new")
     page = await dashboard.text("/sessions/archive")
     names = re.findall(r'href="/sessions/archive/([^"]+)"', page)

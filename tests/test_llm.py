@@ -27,6 +27,7 @@ from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.llm.routing import endpoint
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
+from tests.conftest import MakeClient
 from tests.fakes.llm import (
     FakeLLM,
     call,
@@ -69,8 +70,8 @@ def sleep() -> RecordingSleep:
 
 
 @pytest.fixture
-def client(agent_config: AgentConfig, sleep: RecordingSleep) -> LLMClient:
-    return LLMClient(agent_config, sleep=sleep)
+def client(agent_config: AgentConfig, sleep: RecordingSleep, make_client: MakeClient) -> LLMClient:
+    return make_client(agent_config, sleep=sleep)
 
 
 def _litellm() -> Any:
@@ -251,14 +252,14 @@ async def test_persistent_server_error_gives_up_after_max_retries(
 
 
 async def test_hang_is_bounded_by_request_timeout(
-    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
 ) -> None:
     config = agent_config.model_copy(update={"request_timeout": 0.5, "max_retries": 1})
     fake_llm.script(hang(), hang())
     _litellm()  # the one-off import cost is not part of any attempt
     started = time.monotonic()
     with pytest.raises(ModelUnavailable, match="after 2 attempts: timed out"):
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     assert time.monotonic() - started < 2.5
     assert len(fake_llm.requests) == 2
 
@@ -283,35 +284,35 @@ async def test_bad_request_is_not_retried(client: LLMClient, fake_llm: FakeLLM) 
 
 
 async def test_context_overflow_is_not_retried(
-    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
 ) -> None:
     config = agent_config.model_copy(update={"fallback_models": ["openai/backup-model"]})
     fake_llm.script(context_overflow())
     with pytest.raises(ContextOverflow, match="too long for the context window"):
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     assert len(fake_llm.requests) == 1 and sleep.delays == []
 
 
 async def test_fallback_model_answers_after_primary_fails(
-    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
 ) -> None:
     config = agent_config.model_copy(update={"fallback_models": ["openai/backup-model"]})
     fake_llm.script(error(500), error(500), error(500), text("from backup"))
-    response = await LLMClient(config, sleep=sleep).chat(USER)
+    response = await make_client(config, sleep=sleep).chat(USER)
     assert response.content == "from backup"
     assert response.model == "openai/backup-model"
     assert [r["model"] for r in fake_llm.requests] == ["fake-model"] * 3 + ["backup-model"]
 
 
 async def test_unknown_model_skips_to_fallback_and_all_failures_are_summarised(
-    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
 ) -> None:
     config = agent_config.model_copy(
         update={"fallback_models": ["openai/backup-model"], "max_retries": 1}
     )
     fake_llm.script(error(404, "model not found"), error(503), error(503))
     with pytest.raises(ModelUnavailable) as caught:
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     message = str(caught.value)
     assert message.startswith("No model answered: openai/fake-model: not found")
     assert "openai/backup-model: server error (HTTP 503) after 2 attempts" in message
@@ -320,13 +321,13 @@ async def test_unknown_model_skips_to_fallback_and_all_failures_are_summarised(
 
 
 async def test_wrong_api_base_is_tried_twice_and_named(
-    agent_config: AgentConfig, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, sleep: RecordingSleep
 ) -> None:
     async with FakeLLM() as gone:
         url = gone.url
     config = agent_config.model_copy(update={"api_base": url})  # max_retries=2
     with pytest.raises(ModelMisconfigured) as caught:
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     assert str(caught.value) == (
         f"Could not connect to agent.api_base {url} (connection refused); check agent.api_base."
     )
@@ -338,6 +339,7 @@ KEY_FIX = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environmen
 
 
 async def test_missing_api_key_names_the_setting_and_sends_nothing(
+    make_client: MakeClient,
     agent_config: AgentConfig,
     fake_llm: FakeLLM,
     sleep: RecordingSleep,
@@ -346,7 +348,7 @@ async def test_missing_api_key_names_the_setting_and_sends_nothing(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = agent_config.model_copy(update={"api_key": None})
     with pytest.raises(ModelMisconfigured) as caught:
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     assert str(caught.value) == f"No API key is set for openai/fake-model: set {KEY_FIX}"
     assert fake_llm.requests == [] and sleep.delays == []
     reply = failure_reply(caught.value)
@@ -389,11 +391,11 @@ async def test_setting_errors_are_named_and_not_retried(
 
 
 async def test_model_without_provider_names_agent_model(
-    agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM, sleep: RecordingSleep
 ) -> None:
     config = agent_config.model_copy(update={"model": "no-such-model-xyz"})
     with pytest.raises(ModelMisconfigured, match=r"set agent\.model with a provider prefix"):
-        await LLMClient(config, sleep=sleep).chat(USER)
+        await make_client(config, sleep=sleep).chat(USER)
     assert fake_llm.requests == [] and sleep.delays == []
 
 
@@ -521,13 +523,13 @@ async def test_the_configured_path_serves_the_call(
 
 
 async def test_both_paths_send_the_same_request(
-    agent_config: AgentConfig, fake_llm: FakeLLM
+    make_client: MakeClient, agent_config: AgentConfig, fake_llm: FakeLLM
 ) -> None:
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
     for direct in (True, False):
         config = agent_config.model_copy(update={"direct_http": direct})
         fake_llm.script(text("ok"))
-        await LLMClient(config).chat(USER, tools=tools, tool_choice="auto", max_tokens=50)
+        await make_client(config).chat(USER, tools=tools, tool_choice="auto", max_tokens=50)
     assert fake_llm.requests[0] == fake_llm.requests[1]
 
 

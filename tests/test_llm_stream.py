@@ -21,6 +21,7 @@ from clawgate.agent.progress import (
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
+from tests.conftest import LoopClock, MakeClient
 from tests.fakes.llm import (
     FakeLLM,
     call,
@@ -49,8 +50,8 @@ class Sleepless:
 
 
 @pytest.fixture
-def client(agent_config: AgentConfig) -> LLMClient:
-    return LLMClient(agent_config, sleep=Sleepless())
+def client(agent_config: AgentConfig, make_client: MakeClient) -> LLMClient:
+    return make_client(agent_config, sleep=Sleepless())
 
 
 class Deltas:
@@ -173,21 +174,19 @@ async def test_a_stream_cut_mid_answer_is_retried_and_the_listener_told_to_start
 
 
 async def test_a_stream_that_goes_quiet_times_out_and_falls_back(
-    fake_llm: FakeLLM, agent_config: AgentConfig
+    fake_llm: FakeLLM, agent_config: AgentConfig, make_client: MakeClient, loop_clock: LoopClock
 ) -> None:
     config = agent_config.model_copy(
-        update={
-            "request_timeout": 0.5,
-            "max_retries": 0,
-            "fallback_models": ["openai/fallback-model"],
-        }
+        update={"max_retries": 0, "fallback_models": ["openai/fallback-model"]}
     )
-    client = LLMClient(config, sleep=Sleepless())
+    client = make_client(config, sleep=Sleepless())
     fake_llm.script(hang(), text("from the fallback"))
-    try:
-        response = await client.chat(USER, on_delta=Deltas())
-    finally:
-        await client.aclose()
+    reply = asyncio.create_task(client.chat(USER, on_delta=Deltas()))
+    await fake_llm.wait_for_requests(1)
+    # The first model has gone quiet for the whole request_timeout: move the clock past it
+    # rather than wait; the fallback then answers within a request_timeout of its own.
+    loop_clock.advance(config.request_timeout)
+    response = await asyncio.wait_for(reply, config.request_timeout * 2)
     assert response.content == "from the fallback"
     assert [r["model"] for r in fake_llm.requests] == ["fake-model", "fallback-model"]
 

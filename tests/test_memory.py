@@ -13,6 +13,7 @@ from clawgate.agent.session import (
 )
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.storage import DiskWriter
+from tests.conftest import MakeClient
 from tests.fakes.llm import error, gate, raw_tool_call, text
 from tests.harness import Harness, make_config
 from tests.memory_helpers import is_consolidation, make_consolidator, owner_session, save
@@ -116,10 +117,15 @@ async def test_burst_during_slow_consolidation_skips_nothing(tmp_path, fake_llm,
     ],
 )
 async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
-    tmp_path, fake_llm, agent_config, reply, reason
+    tmp_path,
+    fake_llm,
+    agent_config,
+    reply,
+    reason,
+    make_client: MakeClient,
 ):
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     store.memory_path.write_text(MEMORY)
     before, lines_before = _snapshot(tmp_path), session.path.read_text()
     fake_llm.script(reply)
@@ -134,10 +140,13 @@ async def test_every_refusal_changes_nothing_and_a_later_attempt_succeeds(
 
 
 async def test_json_in_text_double_encoded_args_and_unforced_retry(
-    tmp_path, fake_llm, agent_config
+    tmp_path,
+    fake_llm,
+    agent_config,
+    make_client: MakeClient,
 ):
     sessions, session = await owner_session(tmp_path, count=0)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     replies = [
         [text('Here you go: {"history_entry": "From text.", "memory_update": null}')],
         [raw_tool_call("save_memory", json.dumps(json.dumps({"history_entry": "Double."})))],
@@ -153,10 +162,14 @@ async def test_json_in_text_double_encoded_args_and_unforced_retry(
     assert all(word in history for word in ("From text.", "Double.", "Unforced."))
 
 
-async def test_three_spaced_failures_archive_the_raw_messages(tmp_path, fake_llm, agent_config):
+async def test_three_spaced_failures_archive_the_raw_messages(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path)
     clock = Clock()
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
+    store, consolidator = make_consolidator(
+        tmp_path, sessions, agent_config, make_client, clock=clock
+    )
     fake_llm.handler = lambda request: error(500, "down")
     for attempt in range(3):
         task = consolidator.maybe_schedule(session)
@@ -172,7 +185,9 @@ async def test_three_spaced_failures_archive_the_raw_messages(tmp_path, fake_llm
     assert audit_sessions(sessions.directory).ok
 
 
-async def test_disk_refusing_writes_loses_nothing(tmp_path, fake_llm, agent_config):
+async def test_disk_refusing_writes_loses_nothing(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     class FullDisk(DiskWriter):
         full = True
 
@@ -182,7 +197,9 @@ async def test_disk_refusing_writes_loses_nothing(tmp_path, fake_llm, agent_conf
 
     writer = FullDisk()
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, writer=writer)
+    store, consolidator = make_consolidator(
+        tmp_path, sessions, agent_config, make_client, writer=writer
+    )
     fake_llm.script(save())
     assert not (await consolidator.consolidate(session)).ok
     assert session.last_consolidated == 0 and not store.history_path.exists()
@@ -232,6 +249,7 @@ async def test_new_archives_in_background_and_survives_a_crash(tmp_path, fake_ll
     assert (await harness.ask("/new")).text == "New session started."
     await fake_llm.wait_for_requests(2)  # the archive's consolidation is in flight...
     await harness.runtime.consolidator.close()  # ...and the process dies
+    await harness.runtime.llm.aclose()  # its connections go with it
     archived = list((config.workspace / "sessions" / "archive").glob("*.jsonl"))
     assert len(archived) == 1
     assert audit_sessions(config.workspace / "sessions").pending_archive == 2

@@ -13,6 +13,7 @@ from clawgate.agent.session import Archived, Consolidation, Message
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.kernel.config import Config, HousekeepingConfig
 from clawgate.kernel.storage import DiskWriter
+from tests.conftest import MakeClient
 from tests.fakes.llm import error, gate, text, tool_call
 from tests.harness import Harness, make_config
 from tests.memory_helpers import is_consolidation, make_consolidator, owner_session, save
@@ -53,10 +54,13 @@ def _history_entries(store: MemoryStore) -> list[str]:
 
 
 async def test_half_an_emoji_in_history_entry_is_written_not_raised(
-    tmp_path, fake_llm, agent_config
+    tmp_path,
+    fake_llm,
+    agent_config,
+    make_client: MakeClient,
 ):
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     fake_llm.script(save(f"Ann sent {HALF_EMOJI} from Lisbon."))
     task = consolidator.maybe_schedule(session)
     assert task is not None
@@ -69,10 +73,14 @@ async def test_half_an_emoji_in_history_entry_is_written_not_raised(
     assert audit_sessions(sessions.directory).ok
 
 
-async def test_half_an_emoji_in_memory_update_lands_once(tmp_path, fake_llm, agent_config):
+async def test_half_an_emoji_in_memory_update_lands_once(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path)
     clock = Clock()
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
+    store, consolidator = make_consolidator(
+        tmp_path, sessions, agent_config, make_client, clock=clock
+    )
     store.memory_path.write_text("# Memory\n\n- Ann lives in Porto\n")
     update = f"# Memory\n\n- Ann lives in Porto\n- Ann's favourite emoji is {HALF_EMOJI}\n"
     fake_llm.handler = lambda request: save("Ann named her emoji.", memory=update)
@@ -87,12 +95,14 @@ async def test_half_an_emoji_in_memory_update_lands_once(tmp_path, fake_llm, age
     assert audit_sessions(sessions.directory).ok
 
 
-async def test_any_exception_backs_off_then_archives_raw(tmp_path, fake_llm, agent_config):
+async def test_any_exception_backs_off_then_archives_raw(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path)
     clock = Clock()
     writer = BrokenHistory(failures=3)
     store, consolidator = make_consolidator(
-        tmp_path, sessions, agent_config, clock=clock, writer=writer
+        tmp_path, sessions, agent_config, make_client, clock=clock, writer=writer
     )
     fake_llm.handler = lambda request: save("A fine summary.")
     for attempt in range(3):
@@ -111,7 +121,9 @@ async def test_any_exception_backs_off_then_archives_raw(tmp_path, fake_llm, age
     assert audit_sessions(sessions.directory).ok
 
 
-async def test_archive_retries_any_exception(tmp_path, fake_llm, agent_config):
+async def test_archive_retries_any_exception(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path, count=4)
     slept: list[float] = []
 
@@ -119,7 +131,7 @@ async def test_archive_retries_any_exception(tmp_path, fake_llm, agent_config):
         slept.append(seconds)
 
     store, consolidator = make_consolidator(
-        tmp_path, sessions, agent_config, writer=BrokenHistory(failures=2), sleep=sleep
+        tmp_path, sessions, agent_config, make_client, writer=BrokenHistory(failures=2), sleep=sleep
     )
     await sessions.archive(session)
     fake_llm.handler = lambda request: save("The archived talk.")
@@ -132,10 +144,14 @@ async def test_archive_retries_any_exception(tmp_path, fake_llm, agent_config):
 
 
 async def test_memory_md_that_is_not_utf8_never_blocks_consolidation(
-    tmp_path, fake_llm, agent_config, caplog
+    tmp_path,
+    fake_llm,
+    agent_config,
+    caplog,
+    make_client: MakeClient,
 ):
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     original = b"# Memory\n\n- Ann likes caf\xe9 au lait\n- Ann lives in Porto\n"  # Latin-1
     store.memory_path.write_bytes(original)
     seen = "# Memory\n\n- Ann likes caf\ufffd au lait\n- Ann lives in Porto\n"
@@ -168,9 +184,9 @@ async def test_memory_md_that_is_not_utf8_never_blocks_consolidation(
 # -- 5. A rewrite of MEMORY.md removes only what it lists, at most a third --------------------
 
 
-async def _attempt(tmp_path, fake_llm, agent_config, memory: str, reply):
+async def _attempt(tmp_path, fake_llm, agent_config, make_client: MakeClient, memory: str, reply):
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     store.memory_path.write_text(memory)
     fake_llm.script(reply)
     outcome = await consolidator.consolidate(session)
@@ -178,56 +194,68 @@ async def _attempt(tmp_path, fake_llm, agent_config, memory: str, reply):
     return store, session, outcome
 
 
-async def test_a_placeholder_never_replaces_a_short_memory(tmp_path, fake_llm, agent_config):
+async def test_a_placeholder_never_replaces_a_short_memory(
+    tmp_path, fake_llm, agent_config, make_client
+):
     memory = "# Memory\n\n- Ann's cat is Miso\n"
     reply = save("Nothing durable was said.", memory="No new facts to add.")
-    store, session, outcome = await _attempt(tmp_path, fake_llm, agent_config, memory, reply)
+    store, session, outcome = await _attempt(
+        tmp_path, fake_llm, agent_config, make_client, memory, reply
+    )
     assert outcome.ok and session.last_consolidated == 7
     assert store.read_memory() == memory
     assert "Nothing durable was said." in store.history_path.read_text()
 
 
-async def test_an_error_looking_update_is_refused(tmp_path, fake_llm, agent_config):
+async def test_an_error_looking_update_is_refused(tmp_path, fake_llm, agent_config, make_client):
     memory = "# Memory\n\n- Ann's cat is Miso\n"
     reply = save("Talked.", memory="Error: I could not read the memory file.")
-    store, session, outcome = await _attempt(tmp_path, fake_llm, agent_config, memory, reply)
+    store, session, outcome = await _attempt(
+        tmp_path, fake_llm, agent_config, make_client, memory, reply
+    )
     assert not outcome.ok and "looks like an error" in outcome.reason
     assert store.read_memory() == memory and not store.history_path.exists()
     assert session.last_consolidated == 0
 
 
-async def test_dropping_half_of_ten_facts_is_refused(tmp_path, fake_llm, agent_config):
+async def test_dropping_half_of_ten_facts_is_refused(tmp_path, fake_llm, agent_config, make_client):
     half = "# Memory\n\n" + "".join(f"- fact number {i}\n" for i in range(5))
     reply = save("Talked.", memory=half)
-    store, session, outcome = await _attempt(tmp_path, fake_llm, agent_config, TEN_FACTS, reply)
+    store, session, outcome = await _attempt(
+        tmp_path, fake_llm, agent_config, make_client, TEN_FACTS, reply
+    )
     assert not outcome.ok and "not listed in removed" in outcome.reason
     assert store.read_memory() == TEN_FACTS and session.last_consolidated == 0
 
 
 async def test_listing_half_of_ten_facts_as_removed_is_still_refused(
-    tmp_path, fake_llm, agent_config
+    tmp_path, fake_llm, agent_config, make_client
 ):
     half = "# Memory\n\n" + "".join(f"- fact number {i}\n" for i in range(5))
     listed = [f"- fact number {i}" for i in range(5, 10)]
     reply = tool_call("save_memory", history_entry="Talked.", memory_update=half, removed=listed)
-    store, session, outcome = await _attempt(tmp_path, fake_llm, agent_config, TEN_FACTS, reply)
+    store, session, outcome = await _attempt(
+        tmp_path, fake_llm, agent_config, make_client, TEN_FACTS, reply
+    )
     assert not outcome.ok and "at most a third" in outcome.reason
     assert store.read_memory() == TEN_FACTS and session.last_consolidated == 0
 
 
 async def test_one_unlisted_fact_dropped_from_a_short_file_is_refused(
-    tmp_path, fake_llm, agent_config
+    tmp_path, fake_llm, agent_config, make_client
 ):
     memory = "# Memory\n\n- Ann lives in Porto\n- Ann's cat is Miso\n- Ann likes tea\n"
     update = "# Memory\n\n- Ann lives in Lisbon\n- Ann's cat is Miso\n- Ann likes tea\n"
     store, _, outcome = await _attempt(
-        tmp_path, fake_llm, agent_config, memory, save("Ann moved.", memory=update)
+        tmp_path, fake_llm, agent_config, make_client, memory, save("Ann moved.", memory=update)
     )
     assert not outcome.ok and "'ann lives in porto'" in outcome.reason
     assert store.read_memory() == memory
 
 
-async def test_listed_removals_within_a_third_are_applied(tmp_path, fake_llm, agent_config):
+async def test_listed_removals_within_a_third_are_applied(
+    tmp_path, fake_llm, agent_config, make_client
+):
     update = TEN_FACTS.replace("- fact number 3\n", "- fact number 3, corrected\n")
     update = update.replace("- fact number 7\n", "").replace(
         "- fact number 8\n", "* Fact  number 8\n"
@@ -239,7 +267,9 @@ async def test_listed_removals_within_a_third_are_applied(tmp_path, fake_llm, ag
         memory_update=update,
         removed=["- fact number 3", "- fact number 7"],
     )
-    store, session, outcome = await _attempt(tmp_path, fake_llm, agent_config, TEN_FACTS, reply)
+    store, session, outcome = await _attempt(
+        tmp_path, fake_llm, agent_config, make_client, TEN_FACTS, reply
+    )
     assert outcome.ok and session.last_consolidated == 7
     assert store.read_memory() == update
     request = next(r for r in fake_llm.requests if is_consolidation(r))
@@ -251,9 +281,11 @@ async def test_listed_removals_within_a_third_are_applied(tmp_path, fake_llm, ag
 # -- 6. Backups by counter, not by the clock -------------------------------------------------
 
 
-async def test_backup_survives_a_clock_that_went_back(tmp_path, fake_llm, agent_config):
+async def test_backup_survives_a_clock_that_went_back(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path, count=0)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     store.versions_dir.mkdir(parents=True)
     # Twenty backups written while the clock ran a year ahead (before NTP pulled it back).
     for i in range(20):
@@ -288,10 +320,13 @@ async def test_backup_survives_a_clock_that_went_back(tmp_path, fake_llm, agent_
 
 
 async def test_eviction_during_a_consolidation_never_covers_a_seq_twice(
-    tmp_path, fake_llm, agent_config
+    tmp_path,
+    fake_llm,
+    agent_config,
+    make_client: MakeClient,
 ):
     sessions, session = await owner_session(tmp_path, cache_size=2)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     release = asyncio.Event()
     fake_llm.handler = lambda request: (
         gate(release, save("First part.")) if len(fake_llm.requests) == 1 else save("Again.")
@@ -319,10 +354,12 @@ async def test_eviction_during_a_consolidation_never_covers_a_seq_twice(
     assert audit_sessions(sessions.directory).ok
 
 
-async def test_failure_backoff_survives_eviction(tmp_path, fake_llm, agent_config):
+async def test_failure_backoff_survives_eviction(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
     sessions, session = await owner_session(tmp_path, cache_size=1)
     clock = Clock()
-    _, consolidator = make_consolidator(tmp_path, sessions, agent_config, clock=clock)
+    _, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client, clock=clock)
     fake_llm.handler = lambda request: error(500, "down")
     task = consolidator.maybe_schedule(session)
     assert task is not None and not (await task).ok

@@ -146,11 +146,11 @@ def _waiting_for(lock: Path) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 async def test_another_process_writing_memory_during_a_consolidation(
-    tmp_path, fake_llm, agent_config
+    tmp_path, fake_llm, agent_config, make_client
 ):
     agent_config.request_timeout = 60
     sessions, session = await owner_session(tmp_path)
-    store, consolidator = make_consolidator(tmp_path, sessions, agent_config)
+    store, consolidator = make_consolidator(tmp_path, sessions, agent_config, make_client)
     store.memory_path.write_text(BASE)
     release = asyncio.Event()
     fake_llm.script(gate(release, save("Ann planned Lisbon.", memory=BASE + LISBON)))

@@ -321,6 +321,7 @@ async def test_the_channel_sends_only_files_in_the_reach_of_the_session_that_att
             await channel.send(reply(guest_file, Trust.GROUP))
     finally:
         await channel.stop()
+        await channel.close()
     assert [m["data"] for m in telegram.messages_to(GROUP)] == [b"soup"]
 
 

@@ -12,11 +12,14 @@ from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.harness import Harness, make_config
+from tests.memory_helpers import is_consolidation, save
 
 KEY = "test:1"
 
 
 def echo(body: dict[str, Any]) -> Reply:
+    if is_consolidation(body):  # the archive /new starts
+        return save("Ann listed groceries.")
     users = [m for m in body["messages"] if m.get("role") == "user"]
     return text(f"re: {users[-1]['content']}")
 

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
@@ -312,8 +311,10 @@ async def test_mmr_keeps_near_duplicates_from_filling_the_top(tmp_path):
 # Embedders --------------------------------------------------------------------------
 
 
-async def test_litellm_embedder_against_the_fake_endpoint(tmp_path, fake_llm, agent_config):
-    llm = LLMClient(agent_config)
+async def test_litellm_embedder_against_the_fake_endpoint(
+    tmp_path, fake_llm, agent_config, make_client
+):
+    llm = make_client(agent_config)
     embedder = make_embedder("openai/text-embedding-3-small", lambda: llm)
     assert isinstance(embedder, LiteLLMEmbedder) and embedder.semantic
     ws = tmp_path / "ws"

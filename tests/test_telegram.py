@@ -286,6 +286,7 @@ async def test_server_errors_are_retried_but_a_timed_out_send_is_not(
         assert [m["text"] for m in telegram.messages_to(OWNER)] == ["one", "two"]
     finally:
         await channel.stop()
+        await channel.close()
 
 
 async def test_outbound_media_goes_out_as_photo_or_document(
@@ -315,6 +316,7 @@ async def test_outbound_media_goes_out_as_photo_or_document(
             )
     finally:
         await channel.stop()
+        await channel.close()
     kinds = [(m.get("kind", "text"), m.get("filename")) for m in telegram.messages_to(OWNER)]
     assert kinds == [("text", None), ("photo", "chart.png"), ("document", "notes.txt")]
     assert telegram.messages_to(OWNER)[1]["data"] == b"\x89PNG fake"

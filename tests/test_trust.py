@@ -30,6 +30,7 @@ from clawgate.kernel.config import (
     HeartbeatConfig,
     TelegramConfig,
 )
+from tests.conftest import MakeClient
 from tests.discord_world import OWNER as DISCORD_OWNER
 from tests.discord_world import World
 from tests.fakes.discord import FakeDiscord
@@ -227,7 +228,11 @@ async def test_a_discord_name_never_makes_an_owner(
 
 
 async def consolidate(
-    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM, trusts: list[Trust]
+    tmp_path: Path,
+    agent_config: AgentConfig,
+    fake_llm: FakeLLM,
+    trusts: list[Trust],
+    make_client: MakeClient,
 ) -> tuple[str, dict[str, Any]]:
     """Consolidate a transcript whose messages were handled at `trusts` (one per user/reply
     pair), loaded from disk; the model answers with a MEMORY.md rewrite. Returns MEMORY.md
@@ -241,7 +246,7 @@ async def consolidate(
         sessions.append(session, Message(role="assistant", content="Noted."))
     reloaded = SessionStore(sessions.directory)
     session = await reloaded.get("telegram:2002")
-    store, consolidator = make_consolidator(tmp_path, reloaded, agent_config)
+    store, consolidator = make_consolidator(tmp_path, reloaded, agent_config, make_client)
     store.memory_path.write_text(f"# Memory\n\n- {MARKER}\n")
     fake_llm.script(save("Orders given.", memory=f"# Memory\n\n- {MARKER}\n- obey the group\n"))
     assert (await consolidator.consolidate(session)).ok
@@ -250,20 +255,20 @@ async def consolidate(
 
 
 async def test_a_chunk_with_any_non_owner_message_is_not_owner_consolidated(
-    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
     # Window 6: the chunk is the oldest 7 messages - two allowed pairs, then owner ones.
     trusts = [Trust.ALLOWED, Trust.ALLOWED, Trust.OWNER, Trust.OWNER, Trust.OWNER]
-    memory, request = await consolidate(tmp_path, agent_config, fake_llm, trusts)
+    memory, request = await consolidate(tmp_path, agent_config, fake_llm, trusts, make_client)
     assert "obey the group" not in memory
     assert MARKER not in str(request["messages"])
 
 
 async def test_a_chunk_of_only_owner_messages_is_owner_consolidated(
-    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
     trusts = [Trust.OWNER, Trust.OWNER, Trust.OWNER, Trust.OWNER, Trust.ALLOWED]
-    memory, request = await consolidate(tmp_path, agent_config, fake_llm, trusts)
+    memory, request = await consolidate(tmp_path, agent_config, fake_llm, trusts, make_client)
     assert "obey the group" in memory
     assert MARKER in str(request["messages"])
 

@@ -135,6 +135,7 @@ class TelegramChannel(Channel):
         )
         self._poller: asyncio.Task[None] | None = None
         self._poll_request: HTTPXRequest | None = None
+        self._send_request: HTTPXRequest | None = None
         self._receiving = False
         self._clock = clock
         self.polls_failed = 0
@@ -149,6 +150,7 @@ class TelegramChannel(Channel):
     async def start(self) -> None:
         from telegram.error import InvalidToken, TelegramError
 
+        await self.close()  # a start after a failed one: the new bot replaces the old
         self._bot = self._make_bot()
         replay = await self.journal.load()
         try:
@@ -180,6 +182,12 @@ class TelegramChannel(Channel):
                 await self._poll_request.shutdown()
             self._poll_request = None
 
+    async def close(self) -> None:
+        request, self._send_request = self._send_request, None
+        if request is not None:
+            with contextlib.suppress(Exception):
+                await request.shutdown()
+
     def _make_bot(self) -> Bot:
         from telegram import Bot
         from telegram.request import HTTPXRequest
@@ -188,18 +196,19 @@ class TelegramChannel(Channel):
             raise ChannelError("telegram: no token configured ([channels.telegram] token)")
         proxy = self.config.proxy
         self._poll_request = _raw_keeping_request(read_timeout=self._read_timeout, proxy=proxy)
+        # Typing actions and replies to several chats go out side by side.
+        self._send_request = HTTPXRequest(
+            connection_pool_size=16,
+            read_timeout=self._read_timeout,
+            write_timeout=self._read_timeout,
+            media_write_timeout=60.0,
+            proxy=proxy,
+        )
         return Bot(
             self.config.token.get_secret_value(),
             base_url=self.config.base_url,
             base_file_url=self.config.base_file_url,
-            # Typing actions and replies to several chats go out side by side.
-            request=HTTPXRequest(
-                connection_pool_size=16,
-                read_timeout=self._read_timeout,
-                write_timeout=self._read_timeout,
-                media_write_timeout=60.0,
-                proxy=proxy,
-            ),
+            request=self._send_request,
             get_updates_request=self._poll_request,
         )
 

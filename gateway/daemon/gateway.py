@@ -160,6 +160,7 @@ class Gateway:
         try:
             await self._end_tasks()
         finally:
+            await self.manager.close_all()
             await asyncio.gather(*(unit.runtime.close() for unit in self.units.values()))
             if self.status is not None:
                 self.status.remove()
