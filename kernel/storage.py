@@ -193,8 +193,14 @@ def confine(root: Path, relative: str | Path) -> Path:
         # resolves a not-yet-existing tail against its deepest existing parent.
         base = Path(os.path.realpath(root))
         resolved = Path(os.path.realpath(base / relative))
+        # A symlink loop earlier in the path stops realpath from resolving what follows it,
+        # and a `..` after the loop then lands on a name it never looked at: a dangling link
+        # out of the root. A path realpath leaves unchanged is one it fully resolved.
+        settled = os.path.realpath(resolved) == str(resolved)
     except (ValueError, OSError, RuntimeError) as exc:
         raise PathOutsideRoot(f"path {text!r} is not usable: {exc}") from None
+    if not settled:
+        raise PathOutsideRoot(f"path {text!r} passes through a symlink loop")
     if not inside(resolved, base):
         raise PathOutsideRoot(f"path {text!r} is outside {root}")
     return resolved

@@ -614,7 +614,10 @@ def _lexically_inside(root: Path, path: str) -> bool:
     return inside and not {"out", "up", "dangling", "loop"} & set(Path(path).parts)
 
 
-@pytest.mark.parametrize("path", ["out", "out/x", "public/up/memory", "../x", "/etc", "dangling"])
+@pytest.mark.parametrize(
+    "path",
+    ["out", "out/x", "public/up/memory", "../x", "/etc", "dangling", "0/../loop/../dangling"],
+)
 def test_kernel_confine_refuses_symlinks_out_and_escapes(fuzz_workspace: Path, path: str) -> None:
     root = fuzz_workspace / "public" if path.startswith("public/") else fuzz_workspace
     relative = path.removeprefix("public/") if root != fuzz_workspace else path
