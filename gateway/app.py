@@ -203,7 +203,7 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
     finally:
         log.info("shutting down: finishing in-flight turns")
         await dashboard.stop()
-        await gateway.stop()
+        await gateway.stop(grace=config.agent.shutdown_grace_seconds)
         log.info("stopped")
 
 

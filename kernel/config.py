@@ -68,6 +68,9 @@ class AgentConfig(_Section):
     max_concurrent_turns: int = Field(8, ge=1)
     # Wall-clock limit of one model turn, tools included: a stuck turn frees its slot.
     turn_timeout_seconds: float = Field(600.0, gt=0)
+    # On SIGTERM, how long turns in flight get to finish before they are cancelled (their
+    # messages stay unanswered in the journals and are answered after the restart).
+    shutdown_grace_seconds: float = Field(20.0, gt=0)
     # Send received images to the model as image content (needs a vision model).
     vision: bool = True
     # e.g. "openai/whisper-1"; empty: voice messages reach the model as a file with a note.

@@ -122,7 +122,12 @@ class GatewayHome:
         }
         self.config = write_config(
             home,
-            agent={**fake_model(llm, request_timeout=60), "memory_window": 1000},
+            # A held turn outlives the shutdown grace; 20 s of it would only be waited out.
+            agent={
+                **fake_model(llm, request_timeout=60),
+                "memory_window": 1000,
+                "shutdown_grace_seconds": 3,
+            },
             # Not under test: the per-sender flood limit (a restart replays a backlog at once).
             extra="\n".join(
                 [

@@ -21,7 +21,7 @@ from tests.harness import wait_until
 
 START_TIMEOUT = 60.0  # the daemon imports litellm at start: seconds on a busy machine
 REPLY_TIMEOUT = 90.0
-# The daemon's shutdown grace (20 s) runs out on the held turn before it exits.
+# The daemon's shutdown grace (3 s in GatewayHome) runs out on the held turn before it exits.
 STOP_TIMEOUT = 60.0
 
 
