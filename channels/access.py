@@ -96,7 +96,7 @@ class AccessPolicy:
         self._owners = _Entries(config.owners if config.owners is not None else config.allow_from)
         self._groups = {g.strip() for g in config.group_allow if g.strip()}
         self._names = channel in USERNAME_CHANNELS
-        # sender id -> (the code they were told, None when capped; when). A new code (after a
+        # sender id -> (the code they were told, when). A new code (after a
         # revoke, a deny, an expiry) is always told. In memory: after a restart a stranger
         # may hear it once more, which is harmless.
         self._replied_at: dict[str, tuple[str, float]] = {}

@@ -106,6 +106,11 @@ class PairingStore:
             key=lambda p: p.created_at,
         )
 
+    def crowded(self, channel: str, cap: int) -> bool:
+        """True when the channel holds `cap` or more unexpired codes: a newcomer's code now
+        replaces the oldest one."""
+        return sum(1 for p in self.pending() if p.channel == channel) >= cap
+
     def approved(self, channel: str | None = None) -> list[Approval]:
         return [a for a in self._current().approved if channel is None or a.channel == channel]
 
@@ -242,11 +247,6 @@ class PairingStore:
         return self._update(revoke)
 
     # -- internals -------------------------------------------------------------------------
-
-    def crowded(self, channel: str, cap: int) -> bool:
-        """True when the channel holds `cap` or more unexpired codes: a newcomer's code now
-        replaces the oldest one."""
-        return sum(1 for p in self.pending() if p.channel == channel) >= cap
 
     def _held(self, state: _State, channel: str, user_id: str) -> str | None:
         now = self._clock()

@@ -18,8 +18,8 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from clawgate.gateway.dashboard.browser_sessions import BrowserSessions, LoginThrottle
@@ -180,10 +180,11 @@ class Auth:
         every browser_sessions.SWEEP_SECONDS, so open event streams end without a request)."""
         self.sessions.sweep(self.token())
 
-    @contextmanager
-    def on_session_end(self, cookie: str | None, callback: Callable[[], None]) -> Iterator[None]:
-        with self.sessions.watch(cookie, callback):
-            yield
+    def on_session_end(
+        self, cookie: str | None, callback: Callable[[], None]
+    ) -> AbstractContextManager[None]:
+        """While the block runs, `callback` is called when this session ends."""
+        return self.sessions.watch(cookie, callback)
 
     def csrf_token(self, cookie: str) -> str:
         """The CSRF token of one session (derived, so forms carry it without server state)."""
