@@ -52,6 +52,8 @@ _NUMERIC = re.compile(r"-?\d+")
 class Decision:
     trust: Trust | None  # None: not served, nothing reaches the model
     reply: str | None = None  # text to send back to the sender (the pairing message), else None
+    # Text for the owner's private chat (a pairing flood began), sent once per flood.
+    owner_notice: str | None = None
 
 
 def _username_key(name: str) -> str:
@@ -94,14 +96,23 @@ class AccessPolicy:
         self._owners = _Entries(config.owners if config.owners is not None else config.allow_from)
         self._groups = {g.strip() for g in config.group_allow if g.strip()}
         self._names = channel in USERNAME_CHANNELS
-        # sender id -> (the code they were told, None when capped; when). A new code (after a
+        # sender id -> (the code they were told, when). A new code (after a
         # revoke, a deny, an expiry) is always told. In memory: after a restart a stranger
         # may hear it once more, which is harmless.
-        self._replied_at: dict[str, tuple[str | None, float]] = {}
+        self._replied_at: dict[str, tuple[str, float]] = {}
+        # Whether the owner was told of the flood of pairing requests now going on; it ends
+        # when fewer than the cap are pending. In memory: after a restart they hear it again.
+        self._flood_told = False
 
     def has_owner(self) -> bool:
         """True once this channel has an owner, from the config or approved through pairing."""
         return bool(self._owners.ids) or self.store.has_owner(self.channel)
+
+    def owner_ids(self) -> list[str]:
+        """The owners' platform user ids: numeric entries of the config, approved owners."""
+        ids = {e for e in self._owners.ids if _NUMERIC.fullmatch(e)}
+        ids.update(a.user_id for a in self.store.approved(self.channel) if a.owner)
+        return sorted(ids)
 
     def trust(self, facts: ChatFacts) -> Trust | None:
         """The trust the current rules give a chat with these facts; None: not served."""
@@ -159,6 +170,7 @@ class AccessPolicy:
     def _pairing(self, user_id: str, username: str | None) -> Decision:
         owned = self.has_owner()
         try:
+            crowded = owned and self.store.crowded(self.channel, MAX_PENDING_PER_CHANNEL)
             code = self.store.request(
                 self.channel, user_id, username, cap=MAX_PENDING_PER_CHANNEL if owned else None
             )
@@ -166,24 +178,32 @@ class AccessPolicy:
             # The owner must fix the store; meanwhile strangers stay out, quietly.
             log.warning("%s: pairing unavailable: %s", self.channel, exc)
             return Decision(None)
+        notice = self._flood_notice(crowded)
         now = self._clock()
         told, last = self._replied_at.get(user_id, (None, None))
         if last is not None and told == code and now - last < PAIRING_REPLY_INTERVAL:
-            return Decision(None)
+            return Decision(None, owner_notice=notice)
         self._forget_before(now - PAIRING_REPLY_INTERVAL)
         self._replied_at[user_id] = (code, now)
-        if code is None:
-            log.warning(
-                "%s: no pairing code for user %s%s: %d codes are already pending "
-                "(see clawgate pairing list; deny or clear makes room)",
-                self.channel,
-                user_id,
-                f" (@{username.removeprefix('@')})" if username else "",
-                MAX_PENDING_PER_CHANNEL,
-            )
-            return Decision(None)
         log.info("%s: pairing code sent to unknown user %s", self.channel, user_id)
-        return Decision(None, reply=pairing_message(self.channel, user_id, code, owned=owned))
+        reply = pairing_message(self.channel, user_id, code, owned=owned)
+        return Decision(None, reply=reply, owner_notice=notice)
+
+    def _flood_notice(self, crowded: bool) -> str | None:
+        """The owner's one message about a flood of pairing requests, when one just began."""
+        if not crowded:
+            self._flood_told = False
+            return None
+        if self._flood_told:
+            return None
+        self._flood_told = True
+        log.warning(
+            "%s: %d pairing codes are pending and strangers keep asking: the oldest codes "
+            "expire early to make room (see clawgate pairing list)",
+            self.channel,
+            MAX_PENDING_PER_CHANNEL,
+        )
+        return flood_message(self.channel)
 
     def _forget_before(self, cutoff: float) -> None:
         for sender in [s for s, (_, at) in self._replied_at.items() if at <= cutoff]:
@@ -239,6 +259,15 @@ class AccessPolicies:
         if facts is None and channel in self._policies:
             return Trust.GROUP if recorded is Trust.GROUP else Trust.ALLOWED
         return self.decide(channel, facts, recorded)
+
+
+def flood_message(channel: str) -> str:
+    return (
+        f"Many strangers are asking to pair on {channel}: {MAX_PENDING_PER_CHANNEL} codes are "
+        "pending, so each new request replaces the oldest code. I tell you this once.\n"
+        "To see them: clawgate pairing list\n"
+        "To drop them all: clawgate pairing clear"
+    )
 
 
 def pairing_message(channel: str, user_id: str, code: str, *, owned: bool = True) -> str:

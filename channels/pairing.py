@@ -106,6 +106,11 @@ class PairingStore:
             key=lambda p: p.created_at,
         )
 
+    def crowded(self, channel: str, cap: int) -> bool:
+        """True when the channel holds `cap` or more unexpired codes: a newcomer's code now
+        replaces the oldest one."""
+        return sum(1 for p in self.pending() if p.channel == channel) >= cap
+
     def approved(self, channel: str | None = None) -> list[Approval]:
         return [a for a in self._current().approved if channel is None or a.channel == channel]
 
@@ -128,20 +133,23 @@ class PairingStore:
         username: str | None,
         *,
         cap: int | None = MAX_PENDING_PER_CHANNEL,
-    ) -> str | None:
-        """The sender's pending code (a new one if needed); None if the channel already has
-        `cap` pending codes. No cap (None) while the channel has no owner: strangers must not
-        be able to lock the owner out of their own first pairing."""
+    ) -> str:
+        """The sender's pending code: the one they hold (one per requester: asking again
+        reissues it, never adds a second), else a new one. When the channel already has `cap`
+        pending codes the oldest expire first to make room, so strangers who got there
+        first can never lock a newcomer out. No cap (None) while the channel has no owner."""
         # Strangers can message at any rate; answer from the cached state when it already
         # decides the outcome, so they cost a stat and no lock or write.
-        decided, code = self._request_outcome(self._current(), channel, user_id, cap)
-        if decided:
-            return code
+        held = self._held(self._current(), channel, user_id)
+        if held is not None:
+            return held
 
-        def add(state: _State) -> str | None:
-            decided, code = self._request_outcome(state, channel, user_id, cap)
-            if decided:
-                return code
+        def add(state: _State) -> str:
+            held = self._held(state, channel, user_id)
+            if held is not None:
+                return held
+            if cap is not None:
+                _make_room(state, channel, cap)
             code = _new_code({p.code for p in state.pending})
             state.pending.append(PendingPairing(channel, user_id, username, code, self._clock()))
             return code
@@ -240,17 +248,13 @@ class PairingStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _request_outcome(
-        self, state: _State, channel: str, user_id: str, cap: int | None
-    ) -> tuple[bool, str | None]:
+    def _held(self, state: _State, channel: str, user_id: str) -> str | None:
         now = self._clock()
-        live = [p for p in state.pending if p.channel == channel and not self._expired(p, now)]
-        for pending in live:
-            if pending.user_id == user_id:
-                return True, pending.code
-        if cap is not None and len(live) >= cap:
-            return True, None
-        return False, None
+        for pending in state.pending:
+            if (pending.channel, pending.user_id) == (channel, user_id):
+                if not self._expired(pending, now):
+                    return pending.code
+        return None
 
     def _expired(self, pending: PendingPairing, now: float) -> bool:
         return now - pending.created_at >= CODE_TTL_SECONDS
@@ -304,6 +308,16 @@ def _who(channel: str, user_id: str, username: str | None) -> str:
     # For people to read (CLI lines, logs, the owner's chat): the username is theirs to choose.
     name = f" (@{sanitise(username.removeprefix('@'))})" if username else ""
     return f"{channel} user {sanitise(user_id)}{name}"
+
+
+def _make_room(state: _State, channel: str, cap: int) -> None:
+    """Drop the channel's oldest codes until one more fits under `cap` (the state holds
+    only unexpired codes here)."""
+    mine = sorted((p for p in state.pending if p.channel == channel), key=lambda p: p.created_at)
+    dropped = mine[: max(0, len(mine) - cap + 1)]
+    for pending in dropped:
+        log.info("%s: pairing code of %s expired early to make room", channel, pending.who)
+    state.pending = [p for p in state.pending if p not in dropped]
 
 
 def _matcher(user: str, channel: str | None) -> Callable[[Approval], bool]:

@@ -224,6 +224,8 @@ class DashboardConfig(_Section):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(18790, ge=0, le=65535)  # 0: any free port (the log names it)
+    # A browser session unused this long is revoked (its open event streams end with it).
+    session_idle_minutes: int = Field(720, ge=1)
 
 
 MAIN_AGENT = "main"

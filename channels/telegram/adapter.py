@@ -132,6 +132,7 @@ class TelegramChannel(Channel):
             self._identity,
             MediaFetcher(workspace, calls, writer),
             self._sender.reply_plain,
+            self._notify_owners,
         )
         self._poller: asyncio.Task[None] | None = None
         self._poll_request: HTTPXRequest | None = None
@@ -374,6 +375,13 @@ class TelegramChannel(Channel):
 
     async def _publish(self, message: InboundMessage) -> None:
         await self.bus.publish_inbound(message)
+
+    async def _notify_owners(self, text: str) -> None:
+        # Through the bus like any reply: the manager redacts it and the sender retries it.
+        for owner in self.policy.owner_ids():
+            await self.bus.publish_outbound(
+                OutboundMessage(channel=self.name, chat_id=owner, text=text)
+            )
 
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
         """The dispatcher's decision: typing starts only for a message that will be answered;

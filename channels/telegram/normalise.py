@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 QUOTE_MAX_CHARS = 1000
 
 Reply = Callable[[int, str], Awaitable[None]]
+Notify = Callable[[str], Awaitable[None]]
 
 
 @dataclass
@@ -45,12 +46,15 @@ class Normaliser:
         identity: BotIdentity,
         media: MediaFetcher,
         reply: Reply,
+        notify_owners: Notify,
     ) -> None:
+        """`notify_owners`: sends a text to each owner's private chat (through the bus)."""
         self.settings = settings
         self.policy = policy
         self.identity = identity
         self._media = media
         self._reply = reply
+        self._notify_owners = notify_owners
         self._chatter = RecentChatter(settings.group_context)
 
     async def normalise(self, update: Update) -> InboundMessage | None:
@@ -76,6 +80,8 @@ class Normaliser:
         decision = self.policy.admit(facts)
         if decision.reply:
             await self._reply(chat.id, decision.reply)
+        if decision.owner_notice:
+            await self._notify_owners(decision.owner_notice)
         if decision.trust is None:
             if not facts.private and self._addressed(msg, text):
                 name = user.full_name or user.username or str(user.id)

@@ -3,11 +3,13 @@
     server.py     build_app(services) and Dashboard (start/stop, owned by the daemon);
                   the middlewares: security headers, loopback Host, login, CSRF + Origin
     auth.py       the owner's token (<data_dir>/dashboard.token), one-time login codes,
-                  session cookies and CSRF tokens (HMACs under the token)
+                  session checks, CSRF tokens (HMACs under the token)
+    browser_sessions.py  the server's sessions (logout, rotation, idle timeout end them
+                  and their event streams) and the pace of failed logins
     services.py   DashboardServices: the runtime, bus, manager, dispatcher, scheduler and
                   pairing store the daemon runs - the only way a page reaches any file
     render.py     Jinja2 (autoescaped) rendering inside templates/base.html, the nav
-    login.py      /login (one-time code link or token form), /logout
+    login.py      /login (one-time code link or token form), /logout (ends the session)
     memory.py     /memory...: MEMORY.md view/edit/versions, history, daily logs, search, audit
     sessions.py   /sessions...: every session, transcripts, the archive
 

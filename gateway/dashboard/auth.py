@@ -6,9 +6,10 @@
                             written by `clawgate dashboard`, consumed by the daemon
 
 The token never travels in a URL: `clawgate dashboard` prints a short-lived, single-use code
-instead, which the daemon exchanges for a session cookie. The cookie and the CSRF token are
-HMACs keyed by the token, so nothing is kept per browser in memory and rotating the token
-invalidates them all. The daemon re-reads the token file when it changes on disk.
+instead, which the daemon exchanges for a session cookie. The cookie names a session the
+server keeps (browser_sessions.py): logging out, rotating the token and an idle timeout end
+it, and with it its open event streams. The CSRF token is an HMAC of the cookie keyed by the
+token. The daemon re-reads the token file when it changes on disk.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+from clawgate.gateway.dashboard.browser_sessions import BrowserSessions, LoginThrottle
 from clawgate.kernel.json_document import JsonDocument
 from clawgate.kernel.storage import DiskWriter
 
 TOKEN_FILE = "dashboard.token"
 LOGINS_FILE = "dashboard-logins.json"
 LOGIN_CODE_SECONDS = 300
-SESSION_SECONDS = 7 * 24 * 3600
+DEFAULT_IDLE_SECONDS = 720 * 60
 COOKIE_NAME = "clawgate_session"
 CSRF_FIELD = "_csrf"
 CSRF_HEADER = "X-CSRF-Token"
@@ -107,7 +110,8 @@ def _drop_expired(codes: dict[str, float], now: float) -> None:
 
 
 class Auth:
-    """Checks tokens, login codes, session cookies and CSRF tokens against the current token."""
+    """Checks tokens, login codes, session cookies and CSRF tokens against the current token.
+    `idle_seconds`: a session unused this long ends (`dashboard.session_idle_minutes`)."""
 
     def __init__(
         self,
@@ -115,10 +119,14 @@ class Auth:
         *,
         writer: DiskWriter | None = None,
         clock: Callable[[], float] = time.time,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.writer = writer or DiskWriter()
         self.clock = clock
+        self.sessions = BrowserSessions(idle_seconds=idle_seconds, clock=clock)
+        self.throttle = throttle or LoginThrottle()
         self._token: str | None = None
         self._signature: tuple[int, int] | None = None
 
@@ -154,22 +162,29 @@ class Auth:
         return expiry is not None and expiry > now
 
     def new_session(self) -> str:
-        """A session cookie value: issue time, a nonce, and their MAC under the token."""
+        """A new server-side session under the current token; its cookie value."""
         token = self.token()
         if token is None:
             raise RuntimeError("no dashboard token")
-        body = f"{int(self.clock())}.{secrets.token_urlsafe(16)}"
-        return f"{body}.{_mac(token, 'session:' + body)}"
+        return self.sessions.open(token)
 
     def valid_session(self, cookie: str | None) -> bool:
-        token = self.token()
-        if not cookie or token is None or cookie.count(".") != 2:
-            return False
-        body, _, mac = cookie.rpartition(".")
-        if not hmac.compare_digest(mac, _mac(token, "session:" + body)):
-            return False
-        issued = body.partition(".")[0]
-        return issued.isdigit() and 0 <= self.clock() - int(issued) < SESSION_SECONDS
+        return self.sessions.check(cookie, self.token())
+
+    def end_session(self, cookie: str | None) -> None:
+        """Log this session out: its cookie stops working, its event streams end."""
+        self.sessions.end(cookie)
+
+    def sweep(self) -> None:
+        """End the sessions a rotated token or the idle timeout revoked (the server runs this
+        every browser_sessions.SWEEP_SECONDS, so open event streams end without a request)."""
+        self.sessions.sweep(self.token())
+
+    def on_session_end(
+        self, cookie: str | None, callback: Callable[[], None]
+    ) -> AbstractContextManager[None]:
+        """While the block runs, `callback` is called when this session ends."""
+        return self.sessions.watch(cookie, callback)
 
     def csrf_token(self, cookie: str) -> str:
         """The CSRF token of one session (derived, so forms carry it without server state)."""

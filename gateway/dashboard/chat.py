@@ -7,7 +7,8 @@
                                    a form post (answered with a redirect back to the page)
     GET  /chat/{name}/events       Server-Sent Events: what the owner and other tabs sent,
                                    the reply's text as it streams, tool calls and results,
-                                   the end of the turn, the reply itself
+                                   the end of the turn, the reply itself; the stream ends
+                                   when its session does (logout, rotation, idle)
     GET  /chat/{name}/transcript   the transcript as JSON (a page that lost its stream
                                    reloads it)
 
@@ -28,6 +29,7 @@ from aiohttp import web
 from clawgate.agent.commands import HELP
 from clawgate.agent.progress import MAX_SHOWN_CHARS
 from clawgate.agent.session import StoredMessage
+from clawgate.gateway.dashboard.auth import COOKIE_NAME
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import (
@@ -185,8 +187,11 @@ async def events(request: web.Request) -> web.StreamResponse:
         headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
     )
     await response.prepare(request)
+    cookie = request.cookies.get(COOKIE_NAME)
+    auth = services(request).auth
     async with channel.events(name) as queue:
-        with contextlib.suppress(ConnectionError):
+        ended = auth.on_session_end(cookie, lambda: channel.end_stream(queue))
+        with ended, contextlib.suppress(ConnectionError):
             # The browser reconnects after 2 s if the stream drops.
             await response.write(b"retry: 2000\n\n")
             while True:

@@ -1,5 +1,7 @@
 """Logging in: a one-time code from `clawgate dashboard` (a link) or the token itself (the
-form) becomes an HttpOnly, SameSite=Strict session cookie; logging out clears it."""
+form) becomes an HttpOnly, SameSite=Strict session cookie; logging out ends the session on
+the server (the cookie stops working wherever it went) and clears it. A failed attempt is
+logged, and the same client's next one waits a little (browser_sessions.LoginThrottle)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import asyncio
 
 from aiohttp import web
 
-from clawgate.gateway.dashboard.auth import COOKIE_NAME, SESSION_SECONDS
+from clawgate.gateway.dashboard.auth import COOKIE_NAME
+from clawgate.gateway.dashboard.browser_sessions import SESSION_SECONDS
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 
@@ -24,9 +27,13 @@ async def login_page(request: web.Request) -> web.StreamResponse:
     code = request.query.get("code")
     if code is None:
         return render(request, "login.html", title="Log in", error="")
+    auth, client = services(request).auth, _client(request)
+    await auth.throttle.wait_turn(client)
     # In a thread: the login codes file is read and rewritten under its file lock.
-    if await asyncio.to_thread(services(request).auth.consume_code, code):
+    if await asyncio.to_thread(auth.consume_code, code):
+        auth.throttle.succeeded(client)
         return _logged_in(request)
+    auth.throttle.failed(client, "a used, expired or unknown login link")
     return render(
         request,
         "login.html",
@@ -38,12 +45,17 @@ async def login_page(request: web.Request) -> web.StreamResponse:
 
 async def login_with_token(request: web.Request) -> web.StreamResponse:
     form = await request.post()
-    if services(request).auth.check_token(str(form.get("token", ""))):
+    auth, client = services(request).auth, _client(request)
+    await auth.throttle.wait_turn(client)
+    if auth.check_token(str(form.get("token", ""))):
+        auth.throttle.succeeded(client)
         return _logged_in(request)
+    auth.throttle.failed(client, "wrong token")
     return render(request, "login.html", title="Log in", status=403, error="Wrong token.")
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
+    services(request).auth.end_session(request.cookies.get(COOKIE_NAME))
     response = web.Response(status=303, headers={"Location": "/login"})
     response.del_cookie(COOKIE_NAME, path="/")
     return response
@@ -62,3 +74,7 @@ def _logged_in(request: web.Request) -> web.StreamResponse:
         secure=request.secure,
     )
     return response
+
+
+def _client(request: web.Request) -> str:
+    return request.remote or "unknown"

@@ -6,8 +6,10 @@ Every request passes these checks before a page sees it (see `auth.py` for the t
   framing, no sniffing, no referrer, no caching);
 - the Host header names this machine when bound to loopback (a DNS-rebinding page cannot
   talk to it);
-- a session cookie, except for the login page and the static files: pages redirect to
-  `/login`, anything else (a script asking for JSON or a stream, a POST) gets 401;
+- a session cookie naming a live server-side session (browser_sessions.py), except for the
+  login page and the static files: pages redirect to `/login`, anything else (a script
+  asking for JSON or a stream, a POST) gets 401; a task of the app sweeps out the sessions
+  a rotated token or the idle timeout revoked, ending their open event streams;
 - on POST, PUT, PATCH and DELETE: no cross-site request (Sec-Fetch-Site, Origin) and, once
   logged in, the session's CSRF token in the `X-CSRF-Token` header or the `_csrf` field.
 
@@ -17,11 +19,13 @@ Pages are modules of this package listed in PAGE_MODULES, each exposing
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import importlib.util
 import logging
 import mimetypes
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -34,6 +38,7 @@ from clawgate.gateway.dashboard.auth import (
     is_loopback,
     read_token,
 )
+from clawgate.gateway.dashboard.browser_sessions import SWEEP_SECONDS
 from clawgate.gateway.dashboard.render import (
     ENVIRONMENT,
     NAV,
@@ -91,6 +96,7 @@ def build_app(services: DashboardServices, *, loopback: bool | None = None) -> w
     app[SERVICES] = services
     app[ENVIRONMENT] = environment()
     app.on_response_prepare.append(_security_headers)
+    app.cleanup_ctx.append(_session_sweeper)
     app.router.add_get("/", _home)
     app.router.add_get("/static/{name:.+}", _static)
     for name in PAGE_MODULES:
@@ -108,6 +114,22 @@ def build_app(services: DashboardServices, *, loopback: bool | None = None) -> w
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
+
+
+async def _session_sweeper(app: web.Application) -> AsyncIterator[None]:
+    """While the app serves: end revoked sessions even when no request comes (a rotation by
+    the CLI, an idle timeout), so their open event streams end too."""
+
+    async def sweep() -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            app[SERVICES].auth.sweep()
+
+    task = asyncio.create_task(sweep(), name="dashboard session sweep")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 @web.middleware

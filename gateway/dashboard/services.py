@@ -83,7 +83,11 @@ class DashboardServices:
             config=config,
             runtime=runtime,
             bus=bus,
-            auth=Auth(config.root.data_dir, writer=runtime.writer),
+            auth=Auth(
+                config.root.data_dir,
+                writer=runtime.writer,
+                idle_seconds=config.dashboard.session_idle_minutes * 60,
+            ),
             pairing=PairingStore(config.pairing_file, writer=runtime.writer),
             manager=manager,
             dispatcher=dispatcher,

@@ -101,6 +101,10 @@ class WebChannel(Channel):
                 _end(queue)
         self._streams.clear()
 
+    def end_stream(self, queue: asyncio.Queue[Event | None]) -> None:
+        """End one open event stream (its browser session ended)."""
+        _end(queue)
+
     async def send(self, message: OutboundMessage) -> None:
         event: Event = {
             "type": "reply",
