@@ -207,6 +207,9 @@ class HousekeepingConfig(_Section):
     media_days: int = Field(90, ge=0)
     archive_days: int = Field(365, ge=0)
     versions_days: int = Field(90, ge=0)
+    # The newest files of each kind (downloads, archived transcripts, MEMORY.md versions)
+    # kept whatever their age, so a clock set years ahead cannot empty a folder; 0: age alone.
+    keep_newest: int = Field(10, ge=0)
 
 
 class LoggingConfig(_Section):

@@ -27,7 +27,9 @@ async def test_sweep_respects_ages_and_never_drops_an_unarchived_transcript(tmp_
         workspace=workspace,
         data_dir=tmp_path / "data",
         agent=AgentConfig(),
-        housekeeping=HousekeepingConfig(media_days=30, archive_days=100, versions_days=10),
+        housekeeping=HousekeepingConfig(
+            media_days=30, archive_days=100, versions_days=10, keep_newest=0
+        ),
     )
     old_media = workspace / "media" / "telegram" / "1" / "old.jpg"
     new_media = workspace / "public" / "media" / "telegram" / "2" / "new.jpg"

@@ -11,6 +11,7 @@ from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.session import Archived, Consolidation, Message
 from clawgate.gateway.ops.housekeeping import sweep
+from clawgate.kernel.clock import Clock as Clocks
 from clawgate.kernel.config import Config, HousekeepingConfig
 from clawgate.kernel.storage import DiskWriter
 from tests.conftest import MakeClient
@@ -309,9 +310,12 @@ async def test_backup_survives_a_clock_that_went_back(
         workspace=tmp_path / "workspace",
         data_dir=tmp_path / "data",
         agent=agent_config,
-        housekeeping=HousekeepingConfig(media_days=0, archive_days=0, versions_days=10),
+        housekeeping=HousekeepingConfig(
+            media_days=0, archive_days=0, versions_days=10, keep_newest=0
+        ),
     )
-    assert sweep(config, now=time.time() + 11 * 86_400).removed["memory versions"] == 20
+    later = Clocks(wall=lambda: time.time() + 11 * 86_400)
+    assert sweep(config, clock=later).removed["memory versions"] == 20
     assert store.read_memory() == versions[3]
     assert audit_sessions(sessions.directory).ok
 

@@ -12,6 +12,11 @@ session's dispatcher queue (never inside one of its turns).
 A one-shot found late (the daemon was down, the machine slept, the clock jumped) runs once:
 within `cron.missed_grace_minutes` as if on time, within `cron.missed_limit_hours` with a
 note saying how late, later than that not at all, and the target chat is told it was missed.
+The note goes by the wall clock; "later than the limit" by the time that really passed
+(kernel/clock.py): how late the job was when this process scheduled it, plus the elapsed
+time since. So a reminder whose time passed while the gateway was down past the limit is
+missed as before, but one the gateway was waiting for when the clock was set a day ahead
+runs (late, with the note) instead of being disabled for good.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +36,7 @@ from clawgate.gateway.cron.store import CronStore, set_enabled
 from clawgate.gateway.cron.triggers import build_trigger
 from clawgate.gateway.cron.turns import ScheduledTurns, SessionQueues
 from clawgate.kernel.bus import MessageBus
+from clawgate.kernel.clock import since_boot
 from clawgate.kernel.errors import CronError
 from clawgate.kernel.retry import Backoff
 
@@ -82,6 +89,7 @@ class CronScheduler:
         dispatcher: SessionQueues,
         *,
         clock: Clock = utc_now,
+        elapsed: Callable[[], float] = since_boot,
         poll_interval: float = 2.0,
         retry_backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
@@ -102,6 +110,9 @@ class CronScheduler:
             clock=clock,
         )
         self.clock = clock
+        self.elapsed = elapsed
+        # One-shot id -> (wall time, elapsed clock) when this process scheduled it.
+        self._scheduled: dict[str, tuple[datetime, float]] = {}
         self.poll_interval = poll_interval
         self.retry_backoff = retry_backoff
         self.jobs: dict[str, CronJob] = {}
@@ -241,6 +252,7 @@ class CronScheduler:
         assert at is not None
         if state.last_status == "ok" and state.last_run is not None and state.last_run >= at:
             return  # ran; the daemon stopped before it could disable the job
+        self._scheduled[job.id] = (self.clock(), self.elapsed())
         due = state.retry_at or at
         if due > self.clock():
             trigger = DateTrigger(run_date=due)
@@ -261,6 +273,18 @@ class CronScheduler:
         if at is None or now - at <= max(self.grace, timedelta(minutes=1)):
             return None
         return now - at
+
+    def _really_late(self, job: CronJob, late: timedelta) -> timedelta:
+        """How late a one-shot is by the time that really passed: no later than it was when
+        scheduled plus the elapsed time since, however far the wall clock moved meanwhile.
+        The smaller of that and `late` (the wall clock's view), so a clock set back is not
+        taken for time that passed either."""
+        scheduled = self._scheduled.get(job.id)
+        at = job.at_time(self.timezone)
+        if scheduled is None or at is None:
+            return late
+        wall, elapsed = scheduled
+        return min(late, wall - at + timedelta(seconds=self.elapsed() - elapsed))
 
     async def _missed(self, job: CronJob, late: timedelta) -> RunResult:
         at = job.at_time(self.timezone)
@@ -283,6 +307,7 @@ class CronScheduler:
         return local.strftime("%H:%M" if today else "%Y-%m-%d %H:%M %Z")
 
     def _unschedule(self, job_id: str) -> None:
+        self._scheduled.pop(job_id, None)
         if self._aps is None:
             return
         for aps_id in (job_id, f"retry:{job_id}"):
@@ -362,7 +387,7 @@ class CronScheduler:
             late = None if manual or not job.is_one_shot else self._lateness(job, started)
             note = ""
             if late is not None:
-                if late > self.missed_limit:
+                if self._really_late(job, late) > self.missed_limit:
                     return await self._missed(job, late)
                 at = job.at_time(self.timezone)
                 assert at is not None

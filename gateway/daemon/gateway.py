@@ -243,7 +243,8 @@ async def _housekeeping(config: Config) -> None:
     while True:
         try:
             report = await asyncio.to_thread(sweep, config)
-            log.info("housekeeping: %s", report.summary())
+            level = logging.WARNING if report.skipped else logging.INFO
+            log.log(level, "housekeeping: %s", report.summary())
         except OSError as exc:
             log.warning("housekeeping failed: %s", exc)
         await asyncio.sleep(HOUSEKEEPING_EVERY_SECONDS)
