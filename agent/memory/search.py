@@ -31,7 +31,6 @@ For a query:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Callable
@@ -229,17 +228,8 @@ class MemorySearch:
         if since is not None or until is not None:
             window = ((since or date.min).isoformat(), (until or date.max).isoformat())
         dated = _within(asked, window) if asked else None
-        whole = text if text.strip() else query
-        # The whole query's embedding does not wait for the word counts: it is encoded while
-        # the worker thread checks the index and counts (the unseen words' one comes after).
-        encoding = self._encode(whole) if len(self.index.vectors) else None
-        try:
-            weights_by_term, unseen = await self._term_weights(plan, text)
-        except BaseException:
-            if encoding is not None:
-                encoding.cancel()
-            raise
-        query_vector = await self._embed(whole, encoding, unseen, weights_by_term)
+        weights_by_term, unseen = await self._term_weights(plan, text)
+        query_vector = await self._embed(text if text.strip() else query, unseen, weights_by_term)
         raw, cosines, rows = await self.index.read(
             lambda r: self._gather(r, plan, query_vector, pool, window, dated)
         )
@@ -400,53 +390,30 @@ class MemorySearch:
             weights.setdefault(term, average)
         return weights, unseen
 
-    def _encode(self, text: str) -> asyncio.Task[np.ndarray | None] | None:
-        embedder = self.index.embedder
-        if embedder is None:
-            return None
-
-        async def encode() -> np.ndarray | None:
-            try:
-                return (await embedder.embed([text]))[0]
-            except Exception as exc:
-                log.warning("memory search: embedding the query failed (%s); keyword only", exc)
-                return None
-
-        return asyncio.ensure_future(encode())
-
     async def _embed(
-        self,
-        text: str,
-        encoding: asyncio.Task[np.ndarray | None] | None,
-        unseen: list[str],
-        weights: dict[str, float],
+        self, text: str, unseen: list[str], weights: dict[str, float]
     ) -> np.ndarray | None:
         """The query's vector. Words that no chunk contains can only be found by meaning,
         while the words that do occur are already matched by the keyword side (and in a
         static model they pull the query toward every chunk that repeats them, e.g. a
         name): so the vector blends the whole query's embedding with that of its unseen
-        words alone, each by its share of the query's weight. `encoding`: the whole query's
-        embedding, started before the index was checked (None when the index had no
-        vectors then)."""
+        words alone, each by its share of the query's weight."""
         embedder = self.index.embedder
         if embedder is None or not len(self.index.vectors):
-            if encoding is not None:
-                encoding.cancel()
             return None
-        encoding = encoding or self._encode(text)
-        whole = await encoding if encoding is not None else None
-        if whole is None or not unseen:
-            return whole
+        texts = [text, " ".join(unseen)] if unseen else [text]
         try:
-            words = (await embedder.embed([" ".join(unseen)]))[0]
+            vectors = await embedder.embed(texts)
         except Exception as exc:
             log.warning("memory search: embedding the query failed (%s); keyword only", exc)
             return None
+        if not unseen:
+            return vectors[0]
         total = sum(weights.values()) or 1.0
         share = sum(weights.get(stem(w), 0.0) for w in unseen) / total
-        blend = (1.0 - share) * whole + share * words
+        blend = (1.0 - share) * vectors[0] + share * vectors[1]
         norm = float(np.linalg.norm(blend))
-        return blend / norm if norm else whole
+        return blend / norm if norm else vectors[0]
 
 
 def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str] | None:
