@@ -25,7 +25,7 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +33,8 @@ import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
+from clawgate.agent.runtime import AgentRuntime
+from clawgate.channels.base import Channel
 from clawgate.gateway.app import dashboard_services
 from clawgate.gateway.dashboard.auth import (
     COOKIE_NAME,
@@ -43,6 +45,8 @@ from clawgate.gateway.dashboard.auth import (
 )
 from clawgate.gateway.dashboard.server import build_app
 from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.gateway.dashboard.web_channel import WebChannel
+from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
@@ -150,6 +154,19 @@ class DashboardClient:
 async def dashboard(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[DashboardClient]:
     """The dashboard app over a running in-process gateway, logged in."""
     async with dashboard_client(make_config(tmp_path, agent_config)) as client:
+        yield client
+
+
+def web_channel(bus: MessageBus, runtime: AgentRuntime) -> Sequence[Channel]:
+    return [WebChannel(bus, runtime.loop.progress)]
+
+
+@pytest.fixture
+async def chat(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[DashboardClient]:
+    """`dashboard`, with the web chat's channel running in the gateway."""
+    async with dashboard_client(
+        make_config(tmp_path, agent_config), extra_channels=web_channel
+    ) as client:
         yield client
 
 

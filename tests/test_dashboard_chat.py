@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,29 +12,17 @@ import pytest
 from aiohttp import ClientResponse
 
 from clawgate.agent.progress import ProgressWatchers
-from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.session import Delivery
-from clawgate.channels.base import Channel
 from clawgate.gateway.dashboard.web_channel import STREAM_BACKLOG, WebChannel
 from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.secrets import Redactor
-from tests.dashboard_harness import DashboardClient, dashboard_client
+from tests.dashboard_harness import DashboardClient, chat, dashboard_client
 from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.harness import make_config
 from tests.memory_helpers import save
 
-
-def web_channel(bus: MessageBus, runtime: AgentRuntime) -> Sequence[Channel]:
-    return [WebChannel(bus, runtime.loop.progress)]
-
-
-@pytest.fixture
-async def chat(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[DashboardClient]:
-    async with dashboard_client(
-        make_config(tmp_path, agent_config), extra_channels=web_channel
-    ) as client:
-        yield client
+__all__ = ["chat"]
 
 
 class Events:

@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from clawgate.agent.runtime import AgentRuntime
-from clawgate.channels.base import Channel
 from clawgate.gateway.app import dashboard_services
 from clawgate.gateway.dashboard.auth import (
     COOKIE_NAME,
@@ -31,37 +28,24 @@ from clawgate.gateway.dashboard.auth import (
 )
 from clawgate.gateway.dashboard.browser_sessions import LoginThrottle
 from clawgate.gateway.dashboard.server import build_app
-from clawgate.gateway.dashboard.web_channel import WebChannel
-from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, DashboardConfig, load_config
 from tests.dashboard_harness import (
     CSRF_META,
     DashboardClient,
     DashboardGateway,
+    chat,
     clawgate_output,
     dashboard,
-    dashboard_client,
+    web_channel,
 )
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Harness, make_config
 
-__all__ = ["dashboard"]
+__all__ = ["chat", "dashboard"]
 
 MINUTE = 60.0
 JSON = {"Accept": "application/json"}
-
-
-def web_channel(bus: MessageBus, runtime: AgentRuntime) -> Sequence[Channel]:
-    return [WebChannel(bus, runtime.loop.progress)]
-
-
-@pytest.fixture
-async def chat(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[DashboardClient]:
-    async with dashboard_client(
-        make_config(tmp_path, agent_config), extra_channels=web_channel
-    ) as client:
-        yield client
 
 
 async def replay(client: DashboardClient, cookie: str, path: str = "/memory") -> int:
