@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from clawgate.gateway.daemon.control import socket_path
 from clawgate.gateway.daemon.lock import AGENT, InstanceLock
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
@@ -234,6 +235,47 @@ async def test_parallel_one_shots_without_a_gateway_never_share_a_seq(
     waiter = first if any("waiting for" in line for line in first.err) else second
     [line] = [line for line in waiter.err if line.strip()]
     assert "clawgate agent (pid" in line
+
+
+async def test_a_reply_finished_in_the_shutdown_grace_reaches_the_terminal(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    release = asyncio.Event()
+    fake_llm.handler = lambda body: gate(release, text("Finished in the grace."))
+    config = write_config(
+        tmp_path,
+        agent=fake_model(fake_llm, request_timeout=60),
+        telegram=fake_telegram(telegram, (OWNER,)),
+    )
+    socket_file = socket_path(tmp_path / "data")
+    async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as gateway:
+        await gateway.wait_for_log("channel telegram ready", START_TIMEOUT)
+        async with cli(tmp_path, "--config", str(config), "agent", "-m", "slow") as terminal:
+            await fake_llm.wait_for_requests(1, timeout=RUN_TIMEOUT)
+            gateway.send_signal(signal.SIGTERM)
+            # Stopping: no new terminal gets in, while the one waiting keeps its connection.
+            await wait_until(lambda: not socket_file.exists(), timeout=EXIT_TIMEOUT)
+            release.set()
+            assert await terminal.finish() == 0, terminal.err
+        assert terminal.out == ["Finished in the grace."]
+        assert await gateway.wait(EXIT_TIMEOUT) == 0, gateway.stderr
+
+
+async def test_a_turn_cancelled_by_the_shutdown_grace_says_it_stopped_before_answering(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = lambda body: gate(asyncio.Event(), text("Never sent."))
+    agent = {**fake_model(fake_llm, request_timeout=60), "shutdown_grace_seconds": 1}
+    config = write_config(tmp_path, agent=agent, telegram=fake_telegram(telegram, (OWNER,)))
+    async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as gateway:
+        await gateway.wait_for_log("channel telegram ready", START_TIMEOUT)
+        async with cli(tmp_path, "--config", str(config), "agent", "-m", "slow") as terminal:
+            await fake_llm.wait_for_requests(1, timeout=RUN_TIMEOUT)
+            gateway.send_signal(signal.SIGTERM)
+            assert await terminal.finish() == 1
+        assert terminal.out == []
+        assert "the gateway stopped before answering" in "\n".join(terminal.err)
+        assert await gateway.wait(EXIT_TIMEOUT) == 0, gateway.stderr
 
 
 async def test_a_gateway_started_beside_a_terminal_waits_for_it(

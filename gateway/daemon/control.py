@@ -9,6 +9,12 @@ records take the same path as Telegram's. One socket serves every agent of the g
 request names its agent (`clawgate agent --agent NAME`), and the message carries it to the
 daemon's routing (`InboundMessage.agent`; absent = the default agent).
 
+On shutdown `stop` refuses new terminals and takes no more lines, but the open connections
+stay writable until `close`, which the gateway calls after its dispatchers have finished or
+cancelled their turns and the outbound queue is flushed: a reply finished in the grace
+reaches its terminal, and only a terminal whose turn was cancelled (or never started) reads
+the end of the connection ("the gateway stopped before answering").
+
 One JSON object per line, both ways:
 
     terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann",
@@ -76,8 +82,10 @@ class ControlChannel(Channel):
         self._server: asyncio.Server | None = None
         self._by_session: dict[tuple[str, str], set[asyncio.StreamWriter]] = {}
         self._asked: dict[str, asyncio.StreamWriter] = {}
+        self._stopping = False
 
     async def start(self) -> None:
+        self._stopping = False
         if self.path.parent.name.startswith("clawgate-"):
             _private_folder(self.path.parent)  # the temp-dir fallback: check who made it
         # Whoever starts this holds the instance lock: a file left here is a dead gateway's.
@@ -98,15 +106,25 @@ class ControlChannel(Channel):
         log.info("control socket listening on %s", self.path)
 
     async def stop(self) -> None:
+        """Refuse new terminals and stop reading; the open connections stay writable, so a
+        turn the dispatcher finishes in the shutdown grace still reaches the terminal that
+        asked. `close` ends them once the last replies have gone out."""
+        if self._server is None:
+            return
+        self._stopping = True
+        self._server.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    async def close(self) -> None:
+        """End every open connection: a terminal still waiting sees the gateway stop before
+        answering, which is now true (its turn was cancelled or never started)."""
         if self._server is None:
             return
         server, self._server = self._server, None
-        server.close()
         for writers in list(self._by_session.values()):
             for writer in list(writers):
                 writer.close()
-        with contextlib.suppress(OSError):
-            self.path.unlink()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), timeout=2)
 
@@ -130,6 +148,9 @@ class ControlChannel(Channel):
                 request = _parse(line)
                 if request is None:
                     log.warning("control socket: ignoring a malformed line")
+                    continue
+                if self._stopping:
+                    log.warning("control socket: the gateway is stopping; a message not taken")
                     continue
                 session, message_id, text, sender, agent = request
                 key = (agent or self.default_agent, session)

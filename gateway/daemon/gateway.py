@@ -139,6 +139,7 @@ class Gateway:
         except BaseException:
             # Channel supervisors are in the group too: the group cannot close until they end.
             await self.manager.stop_all()
+            await self.manager.close_all()
             # The caller sees this error itself, not wrapped in the TaskGroup's.
             await self._end_tasks()
             raise
@@ -148,6 +149,8 @@ class Gateway:
         await _cancel(self._chores)
         for unit in self.units.values():
             await unit.stop_scheduler(grace / 2)
+        # Channels stop receiving but keep sending (a terminal's connection stays open): what
+        # the dispatchers finish within the grace still reaches its chat. close_all ends that.
         await self.manager.stop_all()
         if self._dispatching is not None:
             # Hand over what the bus still holds before the dispatchers stop reading it.
