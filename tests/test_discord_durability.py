@@ -191,3 +191,40 @@ async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
         notice.content,
         "re: five",
     ]
+
+
+# -- a damaged watermark file ----------------------------------------------------------------
+
+
+async def test_a_truncated_state_file_still_catches_up_the_dm_sent_while_down_answered_once(
+    tmp_path: Path, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    home = GatewayHome(tmp_path, fake, fake_llm)
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log(READY, START_TIMEOUT)
+        for chat, note in ((home.owner_dm, "note-dm-1"), (home.general, "note-general")):
+            said = await home.say(chat, note)
+            await wait_until(home.all_answered, timeout=REPLY_TIMEOUT)
+            await wait_until(lambda s=said: home.watermark(s.chat) >= s.message_id, 20)
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(STOP_TIMEOUT) == 0
+
+    # Down: the owner writes, and state.json loses its second half.
+    await home.say(home.owner_dm, "note-dm-2")
+    whole = home.state.read_bytes()
+    home.state.write_bytes(whole[: len(whole) // 2])
+
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log(READY, START_TIMEOUT)
+        await wait_until(home.all_answered, timeout=REPLY_TIMEOUT)
+        await wait_until(lambda: home.watermark(home.owner_dm) >= home.said[-1].message_id, 20)
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(STOP_TIMEOUT) == 0
+        log = gateway.stderr
+
+    assert home.replies(home.owner_dm) == ["re: note-dm-1", "re: note-dm-2"]
+    assert home.replies(home.general) == ["re: note-general"]
+    aside = list(home.state.parent.glob("state.json.damaged-*"))
+    assert [p.read_bytes() for p in aside] == [whole[: len(whole) // 2]]
+    assert log.count("state.json: damaged") == 1
+    assert home.watermark(home.general) >= home.said[1].message_id  # a fresh, whole file
