@@ -72,8 +72,7 @@ async def recover(
     chats = set(journal.chats())
     for user_id in policy.owner_ids():
         try:
-            user = client.get_user(int(user_id)) or await client.fetch_user(int(user_id))
-            chats.add(str((user.dm_channel or await user.create_dm()).id))
+            chats.add(str((await client.create_dm(discord.Object(int(user_id)))).id))
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             log.warning("discord: could not open the DM of owner %s: %s", user_id, exc)
     for guild in client.guilds:
