@@ -13,7 +13,9 @@ One JSON object a line (`id` names the record's id field: Telegram's "update", D
 `record` appends and fsyncs a batch and only then moves `high` (a failed or short write
 raises, and nothing advances). A channel marks a message answered just before the first
 request of its reply goes out (at most once). On start, whatever was journaled but never
-answered is published again.
+answered is published again. A platform mark that was lost (Discord's damaged state.json) is
+rebuilt from `seen_through(chat)`: the last compaction's high, or the chat's newest record
+since, whichever is later; no message after it was ever answered.
 
 Compaction writes the new journal to a temp file, reads it back (size and every line
 parsed) and only then renames it over the journal; a failure keeps the old one.
