@@ -13,7 +13,9 @@ One JSON object a line (`id` names the record's id field: Telegram's "update", D
 `record` appends and fsyncs a batch and only then moves `high` (a failed or short write
 raises, and nothing advances). A channel marks a message answered just before the first
 request of its reply goes out (at most once). On start, whatever was journaled but never
-answered is published again.
+answered is published again. A platform mark that was lost (Discord's damaged state.json) is
+rebuilt from `seen_through(chat)`: the last compaction's high, or the chat's newest record
+since, whichever is later; no message after it was ever answered.
 
 Compaction writes the new journal to a temp file, reads it back (size and every line
 parsed) and only then renames it over the journal; a failure keeps the old one.
@@ -57,6 +59,10 @@ class Journal:
         self.id_field = id_field
         self.high = 0  # the highest id recorded
         self.pending: dict[int, InboundMessage] = {}
+        # What a lost platform mark is rebuilt from (Discord's state.json): the high of the
+        # last compaction, and each chat's highest id recorded since.
+        self._compacted_high = 0
+        self._chat_high: dict[str, int] = {}
         self._writer = writer or DiskWriter()
         self._lines = 0
         # After a failed compaction, the next try waits for this many lines.
@@ -85,6 +91,7 @@ class Journal:
                 self.high = max(self.high, record_id)
                 if message is not None:
                     self.pending[record_id] = message
+                    self._note_chat(message.chat_id, record_id)
 
     async def answered(self, record_ids: Iterable[int]) -> None:
         ids = [u for u in record_ids if u in self.pending]
@@ -109,8 +116,26 @@ class Journal:
         """Whether a message of this chat is still unanswered."""
         return any(m.chat_id == chat_id for m in self.pending.values())
 
+    @property
+    def ran_before(self) -> bool:
+        """Whether the journal held anything at its load: the channel received before."""
+        return self._lines > 0 or self.high > 0
+
+    def chats(self) -> list[str]:
+        """The chats the journal names (received in since its last compaction)."""
+        return sorted(self._chat_high)
+
+    def seen_through(self, chat_id: str) -> int:
+        """An id of `chat_id` at or below which every message the channel handled lies: any
+        message to answer is recorded before it is answered, so none after it was."""
+        return max(self._compacted_high, self._chat_high.get(chat_id, 0))
+
+    def _note_chat(self, chat_id: str, record_id: int) -> None:
+        self._chat_high[chat_id] = max(self._chat_high.get(chat_id, 0), record_id)
+
     def _load(self) -> None:
         self.pending.clear()
+        self._chat_high.clear()
         self._lines = 0
         try:
             raw = self.path.read_bytes()
@@ -127,12 +152,14 @@ class Journal:
                     answered.add(int(entry["answered"]))
                 elif "high" in entry:
                     self.high = max(self.high, int(entry["high"]))
+                    self._compacted_high = max(self._compacted_high, int(entry["high"]))
                 else:
                     record_id = int(entry[self.id_field])
                     self.high = max(self.high, record_id)
                     if entry.get("message") is not None:
                         message = InboundMessage.model_validate(entry["message"])
                         self.pending[record_id] = message
+                        self._note_chat(message.chat_id, record_id)
             except (ValueError, KeyError, TypeError) as exc:
                 # A torn last line after a crash: its platform mark never passed it, so
                 # the platform hands it out again.
@@ -173,6 +200,10 @@ class Journal:
             return
         self._lines = len(lines)
         self._compact_at = self.compact_after
+        self._compacted_high = self.high
+        self._chat_high = {}
+        for record_id, message in self.pending.items():
+            self._note_chat(message.chat_id, record_id)
 
 
 def _verify(path: Path, size: int, count: int) -> None:

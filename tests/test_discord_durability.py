@@ -5,6 +5,7 @@ FakeDiscord; the real `clawgate gateway` process where the case is a restart."""
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -191,3 +192,79 @@ async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
         notice.content,
         "re: five",
     ]
+
+
+# -- a damaged watermark file ----------------------------------------------------------------
+
+
+async def test_a_truncated_state_file_still_catches_up_the_dm_sent_while_down_answered_once(
+    tmp_path: Path, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    home = GatewayHome(tmp_path, fake, fake_llm)
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log(READY, START_TIMEOUT)
+        for chat, note in ((home.owner_dm, "note-dm-1"), (home.general, "note-general")):
+            said = await home.say(chat, note)
+            await wait_until(home.all_answered, timeout=REPLY_TIMEOUT)
+            await wait_until(lambda s=said: home.watermark(s.chat) >= s.message_id, 20)
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(STOP_TIMEOUT) == 0
+
+    # Down: the owner writes, and state.json loses its second half.
+    await home.say(home.owner_dm, "note-dm-2")
+    whole = home.state.read_bytes()
+    home.state.write_bytes(whole[: len(whole) // 2])
+
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log(READY, START_TIMEOUT)
+        await wait_until(home.all_answered, timeout=REPLY_TIMEOUT)
+        await wait_until(lambda: home.watermark(home.owner_dm) >= home.said[-1].message_id, 20)
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(STOP_TIMEOUT) == 0
+        log = gateway.stderr
+
+    assert home.replies(home.owner_dm) == ["re: note-dm-1", "re: note-dm-2"]
+    assert home.replies(home.general) == ["re: note-general"]
+    aside = list(home.state.parent.glob("state.json.damaged-*"))
+    assert [p.read_bytes() for p in aside] == [whole[: len(whole) // 2]]
+    assert log.count("state.json: damaged") == 1
+    assert home.watermark(home.general) >= home.said[1].message_id  # a fresh, whole file
+
+
+async def test_a_lost_state_file_after_a_compacted_journal_catches_up_owner_dm_and_guild(
+    tmp_path: Path, fake: FakeDiscord, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = echo
+    world = World(fake, tmp_path, agent_config)
+    async with world.running() as running:
+        await fake.user_says(world.owner_dm, "dm before", author_id=OWNER, username="ann")
+        assert (await fake.next_message(world.owner_dm, REPLY_TIMEOUT)).content == "re: dm before"
+        said = await fake.user_says(
+            world.general, "before", author_id=MEMBER, username="bob", mentions_bot=True
+        )
+        assert (await fake.next_message(world.general, REPLY_TIMEOUT)).content == "re: before"
+        journal = running.channel.journal.path
+    # The journal was compacted (it names no chat any more) and state.json is gone.
+    journal.write_text(json.dumps({"high": int(said["id"])}) + "\n")
+    (journal.parent / "state.json").unlink()
+    await fake.user_says(world.owner_dm, "dm while down", author_id=OWNER, username="ann")
+    await fake.user_says(
+        world.thread, "in the thread", author_id=MEMBER, username="bob", mentions_bot=True
+    )
+
+    async with world.running() as running:
+        assert (await fake.next_message(world.owner_dm, REPLY_TIMEOUT)).content == (
+            "re: dm while down"
+        )
+        assert (await fake.next_message(world.thread, REPLY_TIMEOUT)).content == (
+            "re: in the thread"
+        )
+        assert await running.gateway.default.dispatcher.wait_idle(10)
+    first, then = asked(fake_llm)[:2], asked(fake_llm)[2:]
+    assert first == ["dm before", "[bob] before"]
+    assert sorted(then) == ["[bob] in the thread", "dm while down"]  # each chat in its turn
+    assert set(json.loads((journal.parent / "state.json").read_text())["last_seen"]) >= {
+        world.owner_dm,
+        world.general,
+        world.thread,
+    }

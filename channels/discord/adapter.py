@@ -14,7 +14,8 @@ never answered (queued behind a long turn at a SIGTERM, or in flight at a kill -
 published again once the client is ready, before anything new, so each chat's messages keep
 their order. A crash between the journal line and the watermark leaves the message after the
 watermark too: its id is taken from the journal into the watermark at start, so catch-up
-does not read it twice.
+does not read it twice. A damaged state.json (or a missing one after the journal shows the
+channel ran) is rebuilt from the journal before catch-up (catchup.py's `recover`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import discord
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import Channel
-from clawgate.channels.discord.catchup import catch_up
+from clawgate.channels.discord.catchup import catch_up, recover
 from clawgate.channels.discord.client import (
     CATCH_UP,
     EventClient,
@@ -144,9 +145,12 @@ class DiscordChannel(Channel):
     async def start(self) -> None:
         token = bot_token(self.config)
         point_at(self.config.api_base, self.config.gateway_url)
-        await self._watermarks.load()
+        state = await self._watermarks.load()
         if self._due is None:
             await self._load_journal()
+        if state == "damaged" or (state == "missing" and self.journal.ran_before):
+            self._watermarks.rebuild()
+        await self._watermarks.flush()
         self._receiving = True
         self._ready.clear()
         self._inbox = asyncio.Queue()
@@ -195,7 +199,6 @@ class DiscordChannel(Channel):
         due = await self.journal.load()
         for message_id, message in due:
             self._watermarks.note_seen(message.chat_id, message_id)
-        await self._watermarks.flush()
         self._due = due
 
     async def _replay(self) -> None:
@@ -236,6 +239,8 @@ class DiscordChannel(Channel):
             try:
                 if item is CATCH_UP:
                     if self._client is not None:
+                        if self._watermarks.rebuilding:
+                            await recover(self._client, self._watermarks, self.journal, self.policy)
                         max_age = timedelta(hours=self.config.catchup_max_age_hours)
                         await catch_up(
                             self._client, self._watermarks, self._handle, max_age=max_age

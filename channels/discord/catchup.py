@@ -5,6 +5,13 @@ Every page after the watermark is read (discord.py pages with `after`, 100 a req
 mention behind a hundred messages of chatter is answered now, not at some later restart.
 What bounds the work is age, not count: nothing older than `max_age` is read, since answers
 to last week's messages would only confuse.
+
+When the watermarks are lost (state.json damaged, or missing though the journal shows the
+channel ran before), `recover` rebuilds them before catch-up, for every channel it knows:
+the chats named in the journal, the owners' DMs and the allowed guild channels (and threads)
+it can list. Each starts where the journal says everything handled lies
+(`Journal.seen_through`: a message to answer is journaled before it is answered), so what
+arrived while the gateway was down is answered and nothing answered before is read again.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import discord
 
+from clawgate.channels.access import AccessPolicy
 from clawgate.channels.discord.state import Watermarks
+from clawgate.channels.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +63,24 @@ async def catch_up(
             if handled:
                 log.info("discord: %d messages in %s since last seen", handled, chat_id)
     await watermarks.flush()
+
+
+async def recover(
+    client: discord.Client, watermarks: Watermarks, journal: Journal, policy: AccessPolicy
+) -> None:
+    """Seed a watermark for each channel known, from the journal (see the module's doc)."""
+    chats = set(journal.chats())
+    for user_id in policy.owner_ids():
+        try:
+            chats.add(str((await client.create_dm(discord.Object(int(user_id)))).id))
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.warning("discord: could not open the DM of owner %s: %s", user_id, exc)
+    for guild in client.guilds:
+        for channel in (*guild.text_channels, *guild.threads):
+            parent = getattr(channel, "parent_id", None)
+            if policy.group(str(channel.id), str(guild.id), str(parent) if parent else ""):
+                chats.add(str(channel.id))
+    for chat_id in sorted(chats):
+        watermarks.seed(chat_id, journal.seen_through(chat_id))
+    watermarks.rebuilt()
+    log.info("discord: watermarks rebuilt from the journal for %d channels", len(chats))
