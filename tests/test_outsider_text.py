@@ -9,7 +9,6 @@ commands, and the owner's system prompt through the real agent loop and the fake
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import signal
@@ -25,13 +24,12 @@ from clawgate.agent.session import StoredMessage
 from clawgate.gateway.ops.logs import log_file_path, setup_logging, teardown_logging
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, LoggingConfig, TelegramConfig
 from clawgate.kernel.sanitise import sanitise
+from tests.dashboard_harness import clawgate_output
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import BOT_USERNAME, FakeTelegram
 from tests.harness import Harness, make_config
 from tests.process import (
-    CLAWGATE,
     ClawgateProcess,
-    child_env,
     fake_model,
     fake_telegram,
     write_config,
@@ -120,21 +118,10 @@ def test_the_log_formats_write_outsiders_text_escaped(
 
 
 async def run_command(home: Path, config: Path, *args: str) -> str:
-    """A real `clawgate` command's stdout (raw bytes decoded, nothing stripped)."""
-    process = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        "--config",
-        str(config),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(home),
-        cwd=home,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode(errors="replace")
-    return out.decode("utf-8", errors="surrogateescape")
+    """A real `clawgate` command's output (stdout and stderr), which must succeed."""
+    code, out = await clawgate_output(home, "--config", str(config), *args)
+    assert code == 0, out
+    return out
 
 
 async def test_a_hostile_group_title_and_member_name_forge_no_log_line_and_reach_no_terminal(
