@@ -127,6 +127,17 @@ async def test_append_only_log_keeps_unchanged_chunks_and_removed_file_leaves(tm
     assert all(h.path != "memory/2026-12-10.md" for h in await corpus.search("electricity bill"))
 
 
+async def test_a_search_sees_a_file_edited_since_the_last_search(tmp_path, corpus):
+    """The freshness check shares its hop with the word counts: an edit between two
+    searches (the same words asked again, their counts already cached) is still found."""
+    assert all("sailboat" not in h.snippet for h in await corpus.search("the sailboat mooring"))
+    write(tmp_path / "ws", "2026-12-12.md", "- 10:00 Paid the sailboat mooring fee.\n")
+    hits = await corpus.search("the sailboat mooring")
+    assert hits and hits[0].path == "memory/2026-12-12.md", hits
+    (tmp_path / "ws" / "memory" / "2026-12-12.md").unlink()
+    assert all(h.path != "memory/2026-12-12.md" for h in await corpus.search("sailboat mooring"))
+
+
 async def test_deleted_index_is_rebuilt_with_identical_results(tmp_path, corpus):
     queries = ["Lisbon decision", "猫粮", "dentist cleaning", "Rita", "指数基金"]
     first = [await corpus.search(q) for q in queries]
