@@ -1,0 +1,151 @@
+"""Memory merges respect the owner's later edits (#24 item 3): a dashboard edit made while a
+consolidation waits for the model wins over the model's rewording of the same lines - a
+fact the owner deleted never comes back reworded, and the owner's correction never sits
+beside the model's rewording of the old fact. Through a real `clawgate gateway` process (the
+fake model holds the consolidation; the edit goes through the dashboard's HTTP form), and
+the merge rule itself on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from clawgate.agent.memory.merge import merge_lines
+from clawgate.agent.memory.store import MemoryStore
+from clawgate.gateway.dashboard.auth import CSRF_FIELD
+from tests.dashboard_harness import CSRF_META, DashboardGateway
+from tests.fakes.llm import FakeLLM, gate, text, tool_call
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import wait_until
+from tests.memory_helpers import is_consolidation
+
+OWNER = 1001
+MODEL_TIMEOUT = 90.0  # the gateway's first model call imports litellm, on a loaded machine
+
+BASE = (
+    "# Memory\n\n"
+    "- Passport: X1234567\n"
+    "- Lives in Berlin\n"
+    "- Likes green tea\n"
+    "- Sister Bea lives in Porto\n"
+    "- Cat named Miso\n"
+    "- Works at Acme as a designer\n"
+)
+# The owner, in the dashboard, while the model thinks: the passport line deleted, the city
+# corrected.
+OWNER_EDIT = BASE.replace("- Passport: X1234567\n", "").replace(
+    "- Lives in Berlin\n", "- Lives in Munich since October\n"
+)
+# The model, from BASE: both lines reworded (and listed as removed), one new fact.
+MODEL_UPDATE = (
+    BASE.replace("- Passport: X1234567\n", "- Passport number: X1234567\n").replace(
+        "- Lives in Berlin\n", "- Lives in Berlin, Germany\n"
+    )
+    + "- Plans a trip to Rome in May\n"
+)
+MODEL_REMOVED = ["- Passport: X1234567", "- Lives in Berlin"]
+
+
+def hidden(page: str, name: str) -> str:
+    found = re.search(rf'name="{name}" value="([^"]*)"', page)
+    assert found, page[:2000]
+    return html.unescape(found.group(1))
+
+
+async def dashboard_edit(gateway: DashboardGateway, new_text: str) -> None:
+    """Open the edit form as a logged-in browser would, put `new_text` in, save."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+        login = await session.get(await gateway.login_link(), allow_redirects=False)
+        assert login.status == 303
+        page = await (await session.get(gateway.url + "memory/edit")).text()
+        csrf = CSRF_META.search(page)
+        assert csrf
+        fields = {
+            CSRF_FIELD: csrf.group(1),
+            "version": hidden(page, "version"),
+            "base": hidden(page, "base"),
+            "text": new_text,
+        }
+        saved = await session.post(gateway.url + "memory/edit", data=fields, allow_redirects=False)
+        assert saved.status == 303, await saved.text()
+
+
+async def test_a_dashboard_edit_during_a_consolidation_wins_over_the_models_rewording(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    release = asyncio.Event()
+
+    def model(request: dict[str, Any]) -> Any:
+        if is_consolidation(request):
+            answer = tool_call(
+                "save_memory",
+                history_entry="Ann talked about her Rome trip in May.",
+                memory_update=MODEL_UPDATE,
+                removed=MODEL_REMOVED,
+            )
+            return gate(release, answer)
+        return text("noted")
+
+    fake_llm.handler = model
+    agent = {"memory_window": 4}
+    async with DashboardGateway(tmp_path, telegram, fake_llm, agent=agent) as gateway:
+        memory = MemoryStore(gateway.workspace)
+        memory.replace_memory(BASE)
+        for said in ("I plan a trip to Rome", "in May", "with Bea"):
+            telegram.user_says(OWNER, said)
+            assert (await telegram.next_message(OWNER, timeout=MODEL_TIMEOUT))["text"] == "noted"
+        # The consolidation has read BASE and waits for the model.
+        await wait_until(lambda: any(is_consolidation(r) for r in fake_llm.requests), 60)
+        await dashboard_edit(gateway, OWNER_EDIT)
+        assert memory.read_memory() == OWNER_EDIT
+        release.set()
+        await wait_until(lambda: "Rome" in memory.read_memory(), MODEL_TIMEOUT)
+        final = memory.read_memory()
+
+    assert "X1234567" not in final, final  # the deleted passport number stays deleted
+    assert "Berlin" not in final, final  # the correction replaced the old fact
+    assert final.count("Munich") == 1 and "- Plans a trip to Rome in May\n" in final
+    for kept in ("Likes green tea", "Sister Bea lives in Porto", "Cat named Miso", "Acme"):
+        assert kept in final
+    # The owner's own deletions are not a consolidation's removals to offer back.
+    assert memory.removals().pending() == []
+
+
+# -- the rule, line by line -------------------------------------------------------------------
+
+
+def test_a_rewording_of_a_line_the_owner_deleted_is_dropped() -> None:
+    merged = merge_lines(BASE, MODEL_UPDATE, OWNER_EDIT)
+    assert "X1234567" not in merged and "Berlin" not in merged
+    assert "- Lives in Munich since October\n" in merged
+    assert merged.endswith("- Plans a trip to Rome in May\n")
+
+
+def test_a_line_the_model_moved_does_not_bring_back_what_the_owner_deleted() -> None:
+    moved = BASE.replace("- Cat named Miso\n", "") + "- Cat named Miso\n"
+    theirs = BASE.replace("- Cat named Miso\n", "")
+    assert "Miso" not in merge_lines(BASE, moved, theirs)
+
+
+def test_a_rewording_of_a_line_the_owner_kept_is_applied() -> None:
+    ours = BASE.replace("- Likes green tea\n", "- Likes green tea, no sugar\n")
+    theirs = BASE + "- Dentist on Friday\n"
+    merged = merge_lines(BASE, ours, theirs)
+    assert "- Likes green tea, no sugar\n" in merged and "- Likes green tea\n" not in merged
+    assert "- Dentist on Friday\n" in merged
+
+
+def test_a_new_fact_unlike_the_deleted_lines_is_kept() -> None:
+    ours = BASE.replace("- Passport: X1234567\n", "") + "- Allergic to peanuts\n"
+    merged = merge_lines(BASE, ours, OWNER_EDIT)
+    assert "- Allergic to peanuts\n" in merged and "X1234567" not in merged
+
+
+def test_a_number_the_owner_deleted_does_not_come_back_in_other_words() -> None:
+    ours = BASE.replace("- Passport: X1234567\n", "- Travel document X1234567 (German, 2031)\n")
+    assert "X1234567" not in merge_lines(BASE, ours, OWNER_EDIT)
