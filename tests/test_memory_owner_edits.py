@@ -3,7 +3,8 @@ consolidation waits for the model wins over the model's rewording of the same li
 fact the owner deleted never comes back reworded, and the owner's correction never sits
 beside the model's rewording of the old fact. Through a real `clawgate gateway` process (the
 fake model holds the consolidation; the edit goes through the dashboard's HTTP form), and
-the merge rule itself on its own."""
+the merge rule itself on its own. Then the journal of what consolidations removed
+(agent/memory/removed.py): written before MEMORY.md, read past a torn line."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
-from clawgate.agent.memory.merge import merge_lines
+from clawgate.agent.memory.merge import MemoryRewrite, merge_lines
+from clawgate.agent.memory.removed import JOURNAL_NAME
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.gateway.dashboard.auth import CSRF_FIELD
+from clawgate.kernel.storage import DiskWriter
 from tests.dashboard_harness import CSRF_META, DashboardGateway
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
@@ -149,3 +153,50 @@ def test_a_new_fact_unlike_the_deleted_lines_is_kept() -> None:
 def test_a_number_the_owner_deleted_does_not_come_back_in_other_words() -> None:
     ours = BASE.replace("- Passport: X1234567\n", "- Travel document X1234567 (German, 2031)\n")
     assert "X1234567" not in merge_lines(BASE, ours, OWNER_EDIT)
+
+
+# -- what a consolidation removed, on disk ------------------------------------------------------
+
+
+class RefusesMemoryMd(DiskWriter):
+    """A disk that takes appends but refuses to replace MEMORY.md (a crash right there)."""
+
+    def _check(self, path: Path) -> None:
+        if path.name == "MEMORY.md":
+            raise OSError(28, "No space left on device")
+
+
+def test_the_removed_lines_are_on_disk_before_memory_md_is_replaced(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    MemoryStore(workspace).replace_memory(BASE)
+    store = MemoryStore(workspace, writer=RefusesMemoryMd())
+    update = BASE.replace("- Cat named Miso\n", "")
+    with pytest.raises(OSError):
+        store.rewrite_memory(MemoryRewrite(BASE, update, "telegram:1001"))
+    assert store.read_memory() == BASE
+    [removal] = store.removals().pending()
+    assert removal.lines == ("- Cat named Miso",) and removal.source == "telegram:1001"
+    # Restoring lines the file still holds adds nothing (and marks the removal done).
+    assert MemoryStore(workspace).restore_removal(removal) == BASE
+    assert store.removals().pending() == []
+
+
+def test_a_torn_last_journal_line_is_skipped(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "workspace")
+    store.replace_memory(BASE)
+    store.rewrite_memory(MemoryRewrite(BASE, BASE.replace("- Likes green tea\n", ""), "cli:x"))
+    journal = store.dir / JOURNAL_NAME
+    with journal.open("a", encoding="utf-8") as torn:
+        torn.write('{"type": "restored", "id": "')
+    assert [r.lines for r in store.removals().pending()] == [("- Likes green tea",)]
+    assert journal.stat().st_mode & 0o777 == 0o600
+
+
+def test_rebulleting_or_reordering_is_not_a_removal(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "workspace")
+    store.replace_memory(BASE)
+    lines = BASE.splitlines()
+    reordered = "\n".join([*lines[:2], *reversed(lines[2:])]).replace("- ", "* ") + "\n"
+    store.rewrite_memory(MemoryRewrite(BASE, reordered, "cli:x"))
+    assert store.read_memory() == reordered
+    assert store.removals().pending() == []
