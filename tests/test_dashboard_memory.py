@@ -226,6 +226,12 @@ async def test_lines_a_consolidation_removed_are_listed_and_restored_in_one_clic
     again = await dashboard.post_form(action, current)  # a second tab's click
     assert again.status == 303 and memory.read_memory().count("- fact 2") == 1
     assert (await dashboard.post_form("/memory/removed/nope/restore", current)).status == 404
+    # A removal whose lines the owner already put back by hand is not offered.
+    now = memory.read_memory()
+    memory.rewrite_memory(MemoryRewrite(now, now.replace("- fact 3\n", ""), "telegram:1001"))
+    assert 'id="removals"' in await dashboard.text("/memory")
+    memory.replace_memory(memory.read_memory() + "* Fact 3\n")
+    assert 'id="removals"' not in await dashboard.text("/memory")
 
 
 @pytest.mark.parametrize(

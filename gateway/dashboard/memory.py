@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from clawgate.agent.memory.removed import Removal
+from clawgate.agent.memory.removed import Removal, with_restored
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
@@ -133,7 +133,9 @@ async def _memory_view(
     status: int = 200,
 ) -> web.Response:
     journal = await asyncio.to_thread(services(request).memory.removals)
-    removals: list[Removal] = journal.pending()[:MAX_REMOVALS_SHOWN]
+    # A removal whose lines are all back (restored by hand, say) has nothing left to offer.
+    pending = [r for r in journal.pending() if with_restored(text, r) != text]
+    removals: list[Removal] = pending[:MAX_REMOVALS_SHOWN]
     return render(
         request,
         "memory.html",
