@@ -169,18 +169,23 @@ async def test_restoring_a_version_is_refused_when_memory_changed_since_the_page
     assert bare.status == 409 and memory.read_memory() == "- Ann lives in Porto\n"
 
 
+@pytest.mark.parametrize("on_disk", ["\n", "\r\n"], ids=["lf-file", "crlf-file"])
 async def test_a_conflict_shows_only_what_changed_meanwhile_when_the_base_comes_back_as_crlf(
-    dashboard: DashboardClient,
+    dashboard: DashboardClient, on_disk: str
 ) -> None:
-    """#35 item 7: a browser posts the hidden base with CRLF line ends; the conflict view
-    must still diff it, not the owner's own text, against MEMORY.md now."""
+    """#35 item 7: a browser posts the hidden base with CRLF line ends (whatever the file
+    has: its HTML parser reads CR LF in the page as LF, its form posts every LF as CR LF);
+    the conflict view must still diff that base, not the owner's own text, against MEMORY.md
+    now."""
     memory = dashboard.services.memory
-    memory.replace_memory("# Facts\n\n- Ann lives in Lisbon\n")
+    memory.replace_memory(f"# Facts{on_disk}{on_disk}- Ann lives in Lisbon{on_disk}")
     fields = form_of(await dashboard.text("/memory/edit"))
-    memory.replace_memory("# Facts\n\n- Ann lives in Lisbon\n- Ann has a cat, Miso\n")
+    memory.replace_memory(
+        on_disk.join(["# Facts", "", "- Ann lives in Lisbon", "- Ann has a cat, Miso", ""])
+    )
     crlf = {
         "version": fields["version"],
-        "base": fields["base"].replace("\n", "\r\n"),
+        "base": fields["base"].replace("\r\n", "\n").replace("\n", "\r\n"),
         "text": "# Facts\r\n\r\n- Ann lives in Lisbon\r\n- Ann prefers window seats\r\n",
     }
     response = await dashboard.post_form("/memory/edit", crlf)

@@ -10,7 +10,8 @@ changed meanwhile, to decide again. That holds for an edit, for restoring a kept
 restore replaces the file: without the check it would silently drop what a consolidation
 added after the page was opened), and for putting back the lines a consolidation removed
 (agent/memory/removed.py; they are appended at the end). A browser posts every field's line
-ends as CRLF, so `base` and `text` are read back with LF line ends before any hash.
+ends as CRLF, so `base` and `text` are read back with LF line ends, and a version is the
+hash of the text with LF line ends (a MEMORY.md saved with CRLF by an editor included).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def lf(text: str) -> str:
 
 
 def version_of(text: str) -> str:
-    """What an edit form says it was based on: the text's sha-256."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """What a form says its page showed: the text's sha-256, line ends read as LF (a page's
+    text comes back from a browser with CRLF, whatever the file has)."""
+    return hashlib.sha256(lf(text).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
