@@ -101,7 +101,8 @@ def read_journal(memory_dir: Path) -> Journal:
     except FileNotFoundError:
         return Journal((), frozenset())
     removals, restored = [], set()
-    for number, line in enumerate(raw.splitlines(), 1):
+    # Split on newlines only: str.splitlines would also cut at U+2028 and friends.
+    for number, line in enumerate(raw.split("\n"), 1):
         if not line.strip():
             continue
         try:
