@@ -21,11 +21,12 @@ from clawgate.agent.memory.merge import MemoryRewrite, merge_lines
 from clawgate.agent.memory.removed import JOURNAL_NAME
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.gateway.dashboard.auth import CSRF_FIELD
+from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.storage import DiskWriter
 from tests.dashboard_harness import CSRF_META, DashboardGateway
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import wait_until
+from tests.harness import Harness, make_config, wait_until
 from tests.memory_helpers import is_consolidation
 
 OWNER = 1001
@@ -118,6 +119,50 @@ async def test_a_dashboard_edit_during_a_consolidation_wins_over_the_models_rewo
         assert kept in final
     # The owner's own deletions are not a consolidation's removals to offer back.
     assert memory.removals().pending() == []
+
+
+async def test_a_file_tool_edit_during_a_consolidation_wins_over_the_models_rewording(
+    tmp_path: Path, fake_llm: FakeLLM, agent_config: AgentConfig
+) -> None:
+    """The same through the model's own edit_file in an owner turn (an in-process gateway)."""
+    release = asyncio.Event()
+    forget = tool_call(
+        "edit_file", path="memory/MEMORY.md", old_text="- Passport: X1234567\n", new_text=""
+    )
+
+    def model(request: dict[str, Any]) -> Any:
+        if is_consolidation(request):
+            answer = tool_call(
+                "save_memory",
+                history_entry="Ann talked about her Rome trip in May.",
+                memory_update=MODEL_UPDATE,
+                removed=MODEL_REMOVED,
+            )
+            return gate(release, answer)
+        last = request["messages"][-1]
+        if last["role"] == "user" and "forget my passport" in str(last["content"]):
+            return forget
+        return text("noted")
+
+    fake_llm.handler = model
+    agent_config.memory_window = 4
+    agent_config.request_timeout = 60
+    config = make_config(tmp_path, agent_config)
+    memory = MemoryStore(config.workspace)
+    memory.replace_memory(BASE)
+    async with Harness(config) as harness:
+        for said in ("I plan a trip to Rome", "in May"):
+            await harness.channel.say(said, chat_id="1")
+            assert (await harness.channel.next_reply("1", timeout=MODEL_TIMEOUT)).text == "noted"
+        # The consolidation has read BASE and waits for the model; the owner's turn edits.
+        await wait_until(lambda: any(is_consolidation(r) for r in fake_llm.requests), 60)
+        await harness.channel.say("forget my passport number", chat_id="1")
+        assert (await harness.channel.next_reply("1", timeout=MODEL_TIMEOUT)).text == "noted"
+        assert "X1234567" not in memory.read_memory()
+        release.set()
+        assert await harness.runtime.consolidator.drain(30)
+    final = memory.read_memory()
+    assert "X1234567" not in final and "- Plans a trip to Rome in May\n" in final
 
 
 # -- the rule, line by line -------------------------------------------------------------------
