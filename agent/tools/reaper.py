@@ -21,7 +21,6 @@ import ctypes
 import os
 import signal
 import sys
-from types import FrameType
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -31,7 +30,7 @@ class _CallOver(Exception):
     """SIGTERM from the gateway: the call timed out or was cancelled."""
 
 
-def _call_over(signum: int, frame: FrameType | None) -> None:
+def _call_over(*_: object) -> None:
     raise _CallOver
 
 
