@@ -1,0 +1,148 @@
+"""Issue #33 item 5: the local rendezvous points cannot be squatted by another account.
+
+Two-account cases run as root, the second account a numeric uid with no name; elsewhere they
+are skipped. The owner's side is always a real `clawgate` process.
+
+- The control socket's fallback folder (data_dir too long for a socket path) made first by
+  another account: `clawgate agent` refuses it and sends nothing.
+- A control socket in the owner's own folder whose listener is another account's process:
+  `clawgate agent` reads the peer's uid before sending a byte, and refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from clawgate.gateway.daemon.control import socket_path
+from tests.fakes.llm import FakeLLM, text
+from tests.process import CLAWGATE, child_env, fake_model, write_config
+
+OTHER_UID = 4242
+RUN_TIMEOUT = 60  # seconds: a cold CLI start on a loaded machine
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="acting as a second account needs root (os.setuid)"
+)
+
+# Listens at argv[1] as another account and answers like a gateway would, printing what it
+# sees. argv[2] = "make-folder": create the socket's folder first (0755, as that account);
+# "listen-as-other": bind as the owner (the folder is the owner's), then switch accounts
+# before listen(), which is when the kernel records the listener's credentials.
+SQUATTER = f"""\
+import json, os, socket, sys
+path, how = sys.argv[1], sys.argv[2]
+if how == "make-folder":
+    os.setuid({OTHER_UID})
+    os.mkdir(os.path.dirname(path), 0o755)
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+os.chmod(path, 0o777)
+if how == "listen-as-other":
+    os.setuid({OTHER_UID})
+server.listen()
+print("ready", flush=True)
+conn, _ = server.accept()
+print("connected", flush=True)
+line = conn.makefile("rb").readline()
+if not line:
+    sys.exit(print("closed unread", flush=True))
+print("got", line.decode().strip(), flush=True)
+asked = json.loads(line)
+answer = {{"channel": "cli", "chat_id": asked["session"], "text": "squatter here",
+          "reply_to": asked["id"]}}
+conn.sendall(json.dumps(answer).encode() + b"\\n")
+"""
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A temp directory like /tmp (1777): every account may create in it."""
+    folder = Path(tempfile.mkdtemp(prefix="clawgate-squat-", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@asynccontextmanager
+async def squatter(path: Path, how: str) -> AsyncIterator[list[str]]:
+    """The other account's listener at `path`, ready; yields the lines it printed, complete
+    once the block ends."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        SQUATTER,
+        str(path),
+        how,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    seen: list[str] = []
+    try:
+        ready = await asyncio.wait_for(child.stdout.readline(), RUN_TIMEOUT)
+        assert ready == b"ready\n"
+        yield seen
+    finally:
+        if child.returncode is None:
+            child.kill()
+        rest, _ = await child.communicate()
+        seen.extend(rest.decode().splitlines())
+
+
+async def ask(home: Path, config: Path, extra_env: dict[str, str]) -> tuple[int, str]:
+    env = child_env(home, extra_env)
+    env.pop("XDG_RUNTIME_DIR", None)
+    child = await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *("--config", str(config), "agent", "-m", "my secret plan"),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        cwd=home,
+    )
+    out, _ = await asyncio.wait_for(child.communicate(), RUN_TIMEOUT)
+    assert child.returncode is not None
+    return child.returncode, out.decode(errors="replace")
+
+
+@needs_root
+async def test_a_squatted_fallback_folder_is_refused(
+    tmp_path: Path, fake_llm: FakeLLM, shared_tmp: Path
+) -> None:
+    fake_llm.script(text("the real model"))
+    home = tmp_path / ("h" * 100)  # data_dir too long for a socket path: the fallback
+    home.mkdir()
+    config = write_config(home, agent=fake_model(fake_llm))
+    fallback = shared_tmp / f"clawgate-{os.getuid()}" / socket_path(home / "data").name
+    async with squatter(fallback, "make-folder") as seen:
+        code, out = await ask(home, config, {"TMPDIR": str(shared_tmp)})
+    assert seen == [], seen  # never connected, let alone read the message
+    assert code == 1, out
+    assert "belongs to another account or is open to others" in out
+    assert "squatter here" not in out
+
+
+@needs_root
+async def test_a_listener_of_another_account_gets_nothing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(text("the real model"))
+    config = write_config(tmp_path, agent=fake_model(fake_llm))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    async with squatter(socket_path(data_dir), "listen-as-other") as seen:
+        code, out = await ask(tmp_path, config, {})
+    assert seen == ["connected", "closed unread"], seen  # sent nothing
+    assert code == 1, out
+    assert f"served by another account (uid {OTHER_UID})" in out
+    assert "squatter here" not in out
