@@ -7,6 +7,9 @@ are skipped. The owner's side is always a real `clawgate` process.
   another account: `clawgate agent` refuses it and sends nothing.
 - A control socket in the owner's own folder whose listener is another account's process:
   `clawgate agent` reads the peer's uid before sending a byte, and refuses.
+- The dashboard's port held by another process (another account's, as root) when the
+  gateway starts: `clawgate status` and doctor say so with the fix, `clawgate dashboard`
+  makes no login link for whatever listens there, and the gateway binds once it is free.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from pathlib import Path
 import pytest
 
 from clawgate.gateway.daemon.control import socket_path
+from tests.dashboard_harness import DashboardGateway, clawgate_output, free_port
 from tests.fakes.llm import FakeLLM, text
+from tests.fakes.telegram import FakeTelegram
 from tests.process import CLAWGATE, child_env, fake_model, write_config
 
 OTHER_UID = 4242
@@ -63,6 +68,24 @@ conn.sendall(json.dumps(answer).encode() + b"\\n")
 """
 
 
+# Holds 127.0.0.1:argv[1] (as another account when run as root), answering every request
+# with 200 and printing its request line: it would accept a login code or a proof request.
+PORT_SQUATTER = f"""\
+import http.server, os, sys
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("request", self.path, flush=True)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"trust me")
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer)
+if os.geteuid() == 0:
+    os.setuid({OTHER_UID})
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
 @pytest.fixture
 def shared_tmp() -> Iterator[Path]:
     """A temp directory like /tmp (1777): every account may create in it."""
@@ -73,15 +96,13 @@ def shared_tmp() -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def squatter(path: Path, how: str) -> AsyncIterator[list[str]]:
-    """The other account's listener at `path`, ready; yields the lines it printed, complete
-    once the block ends."""
+async def squatter(*args: str) -> AsyncIterator[list[str]]:
+    """The other account's listener (`python -c *args`), ready; yields the lines it printed,
+    complete once the block ends, which stops it."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        SQUATTER,
-        str(path),
-        how,
+        *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -124,7 +145,7 @@ async def test_a_squatted_fallback_folder_is_refused(
     home.mkdir()
     config = write_config(home, agent=fake_model(fake_llm))
     fallback = shared_tmp / f"clawgate-{os.getuid()}" / socket_path(home / "data").name
-    async with squatter(fallback, "make-folder") as seen:
+    async with squatter(SQUATTER, str(fallback), "make-folder") as seen:
         code, out = await ask(home, config, {"TMPDIR": str(shared_tmp)})
     assert seen == [], seen  # never connected, let alone read the message
     assert code == 1, out
@@ -140,9 +161,59 @@ async def test_a_listener_of_another_account_gets_nothing(
     config = write_config(tmp_path, agent=fake_model(fake_llm))
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
-    async with squatter(socket_path(data_dir), "listen-as-other") as seen:
+    async with squatter(SQUATTER, str(socket_path(data_dir)), "listen-as-other") as seen:
         code, out = await ask(tmp_path, config, {})
     assert seen == ["connected", "closed unread"], seen  # sent nothing
     assert code == 1, out
     assert f"served by another account (uid {OTHER_UID})" in out
     assert "squatter here" not in out
+
+
+async def test_a_taken_dashboard_port_is_reported_never_linked_and_retried(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = DashboardGateway(tmp_path, telegram, fake_llm)
+    address = f"127.0.0.1:{gateway.port}"
+    config = ("--config", str(gateway.config_path))
+    try:
+        async with squatter(PORT_SQUATTER, str(gateway.port)) as seen:
+            await gateway.process.start()
+            await gateway.process.wait_for_log("gateway running", RUN_TIMEOUT)
+            code, out = await clawgate_output(tmp_path, *config, "status")
+            assert f"dashboard port {address} is taken" in out, out
+            assert "set [dashboard] port to a free port" in out
+            code, out = await clawgate_output(tmp_path, *config, "doctor")
+            assert f"dashboard port {address} is taken" in out, out
+            code, out = await clawgate_output(tmp_path, *config, "dashboard", "--no-open")
+            assert code == 1, out
+            assert "login?code=" not in out
+        assert not any("code=" in line for line in seen), seen
+        # Freed: the gateway takes the port on its next try, and proves itself.
+        await gateway.process.wait_for_log("dashboard listening on", RUN_TIMEOUT)
+        assert (await gateway.login_link()).startswith(f"http://{address}/login?code=")
+        code, out = await clawgate_output(tmp_path, *config, "status")
+        assert f"dashboard listening on http://{address}/" in out, out
+    finally:
+        await gateway.__aexit__(None, None, None)  # SIGTERM, wait, close
+
+
+async def test_a_listener_that_cannot_prove_itself_gets_no_link(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    # The config now names another port (the gateway not restarted yet), which someone else
+    # holds: the link would send the owner's browser and code there.
+    async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
+        other = free_port()
+        moved = tmp_path / "moved.toml"
+        moved.write_text(
+            gateway.config_path.read_text().replace(f"port = {gateway.port}", f"port = {other}")
+        )
+        async with squatter(PORT_SQUATTER, str(other)) as seen:
+            code, out = await clawgate_output(
+                tmp_path, "--config", str(moved), "dashboard", "--no-open"
+            )
+    assert code == 1, out
+    assert f"what listens on 127.0.0.1:{other} is not your gateway's dashboard" in out
+    assert "code=" not in out
+    # Asked for a proof it could not give, and for nothing else.
+    assert [line.split("?")[0] for line in seen] == ["request /proof"], seen
