@@ -50,8 +50,9 @@ def _dead(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+@pytest.mark.parametrize("after", ["", "; sleep 60"], ids=["the shell exits", "the call times out"])
 async def test_a_detached_non_dumpable_child_does_not_outlive_the_call(
-    tmp_path: Path, fake_llm: FakeLLM
+    tmp_path: Path, fake_llm: FakeLLM, after: str
 ) -> None:
     prefix: tuple[str, ...] = ()
     if os.geteuid() == 0:
@@ -60,8 +61,9 @@ async def test_a_detached_non_dumpable_child_does_not_outlive_the_call(
         prefix = ("setpriv", "--bounding-set=-all", "--inh-caps=-all")
     script = tmp_path / "escape.py"
     script.write_text(ESCAPE)
-    fake_llm.script(tool_call("exec", command=f"{sys.executable} {script}"), text("done"))
-    config = write_config(tmp_path, agent=fake_model(fake_llm))
+    command = f"{sys.executable} {script}{after}"
+    fake_llm.script(tool_call("exec", command=command), text("done"))
+    config = write_config(tmp_path, agent=fake_model(fake_llm), extra="[tools]\nexec_timeout = 2")
     child = await asyncio.create_subprocess_exec(
         *prefix,
         str(CLAWGATE),

@@ -12,9 +12,8 @@ daemon's routing (`InboundMessage.agent`; absent = the default agent).
 Where data_dir is too long for a socket path, the socket goes to a folder only the owner can
 create: `$XDG_RUNTIME_DIR/clawgate/`, else `<tmp>/clawgate-<uid>/` - which another account
 can make first, so both ends check that the folder belongs to this account and is 0700
-before using it, and neither talks to a peer of another account: the terminal reads the
-gateway's uid from the connected socket (SO_PEERCRED, Linux) before it sends a byte, and the
-gateway closes connections from other accounts.
+before using it; and the terminal reads the listener's uid from the connected socket
+(SO_PEERCRED, Linux) before it sends a byte, talking only to its own account's gateway.
 
 On shutdown `stop` refuses new terminals and takes no more lines, but the open connections
 stay writable until `close`, which the gateway calls after its dispatchers have finished or
@@ -176,11 +175,6 @@ class ControlChannel(Channel):
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sessions: set[tuple[str, str]] = set()
-        uid = peer_uid(writer.get_extra_info("socket"))
-        if uid not in (None, os.getuid()):
-            log.warning("control socket: refused a connection from uid %d", uid)
-            writer.close()
-            return
         try:
             while line := await reader.readline():
                 request = _parse(line)
