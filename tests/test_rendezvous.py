@@ -1,5 +1,7 @@
 """Issue #33 item 5: the local rendezvous points cannot be squatted by another account.
 
+With $XDG_RUNTIME_DIR set, a long data_dir's control socket lives in a folder of it.
+
 Two-account cases run as root, the second account a numeric uid with no name; elsewhere they
 are skipped. The owner's side is always a real `clawgate` process.
 
@@ -25,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from clawgate.gateway.daemon.control import socket_path
+from clawgate.gateway.daemon.control import ControlChannel, ControlClient, socket_path
+from clawgate.kernel.bus import MessageBus
 from tests.dashboard_harness import DashboardGateway, clawgate_output, free_port
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
@@ -134,6 +137,31 @@ async def ask(home: Path, config: Path, extra_env: dict[str, str]) -> tuple[int,
     out, _ = await asyncio.wait_for(child.communicate(), RUN_TIMEOUT)
     assert child.returncode is not None
     return child.returncode, out.decode(errors="replace")
+
+
+async def test_a_long_data_dirs_socket_lives_in_the_runtime_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    data_dir = tmp_path / ("d" * 100)
+    channel = ControlChannel(MessageBus(), data_dir)
+    await channel.start()
+    try:
+        assert channel.path.parent == runtime / "clawgate"
+        assert channel.path.parent.stat().st_mode & 0o777 == 0o700
+        client = await ControlClient.connect(data_dir, "default")
+        assert client is not None
+        try:
+            await client.say("hello", "id-1", "ann")
+            message = await asyncio.wait_for(channel.bus.inbound.get(), timeout=10)
+        finally:
+            await client.close()
+        assert message.text == "hello"
+    finally:
+        await channel.stop()
+        await channel.close()
 
 
 @needs_root
