@@ -280,18 +280,27 @@ async def test_a_disabled_dashboard_does_not_listen(dashboard: DashboardClient) 
 async def test_clawgate_dashboard_prints_a_working_one_time_link_and_rotates(
     dashboard: DashboardClient, tmp_path: Path
 ) -> None:
+    port = free_port()
     config_path = tmp_path / "cli.toml"
     config_path.write_text(
         f"data_dir = {json.dumps(str(dashboard.config.data_dir))}\n"
         f"workspace = {json.dumps(str(dashboard.workspace))}\n"
-        "[dashboard]\nport = 18799\n",
+        f"[dashboard]\nport = {port}\n",
         encoding="utf-8",
     )
-    code, output = await clawgate_output(
-        tmp_path, "--config", str(config_path), "dashboard", "--no-open"
-    )
+    # The command makes a link only once the dashboard on that port has proved it is the
+    # gateway's (it writes the nonce the proof needs).
+    config = dashboard.config.model_copy(update={"dashboard": DashboardConfig(port=port)})
+    server = Dashboard(dataclasses.replace(dashboard.services, config=config))
+    await server.start()
+    try:
+        code, output = await clawgate_output(
+            tmp_path, "--config", str(config_path), "dashboard", "--no-open"
+        )
+    finally:
+        await server.stop()
     assert code == 0, output
-    match = re.search(r"http://127\.0\.0\.1:18799/login\?code=(\S+)", output)
+    match = re.search(rf"http://127\.0\.0\.1:{port}/login\?code=(\S+)", output)
     assert match, output
     assert read_token(dashboard.config.data_dir) not in output
     anonymous = await dashboard.anonymous()

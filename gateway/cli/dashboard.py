@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 import typer
 
@@ -35,7 +36,7 @@ def dashboard(
         rotate_token,
         token_path,
     )
-    from clawgate.gateway.ops.status_file import read_status
+    from clawgate.gateway.ops.rendezvous import prove, read_record
 
     config = cli_context(ctx).config()
     settings = config.dashboard
@@ -47,12 +48,22 @@ def dashboard(
     if not settings.enabled:
         typer.echo("the dashboard is off: set [dashboard] enabled = true and restart the gateway")
         return
+    # Any account can listen on the port first: make a link only for the gateway's own.
+    record = read_record(config.data_dir)
+    if record is None:
+        typer.echo(
+            "the gateway is not running: start it with `clawgate gateway`, then run "
+            "`clawgate dashboard` again for a login link"
+        )
+        return
+    address = urlsplit(base_url(settings))
+    refused = prove(record, address.hostname or "127.0.0.1", address.port or 80)
+    if refused is not None:
+        typer.echo(f"clawgate: {refused}", err=True)
+        raise typer.Exit(1)
     link = f"{base_url(settings)}login?code={issue_login_code(config.data_dir)}"
     typer.echo(f"dashboard: {base_url(settings)}")
     typer.echo(f"log in (once, within {LOGIN_CODE_SECONDS // 60} minutes): {link}")
-    report = read_status(config.data_dir)
-    if report is None or not report.get("running"):
-        typer.echo("the gateway is not running: start it with `clawgate gateway`")
     if not no_open and _has_display():
         import webbrowser
 
