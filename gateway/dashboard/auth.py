@@ -4,6 +4,8 @@
                             `clawgate dashboard --rotate` (which logs every browser out)
     dashboard-logins.json   sha-256 digests of one-time login codes with their expiry,
                             written by `clawgate dashboard`, consumed by the daemon
+    dashboard-login/        the 0600 page that takes a browser to its login link
+                            (login_link.py), replaced by each `clawgate dashboard`
 
 The token never travels in a URL: `clawgate dashboard` prints a short-lived, single-use code
 instead, which the daemon exchanges for a session cookie. The cookie names a session the
