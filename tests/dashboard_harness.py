@@ -266,13 +266,15 @@ class DashboardGateway:
         *,
         chats: tuple[int, ...] = (1001,),
         extra: str = "",
+        agent: Mapping[str, Any] | None = None,
     ) -> None:
-        # `extra`: top-level TOML lines, or whole sections, written before [dashboard].
+        # `extra`: top-level TOML lines, or whole sections, written before [dashboard];
+        # `agent`: [agent] settings over the fake model's.
         self.home = home
         self.port = free_port()
         self.config_path = write_config(
             home,
-            agent=fake_model(llm, request_timeout=60),
+            agent={**fake_model(llm, request_timeout=60), **(agent or {})},
             telegram=fake_telegram(telegram, chats),
             extra=f'{extra}\n[dashboard]\nhost = "127.0.0.1"\nport = {self.port}\n',
         )
