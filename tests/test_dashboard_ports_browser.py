@@ -7,8 +7,8 @@ dashboard` prints, and then visits two listeners on other loopback ports of this
 one that records every request, and one that sends the browser on to its own port under
 every name an outsider can know for the dashboard (127.0.0.1, localhost, a fixed
 clawgate.localhost). Everything both received is replayed against the dashboard, and no
-replay gets further than the login page. The same replay with the browser's own cookie
-gets in: the replay would notice a leak.
+replay gets further than the login page, and nothing they received names the dashboard's
+host. The same replay with the browser's own cookie gets in: the replay would notice a leak.
 """
 
 from __future__ import annotations
@@ -126,5 +126,11 @@ async def test_no_listener_on_another_loopback_port_receives_a_session_it_can_re
         for received in [*plain, *hops]:
             statuses = await replay(gateway, site, received.replayable())
             assert statuses == [303, 401], (received, statuses)
+        # Nor did they learn the dashboard's host name, which a redirect would need (a
+        # referrer, say); the gateway's log does not name it either.
+        host = site.rsplit(":", 1)[0]
+        for received in [*plain, *hops]:
+            assert host not in repr(received), received
+        assert host not in gateway.process.stderr
         await browser.get(f"{link.split('/login')[0]}/memory")
         await browser.find("nav a[href='/memory']")
