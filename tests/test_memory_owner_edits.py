@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from clawgate.agent.memory.merge import MemoryRewrite, merge_lines
@@ -23,7 +22,7 @@ from clawgate.agent.memory.store import MemoryStore
 from clawgate.gateway.dashboard.auth import CSRF_FIELD
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.storage import DiskWriter
-from tests.dashboard_harness import CSRF_META, DashboardGateway
+from tests.dashboard_harness import CSRF_META, DashboardGateway, localhost_session
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Harness, make_config, wait_until
@@ -64,9 +63,9 @@ def hidden(page: str, name: str) -> str:
 
 async def dashboard_edit(gateway: DashboardGateway, new_text: str) -> None:
     """Open the edit form as a logged-in browser would, put `new_text` in, save."""
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+    async with localhost_session() as session:
         login = await session.get(await gateway.login_link(), allow_redirects=False)
-        assert login.status == 303
+        assert login.status == 200
         page = await (await session.get(gateway.url + "memory/edit")).text()
         csrf = CSRF_META.search(page)
         assert csrf

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -142,8 +143,9 @@ async def ask(home: Path, config: Path, extra_env: dict[str, str]) -> tuple[int,
 async def test_a_long_data_dirs_socket_lives_in_the_runtime_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    # A short 0700 folder, as $XDG_RUNTIME_DIR is (/run/user/<uid>): tmp_path under xdist is
+    # itself too long for a socket path.
+    runtime = Path(tempfile.mkdtemp(prefix="cg-run-"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     data_dir = tmp_path / ("d" * 100)
     channel = ControlChannel(MessageBus(), data_dir)
@@ -162,6 +164,7 @@ async def test_a_long_data_dirs_socket_lives_in_the_runtime_folder(
     finally:
         await channel.stop()
         await channel.close()
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @needs_root
@@ -218,7 +221,9 @@ async def test_a_taken_dashboard_port_is_reported_never_linked_and_retried(
         assert not any("code=" in line for line in seen), seen
         # Freed: the gateway takes the port on its next try, and proves itself.
         await gateway.process.wait_for_log("dashboard listening on", RUN_TIMEOUT)
-        assert (await gateway.login_link()).startswith(f"http://{address}/login?code=")
+        link = urlsplit(await gateway.login_link())
+        assert (link.port, link.path) == (gateway.port, "/login"), link
+        assert link.query.startswith("code="), link
         code, out = await clawgate_output(tmp_path, *config, "status")
         assert f"dashboard listening on http://{address}/" in out, out
     finally:

@@ -4,8 +4,10 @@ event loop, owned by the daemon through `Dashboard.start()` / `stop()`.
 Every request passes these checks before a page sees it (see `auth.py` for the token):
 - security headers on every response, errors included (CSP with no inline script, no
   framing, no sniffing, no referrer, no caching);
-- the Host header names this machine when bound to loopback (a DNS-rebinding page cannot
-  talk to it);
+- when bound to loopback, the Host header names the site host (auth.site_host: a name
+  under .localhost derived from the token, so the cookie reaches no other port's listener;
+  a DNS-rebinding page cannot talk to it either); requests under any other name, 127.0.0.1
+  included, get 421 and learn nothing;
 - a session cookie naming a live server-side session (browser_sessions.py), except for the
   login page and the static files: pages redirect to `/login`, anything else (a script
   asking for JSON or a stream, a POST) gets 401; a task of the app sweeps out the sessions
@@ -84,7 +86,6 @@ PROOF_NONCE = web.AppKey("proof_nonce", str)
 # How long to wait before trying a taken port again, after 1, 2, ... failures.
 BIND_BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -151,9 +152,12 @@ async def _session_sweeper(app: web.Application) -> AsyncIterator[None]:
 
 @web.middleware
 async def _host_check(request: web.Request, handler: Handler) -> web.StreamResponse:
-    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-    if host not in LOOPBACK_NAMES:
-        raise web.HTTPMisdirectedRequest(text="this dashboard answers on loopback only")
+    host = request.host.rsplit(":", 1)[0].lower()
+    if host != request.app[SERVICES].auth.site_host():
+        # The answer must not name the site host: anyone on this machine can ask.
+        raise web.HTTPMisdirectedRequest(
+            text="open the dashboard through the link `clawgate dashboard` prints"
+        )
     return await handler(request)
 
 

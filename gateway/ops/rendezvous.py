@@ -87,15 +87,17 @@ def describe(record: DashboardRecord) -> str:
     )
 
 
-def prove(record: DashboardRecord, host: str, port: int) -> str | None:
+def prove(record: DashboardRecord, host: str, port: int, *, site: str = "") -> str | None:
     """None when what listens on host:port is the dashboard that wrote `record`; otherwise
-    why no login link may be made, in one line."""
+    why no login link may be made, in one line. `site` is the host name the dashboard
+    answers under (dashboard/auth.site_host), sent as the Host header."""
     if record.error is not None:
         return describe(record)
     challenge = secrets.token_hex(32)
     connection = http.client.HTTPConnection(host, port, timeout=PROOF_TIMEOUT_SECONDS)
     try:
-        connection.request("GET", f"{PROOF_PATH}?challenge={quote(challenge)}")
+        headers = {"Host": f"{site}:{port}"} if site else {}
+        connection.request("GET", f"{PROOF_PATH}?challenge={quote(challenge)}", headers=headers)
         response = connection.getresponse()
         given = response.read(1024).decode("ascii", errors="replace").strip()
         outcome = f"HTTP {response.status}, a wrong proof"
