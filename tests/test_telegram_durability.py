@@ -17,6 +17,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.manager import ChannelStates
 from clawgate.channels.telegram import create_channel
 from clawgate.channels.telegram.journal import InboundJournal
+from clawgate.channels.unstored import UNSTORED_NOTICE
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.daemon.ratelimit import limit_notice
 from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
@@ -215,11 +216,14 @@ async def test_getupdates_never_confirms_an_update_the_journal_could_not_keep(
         await wait_until(lambda: gw.channel.polls_failed >= 2, timeout=10)
         assert telegram.confirmed_offset <= held  # Telegram still holds it
         assert held not in gw.channel.journal.pending
+        # The disk stays full: the sender hears so once, however often polling retries.
+        told = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
         writer.full = False
         reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
         await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
 
     assert writer.refused >= 2
+    assert told["text"] == UNSTORED_NOTICE
     assert reply["text"] == "re: while full"
     lines = journal_path(config).read_bytes().split(b"\n")
     assert lines.pop() == b""
@@ -230,6 +234,7 @@ async def test_getupdates_never_confirms_an_update_the_journal_could_not_keep(
         assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: after"
     assert [m["text"] for m in telegram.messages_to(OWNER)] == [
         "re: first",
+        UNSTORED_NOTICE,
         "re: while full",
         "re: after",
     ]
