@@ -9,6 +9,10 @@ one outage is told again only in the next.
 
 The notice answers nothing (no reply target): the message it speaks of is still to be
 answered, once stored.
+
+A reply waits the same way for its "answered" line (`until_stored`): at most once means no
+request goes out before that line is on disk, so a full disk delays the reply, and a stop
+meanwhile leaves the message pending, answered after the restart.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from clawgate.kernel.bus import InboundMessage
-from clawgate.kernel.errors import one_line
-from clawgate.kernel.retry import Backoff
+from clawgate.kernel.errors import Retry, one_line
+from clawgate.kernel.retry import Backoff, retrying
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,7 @@ UNSTORED_NOTICE = (
 )
 
 Tell = Callable[[str, str], Awaitable[None]]  # (chat id, text); must not raise
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Unstored:
@@ -70,3 +75,18 @@ class Unstored:
     def delay(self) -> float:
         """How long to wait before the next try."""
         return STORE_BACKOFF.delay(self.failures)
+
+
+async def until_stored(write: Callable[[], Awaitable[None]], what: str, sleep: Sleep) -> None:
+    """Run a journal write until it lands, backing off while it fails (OSError)."""
+
+    async def attempt() -> None:
+        try:
+            await write()
+        except OSError as exc:
+            raise Retry(f"{what} not stored ({one_line(exc)})") from exc
+
+    def on_retry(_: int, failure: Retry, delay: float) -> None:
+        log.warning("%s; retrying in %.1f s", failure.reason, delay)
+
+    await retrying(attempt, attempts=None, backoff=STORE_BACKOFF, sleep=sleep, on_retry=on_retry)

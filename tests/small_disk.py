@@ -4,7 +4,7 @@ tests and bench/soak.py's full-disk lane.
 Why a tmpfs: the gateway must see ENOSPC from the kernel, in its own process, on exactly the
 folder under test (the Discord journal's). RLIMIT_FSIZE would give EFBIG and a SIGXFSZ, not
 ENOSPC, and a fault-injecting DiskWriter does not reach a child process. Mounting needs root
-(CI runs as root); without it the tests skip, saying why.
+(CI runs as root); without it `mount` raises `MountRefused` and the tests skip, saying why.
 
 `fill()` writes a filler file until the kernel refuses a byte; `free()` removes it. A folder
 filled before a file in it exists has no slack: tmpfs allocates whole pages, so the first
@@ -18,9 +18,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 FILLER = ".filler"
+
+
+class MountRefused(RuntimeError):
+    """This machine would not mount the tmpfs (not root, or no mount namespace for it)."""
 
 
 class SmallDisk:
@@ -30,7 +32,7 @@ class SmallDisk:
         self.mounted = False
 
     def mount(self) -> None:
-        """Mount the tmpfs, or skip the test when this machine does not let us."""
+        """Mount the tmpfs; MountRefused when this machine does not let us."""
         self.folder.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={self.size},mode=0700", "tmpfs", self.folder],
@@ -39,7 +41,7 @@ class SmallDisk:
             check=False,
         )
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a small tmpfs (needs root): {done.stderr.strip()}")
+            raise MountRefused(f"cannot mount a small tmpfs (needs root): {done.stderr.strip()}")
         self.mounted = True
 
     def fill(self) -> None:

@@ -20,7 +20,8 @@ channel ran) is rebuilt from the journal before catch-up (catchup.py's `recover`
 A journal write that fails (a full disk) is retried with backoff by the inbound worker, which
 holds the message until it is stored: what arrives meanwhile waits behind it, and the
 watermark stays before it, so neither a later message nor a restart passes it by. While the
-disk stays full its sender is told once (channels/unstored.py).
+disk stays full its sender is told once, and a reply waits likewise for its answered line
+(channels/unstored.py).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from clawgate.channels.discord.state import Watermarks
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
 from clawgate.channels.pairing import PairingStore
-from clawgate.channels.unstored import Unstored
+from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.storage import DiskWriter
@@ -327,7 +328,11 @@ class DiscordChannel(Channel):
         answering = _snowflake(message.reply_to)
         try:
             if answering is not None:
-                await self.journal.answered_through(chat_id, answering)
+                await until_stored(
+                    lambda: self.journal.answered_through(chat_id, answering),
+                    f"discord: the answered mark of {answering}",
+                    self._sleep,
+                )
             quote = chat_id in self._normaliser.group_chats
             sender = self._agent_senders.get(message.agent or "", self._sender)
             await sender.send(message, quote=quote)

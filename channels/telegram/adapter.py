@@ -37,7 +37,7 @@ from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
 from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
-from clawgate.channels.unstored import Unstored
+from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
 from clawgate.kernel.retry import Backoff, Retry, retrying
@@ -434,7 +434,11 @@ class TelegramChannel(Channel):
         done = [
             u for u, m in self.journal.pending.items() if m.chat_id == chat_id and u <= update_id
         ]
-        await self.journal.answered(done)
+        await until_stored(
+            lambda: self.journal.answered(done),
+            f"telegram: the answered mark of {update_id}",
+            self._sleep,
+        )
         self._typing.stop(chat_id)
         if self._receiving and any(m.chat_id == chat_id for m in self.journal.pending.values()):
             self._typing.start(chat_id)

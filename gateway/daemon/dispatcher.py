@@ -6,8 +6,8 @@ On `submit` a `/stop` (any command whose `interrupts` is true, by the agent's ow
 message meets the per-sender rate limit (ratelimit.py): an owner's is queued and its turn
 waits for room in the window; anyone else's over the limit is queued to be kept, not
 answered (`keep_over_limit`), and only once it is stored does its channel hear it will not
-be answered. The channel hears each message's fate through `on_admitted`. Each session key has one FIFO and one
-worker task while it is busy; a global semaphore caps the turns running at once
+be answered. The channel hears each message's fate through `on_admitted`. Each session key
+has one FIFO and one worker task while it is busy; a global semaphore caps the turns running at once
 (`agent.max_concurrent_turns`). Right before a turn the trust is decided again
 (`AccessPolicies.decide`, channels/access.py), so replays and queued messages get the trust the
 rules give now; a message no longer served is dropped and its channel told.
@@ -32,7 +32,8 @@ from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 log = logging.getLogger(__name__)
 
 Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]]
-# Told of each message's fate: True once it is queued for a turn, False when it is ignored.
+# Told of each message's fate: True once it is queued for a turn, False when it will not be
+# answered (kept over the rate limit, or no longer served by the access rules).
 Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
 # Stores a message over the rate limit, marked, without a turn (AgentRuntime.keep_over_limit).
 Keep = Callable[[InboundMessage], Awaitable[None]]
