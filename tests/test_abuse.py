@@ -415,6 +415,34 @@ def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
     assert limiter.admit_scheduled("test:-43")
 
 
+async def test_an_owner_over_the_limit_waits_for_room_told_once_per_flood() -> None:
+    clock = Clock()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.now += seconds
+
+    limiter = RateLimiter(2, clock=clock, sleep=sleep)
+    told: list[float] = []
+
+    async def notify() -> None:
+        told.append(clock.now)
+
+    owner = inbound("x", sender="1001", trust=Trust.OWNER)
+    for _ in range(7):  # a backlog of seven: two now, then two a minute
+        await limiter.wait_turn(owner, notify)
+    assert waits == [60.0, 60.0, 60.0] and told == [1000.0]  # one notice for the flood
+    clock.now += 600  # quiet for a while: a new flood is told again
+    for _ in range(3):
+        await limiter.wait_turn(owner, notify)
+    assert told == [1000.0, 1780.0]
+    # Exempt channels never wait.
+    for _ in range(10):
+        await limiter.wait_turn(inbound("x", channel="cli"), notify)
+    assert len(waits) == 4
+
+
 def test_rate_limiter_forgets_quiet_senders() -> None:
     clock = Clock()
     limiter = RateLimiter(1, clock=clock)

@@ -6,6 +6,7 @@ a tmpfs over `<data_dir>/channels/discord`, so the kernel itself says ENOSPC).""
 
 from __future__ import annotations
 
+import errno
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from clawgate.channels.journal import Journal
-from clawgate.channels.unstored import UNSTORED_NOTICE
+from clawgate.channels.unstored import UNSTORED_NOTICE, Unstored
+from clawgate.kernel.bus import InboundMessage
 from tests.discord_world import READY, GatewayHome
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM
@@ -77,3 +79,24 @@ async def test_a_discord_message_received_on_a_full_disk_is_kept_told_once_and_a
 
     assert home.replies(home.owner_dm) == [UNSTORED_NOTICE, "re: note-while-full", "re: note-after"]
     assert home.replies(home.general) == ["re: note-behind-it"]
+
+
+async def test_each_waiting_sender_is_told_once_per_outage_once_the_write_failed_twice() -> None:
+    told: list[tuple[str, str]] = []
+
+    async def tell(chat_id: str, text: str) -> None:
+        told.append((chat_id, text))
+
+    unstored = Unstored("test", tell)
+    ann, bob = (InboundMessage(channel="test", chat_id=c, text="hi") for c in ("ann", "bob"))
+    full = OSError(errno.ENOSPC, "No space left on device")
+    await unstored.failed([ann], full)
+    assert told == []  # one failure may be a passing blip
+    await unstored.failed([ann, bob, None], full)  # None: seen, nothing to answer
+    await unstored.failed([ann, bob], full)
+    assert told == [("ann", UNSTORED_NOTICE), ("bob", UNSTORED_NOTICE)]
+    assert unstored.delay() > 0
+    unstored.stored()  # the outage is over; the next one is told again
+    await unstored.failed([ann], full)
+    await unstored.failed([ann], full)
+    assert [chat for chat, _ in told] == ["ann", "bob", "ann"]
