@@ -301,8 +301,9 @@ class DiscordChannel(Channel):
             log.warning("discord: could not tell %s: %s", chat_id, exc)
 
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
-        """The dispatcher's decision: typing only for a message that will be answered; an
-        ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        """The dispatcher's decision: typing only for a message that will be answered; one
+        that will not (over the rate limit: kept in its session by now) is marked answered,
+        so no restart replays it."""
         if not accepted:
             message_id = _snowflake(message.message_id)
             if message_id is not None:

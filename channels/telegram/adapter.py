@@ -399,7 +399,8 @@ class TelegramChannel(Channel):
 
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
         """The dispatcher's decision: typing starts only for a message that will be answered;
-        an ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        one that will not (over the rate limit: kept in its session by now) is marked
+        answered, so no restart replays it."""
         if accepted:
             if self._receiving and not is_stop(message.text):
                 self._typing.start(message.chat_id)
