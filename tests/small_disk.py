@@ -4,9 +4,10 @@ tests and bench/soak.py's full-disk lane.
 Why a tmpfs: the gateway must see ENOSPC from the kernel, in its own process, on exactly the
 folder under test (the Discord journal's). RLIMIT_FSIZE would give EFBIG and a SIGXFSZ, not
 ENOSPC, and a fault-injecting DiskWriter does not reach a child process. Mounting needs root
-(CI runs as root); without it `mount` raises `MountRefused` and the tests skip, saying why.
+(CI runs as root); without it `mount` raises `MountRefused` and the tests skip, saying
+why (under CI they fail).
 
-`fill()` writes a filler file until the kernel refuses a byte; `free()` removes it. A folder
+`fill()` writes a filler file until the kernel refuses a page; `free()` removes it. A folder
 filled before a file in it exists has no slack: tmpfs allocates whole pages, so the first
 write to a new file fails, while an append into a page a file already has would not.
 """

@@ -7,6 +7,7 @@ a tmpfs over `<data_dir>/channels/discord`, so the kernel itself says ENOSPC).""
 from __future__ import annotations
 
 import errno
+import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -39,6 +40,8 @@ def disk(tmp_path: Path) -> Iterator[SmallDisk]:
     try:
         small.mount()
     except MountRefused as exc:
+        if os.environ.get("CI") == "true":  # CI runs as root: there the test must run
+            pytest.fail(str(exc))
         pytest.skip(str(exc))
     try:
         yield small
