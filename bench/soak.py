@@ -18,9 +18,12 @@ Lanes (independent homes and fakes) run side by side to use the cores; the seed 
 choices, not the timing.
 
 Beside them, a Discord lane (bench/soak_discord.py) stops its own gateway with kill -9 and
-SIGTERM during long turns with messages queued behind them, and reports its own tally.
+SIGTERM during long turns with messages queued behind them, and reports its own tally; and
+"a full disk on Discord" (bench/soak_diskfull.py) fills and frees the Discord journal's own
+small filesystem under a running gateway, stopping it now and then while full.
 
 Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
+     [--diskfull-rounds 8]
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -41,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.soak_discord import report_discord, run_discord_lane
+from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import run_clawgate
@@ -246,6 +250,9 @@ async def main() -> int:
     parser.add_argument(
         "--discord-stops", type=int, default=12, help="Discord lane stops (0: no Discord lane)"
     )
+    parser.add_argument(
+        "--diskfull-rounds", type=int, default=8, help="full-disk lane rounds (0: no such lane)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.budget
@@ -256,9 +263,16 @@ async def main() -> int:
         ]
         if args.discord_stops:
             lanes.append(run_discord_lane(args.discord_stops, args.seed, deadline, Path(tmp)))
+        if args.diskfull_rounds:
+            lanes.append(run_diskfull_lane(args.diskfull_rounds, args.seed, deadline, Path(tmp)))
         done = await asyncio.gather(*lanes)
     telegram_ok = report(done[: args.lanes], time.monotonic() - started)
-    discord_ok = all([report_discord(tally) for tally in done[args.lanes :]])
+    discord_ok = all(
+        [
+            report_diskfull(tally) if isinstance(tally, FullDiskTally) else report_discord(tally)
+            for tally in done[args.lanes :]
+        ]
+    )
     return 0 if telegram_ok and discord_ok else 1
 
 
