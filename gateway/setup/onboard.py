@@ -258,15 +258,25 @@ def executable() -> str:
 
 
 def next_steps(
-    config_path: Path, environ: dict[str, str] | None = None, *, program: str = "clawgate"
+    config_path: Path,
+    environ: dict[str, str] | None = None,
+    *,
+    program: str = "clawgate",
+    checked: bool = True,
 ) -> list[str]:
     """What to do next, from what the config has: the missing pieces, or how to start and
-    how the owner pairs."""
+    how the owner pairs. `checked` False: a saved answer failed its live check, so nothing
+    is called ready."""
     try:
         config = load_config(config_path, environ)
     except ConfigError as exc:
         return [f"Next: fix the config: {exc}"]
     model = config.agent.model
+    if model and not checked:
+        return [
+            "Not ready: a saved setting failed its check (above). Fix it, then check again "
+            f"with `{program} doctor --online`, or run `{program} onboard --again`.",
+        ]
     if not model:
         return [
             f"Next: set [agent] model (and api_key / api_base) in {config_path}",
