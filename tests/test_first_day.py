@@ -16,12 +16,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.discord_world import READY as DISCORD_READY
+from tests.discord_world import GatewayHome
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, Reply, error, gate, text, tool_call
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
-from tests.process import ClawgateProcess
+from tests.harness import wait_until
+from tests.process import CLAWGATE, ClawgateProcess
 from tests.pty_terminal import Terminal
 
 NEWCOMER = 4242  # writes to the bot first, so becomes its owner
+STRANGER = "310000000000000077"  # a Discord user nobody let in
 MEMBER = 5005
 GROUP = -100777
 MENTION = f"@{BOT_USERNAME}"
@@ -143,10 +148,15 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
         # 2-3. The newcomer writes first and follows the bot's own instructions.
         telegram.user_says(NEWCOMER, "hello", username="newcomer")
         pairing = (await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT))["text"]
-        [command] = re.findall(r"^clawgate pairing approve .*$", pairing, re.MULTILINE)
+        # The README's install leaves clawgate in .venv/bin, not on PATH: the bot names the
+        # path the gateway runs from, so the line works as pasted.
+        [command] = re.findall(r"^\S*clawgate pairing approve .*$", pairing, re.MULTILINE)
+        assert command.startswith(f"{CLAWGATE} pairing approve "), command
         code, shown = await run_cli(home, *command.split()[1:])
         assert code == 0, shown
         assert f"approved telegram user {NEWCOMER} (@newcomer) as an owner" in shown
+        told = await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT)
+        assert told["text"] == "You are now the owner of this assistant. Send your message again."
 
         # 4. The owner is answered by the model.
         telegram.user_says(NEWCOMER, "what can you do?", username="newcomer")
@@ -331,3 +341,32 @@ async def test_day_two_onboard_asks_nothing_when_the_config_works(
     assert "is complete and its checks pass: nothing to ask" in shown
     assert re.search(r"Start the gateway with `\S*clawgate gateway`", shown), shown
     assert config_path.read_text() == written
+
+
+async def test_a_discord_stranger_is_listed_by_name_and_told_once_approved(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # Issue 35: Discord pairing requests had no username, every start warned about the voice
+    # libraries (PyNaCl, davey) the bot never uses, and approving told the person nothing.
+    async with FakeDiscord() as discord:
+        home = GatewayHome(tmp_path, discord, fake_llm)
+        stranger = discord.dm_channel(STRANGER, "zoe")
+        async with home.gateway() as running:
+            await running.wait_for_log(DISCORD_READY, START_TIMEOUT)
+            await discord.user_says(stranger, "hello?", author_id=STRANGER, username="zoe")
+            await wait_until(lambda: home.replies(stranger), timeout=REPLY_TIMEOUT)
+            [pairing] = home.replies(stranger)
+            code, listed = await run_cli(home.home, "--config", str(home.config), "pairing", "list")
+            assert code == 0, listed
+            assert re.search(rf"discord\W+{STRANGER}\W+zoe\W", listed), listed
+            [command] = re.findall(r"^\S*clawgate pairing approve .*$", pairing, re.MULTILINE)
+            args = ["--config", str(home.config), *command.split()[1:]]
+            code, shown = await run_cli(home.home, *args)
+            assert code == 0, shown
+            await wait_until(lambda: len(home.replies(stranger)) == 2, timeout=REPLY_TIMEOUT)
+            running.send_signal(signal.SIGTERM)
+            assert await running.wait(EXIT_TIMEOUT) == 0, running.stderr
+    assert home.replies(stranger)[1] == (
+        "You can chat with this assistant now. Send your message again."
+    )
+    assert "voice will NOT be supported" not in running.stderr
