@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from clawgate.channels.pairing import CODE_TTL_SECONDS, MAX_PENDING_PER_CHANNEL, PairingStore
 from clawgate.kernel.bus import ChatFacts, Trust
 from clawgate.kernel.errors import PairingError
+from clawgate.kernel.program import command
 
 if TYPE_CHECKING:
     from clawgate.channels.groups import SeenGroups
@@ -131,12 +132,14 @@ class AccessPolicy:
             return Trust.ALLOWED
         return None
 
-    def admit(self, facts: ChatFacts) -> Decision:
-        """What a channel does with a new message: its trust, or silence / a pairing reply."""
+    def admit(self, facts: ChatFacts, *, name: str | None = None) -> Decision:
+        """What a channel does with a new message: its trust, or silence / a pairing reply.
+        `name`: the sender's platform name where it decides nothing (Discord), kept beside
+        the id of a pairing request so the owner sees who asks."""
         trust = self.trust(facts)
         if trust is not None or not facts.private or self.config.dm_policy != "pairing":
             return Decision(trust)
-        return self._pairing(facts.user_id, facts.username if self._names else None)
+        return self._pairing(facts.user_id, facts.username if self._names else name)
 
     def is_owner(self, user_id: str, username: str | None = None) -> bool:
         return self.trust(ChatFacts(private=True, user_id=user_id, username=username)) is (
@@ -280,7 +283,7 @@ def pairing_message(channel: str, user_id: str, code: str, *, owned: bool = True
             f"Your {channel} user id: {user_id}\n"
             f"Pairing code: {code}\n"
             "If this is your assistant, run this where clawgate runs to become its owner:\n"
-            f"clawgate pairing approve {code} --owner\n"
+            f"{command()} pairing approve {code} --owner\n"
             f"The code expires in {hours} hour."
         )
     return (
@@ -288,6 +291,6 @@ def pairing_message(channel: str, user_id: str, code: str, *, owned: bool = True
         f"Your {channel} user id: {user_id}\n"
         f"Pairing code: {code}\n"
         "To let you in, the owner runs:\n"
-        f"clawgate pairing approve {code}\n"
+        f"{command()} pairing approve {code}\n"
         f"The code expires in {hours} hour."
     )

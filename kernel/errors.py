@@ -159,7 +159,7 @@ class RetriesExhausted(Exception):
     """Every attempt raised `Retry`; `last` is the final one."""
 
     def __init__(self, attempts: int, last: Retry) -> None:
-        super().__init__(f"{last.reason} (after {attempts} attempts)")
+        super().__init__(f"{last.reason} (after {tries(attempts)})")
         self.attempts = attempts
         self.last = last
 
@@ -170,6 +170,11 @@ class SkillFormatError(ValueError):
 
 class ModelFolderError(ValueError):
     """The folder does not hold a BERT model this loader can read."""
+
+
+def tries(count: int) -> str:
+    """ "1 attempt", "3 attempts": how many times something was tried, for a message."""
+    return "1 attempt" if count == 1 else f"{count} attempts"
 
 
 def one_line(exc: BaseException, *, limit: int = 300) -> str:

@@ -103,7 +103,7 @@ def test_memory_search_and_show_read_only_the_named_agents_memory(home: Path) ->
 def test_cron_add_lands_in_that_agents_jobs_only(home: Path) -> None:
     added = cli(
         home, "cron", "add", "--name", "standup", "--message", "m", "--every", "3600",
-        "--agent", "work",
+        "--to", "cli:default", "--agent", "work",
     )  # fmt: skip
     assert added.exit_code == 0, added.output
     jobs = json.loads((work_ws(home) / "cron" / "jobs.json").read_text())
@@ -297,7 +297,20 @@ def test_a_single_agent_config_behaves_as_before(tmp_path: Path) -> None:
         assert shown.exit_code == 0 and "1234" in shown.stdout
     added = runner.invoke(
         app,
-        ["--config", str(path), "cron", "add", "--name", "n", "--message", "m", "--every", "60"],
+        [
+            "--config",
+            str(path),
+            "cron",
+            "add",
+            "--name",
+            "n",
+            "--message",
+            "m",
+            "--every",
+            "60",
+            "--to",
+            "cli:default",
+        ],
     )
     assert added.exit_code == 0, added.output
     assert (tmp_path / "ws" / "cron" / "jobs.json").exists()

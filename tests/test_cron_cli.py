@@ -14,11 +14,12 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from clawgate.agent.session import load_session
+from clawgate.agent.session import Message, SessionStore, load_session
 from clawgate.gateway.cli import app
 from clawgate.gateway.cron.models import Schedule
 from clawgate.gateway.cron.store import CronStore
 from clawgate.gateway.daemon.lock import InstanceLock
+from clawgate.kernel.bus import ChatFacts, Trust
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, text
 from tests.harness import wait_until
@@ -43,8 +44,11 @@ def config_file(config: Config) -> Path:
     return path
 
 
-def cron(config: Config, *args: str) -> Result:
-    return CliRunner().invoke(app, ["--config", str(config_file(config)), "cron", *args])
+def cron(config: Config, *args: str, extra: str = "") -> Result:
+    path = config_file(config)
+    if extra:
+        path.write_text(path.read_text() + extra)
+    return CliRunner().invoke(app, ["--config", str(path), "cron", *args])
 
 
 @pytest.fixture
@@ -87,6 +91,69 @@ def test_add_list_switch_remove_and_clear_errors(config: Config) -> None:
     assert "no scheduled jobs" in cron(config, "list").stdout
 
 
+OWNER_RULES = '[channels.telegram]\nenabled = true\ntoken = "123:abc"\nallow_from = ["4242", "5005"]\nowners = ["4242"]\n'
+
+
+def said_in(config: Config, key: str, facts: ChatFacts) -> None:
+    """A chat that wrote to the bot: its session recorded the platform facts."""
+    asyncio.run(_record(SessionStore(config.workspace / "sessions"), key, facts))
+
+
+async def _record(store: SessionStore, key: str, facts: ChatFacts) -> None:
+    session = await store.get(key)
+    store.update_state(session, trust=Trust.ALLOWED, chat=facts)
+    store.append(session, Message(role="user", content="hello"))
+    await store.flush()
+
+
+def test_add_without_a_target_goes_to_the_owners_only_private_chat(config: Config) -> None:
+    # Issue 35 item 5: without --to a job went to the terminal, which no one has open.
+    refused = cron(config, "add", "--name", "tea", "--message", "m", "--every", "3600",
+                   extra=OWNER_RULES)  # fmt: skip
+    assert refused.exit_code == 2, refused.stdout
+    assert "no private chat of the owner is known yet (write to the bot first)" in refused.stderr
+    assert "--to CHANNEL:CHAT_ID; known chats: none" in refused.stderr
+    assert not (config.workspace / "cron" / "jobs.json").exists()
+
+    said_in(config, "telegram:5005", ChatFacts(private=True, user_id="5005"))  # allowed, not owner
+    said_in(config, "telegram:4242", ChatFacts(private=True, user_id="4242"))
+    added = cron(config, "add", "--name", "tea", "--message", "m", "--every", "3600",
+                 extra=OWNER_RULES)  # fmt: skip
+    assert added.exit_code == 0, added.stderr
+    assert added.stderr.strip() == "delivers to telegram:4242"
+    [job] = json.loads(cron(config, "list", "--json", extra=OWNER_RULES).stdout)
+    assert (job["deliver_to"], job["unreachable"]) == ("telegram:4242", None)
+
+    said_in(config, "telegram:7777", ChatFacts(private=True, user_id="7777"))  # no longer served
+    terminal = cron(config, "add", "--name", "t", "--message", "m", "--every", "60",
+                    "--to", "cli:default", extra=OWNER_RULES)  # fmt: skip
+    assert "warning: it reaches no one now: the terminal" in terminal.stderr
+    gone = cron(config, "add", "--name", "g", "--message", "m", "--every", "60",
+                "--to", "telegram:7777", extra=OWNER_RULES)  # fmt: skip
+    assert gone.exit_code == 0, gone.stderr
+    listed = cron(config, "list", extra=OWNER_RULES).stdout.splitlines()
+    assert [line.split("\t")[-1] for line in listed if "UNREACHABLE" in line] == [
+        "UNREACHABLE (the terminal: reached only while `clawgate agent` is open)",
+        "UNREACHABLE (the access rules no longer serve this chat)",
+    ]
+    # Without telegram enabled, its chats reach no one either.
+    off = cron(config, "list").stdout
+    assert off.count("UNREACHABLE (the telegram channel is not enabled)") == 2
+
+
+def test_add_refuses_when_the_owner_has_several_private_chats(config: Config) -> None:
+    said_in(config, "telegram:4242", ChatFacts(private=True, user_id="4242"))
+    said_in(config, "telegram:-100", ChatFacts(private=False, user_id="4242", group_ids=("-100",)))
+    rules = OWNER_RULES + '[channels.discord]\nenabled = true\ntoken = "d"\nowners = ["4242"]\n'
+    said_in(config, "discord:99", ChatFacts(private=True, user_id="4242"))
+    refused = cron(config, "add", "--name", "x", "--message", "m", "--every", "60", extra=rules)
+    assert refused.exit_code == 2
+    assert "the owner has several private chats: name the target with --to" in refused.stderr
+    for chat in ("discord:99 (owner, private)", "telegram:-100 (not served, group)",
+                 "telegram:4242 (owner, private)"):  # fmt: skip
+        assert chat in refused.stderr
+
+
 async def test_cli_adds_while_the_gateway_writes_lose_nothing(
     config: Config, fake_llm: FakeLLM
 ) -> None:
@@ -106,7 +173,10 @@ async def test_cli_adds_while_the_gateway_writes_lose_nothing(
             deadline = time.monotonic() + 20
             for n in itertools.count():
                 assert time.monotonic() < deadline, "the one-shot never ran"
-                result = cron(config, "add", "--name", f"n{n}", "--message", "m", "--every", "3600")
+                result = cron(
+                    config, "add", "--name", f"n{n}", "--message", "m", "--every", "3600",
+                    "--to", "cli:default",
+                )  # fmt: skip
                 assert result.exit_code == 0, result.stderr
                 added.append(result.stdout.strip())
                 if n >= 10 and not CronStore(config.workspace / "cron").load().get("once").enabled:

@@ -128,6 +128,7 @@ async def test_stop_cancels_the_running_turn(chat: DashboardClient, fake_llm: Fa
     assert stopped == {
         "type": "reply",
         "text": "Stopped.",
+        "html": "<p>Stopped.</p>\n",
         "is_error": False,
         "reply_to": stop_id,
         "seq": None,

@@ -93,3 +93,56 @@ async def test_the_reply_streams_into_the_page(
         await browser.call(field.send_keys, Keys.ENTER)
         await browser.wait_for_text("#messages", "New session started.")
         assert await _count(browser, "#messages li") == 1
+
+
+MARKDOWN_REPLY = """## Your plan
+
+**Bold** and *quiet* words, a [safe link](https://example.org/doc) and a
+[trap](javascript:alert(1)) and <img src=x onerror="document.title='owned'"> raw HTML.
+
+- first
+- second
+
+```python
+print("<b>not bold</b>")
+```
+
+| day | task |
+|-----|------|
+| Mon | tea  |
+"""
+
+
+async def _html_of(browser: Browser, css: str) -> str:
+    element = await browser.find(css)
+    return str(await browser.call(element.get_attribute, "innerHTML"))
+
+
+async def test_a_reply_in_markdown_is_rendered_live_and_after_a_reload(
+    tmp_path: Path, browser: Browser, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    # Issue 35 item 8: the chat showed `##`, `**`, fences and table pipes as typed.
+    fake_llm.script(text(MARKDOWN_REPLY))
+    async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
+        await browser.get(await gateway.login_link())
+        await browser.find("#chat.connected")
+        await _type(browser, "plan my week")
+        last = "#messages li.assistant:last-child .bubble"
+        for shown in ("live", "after a reload"):
+            if shown == "after a reload":
+                await browser.get(gateway.url + "chat")
+            await browser.find(f"{last} table")
+            assert await _text_of(browser, f"{last} h2") == "Your plan"
+            assert await _text_of(browser, f"{last} strong") == "Bold"
+            assert await _text_of(browser, f"{last} em") == "quiet"
+            assert await _count(browser, f"{last} ul > li") == 2
+            assert await _text_of(browser, f"{last} pre code") == 'print("<b>not bold</b>")'
+            assert await _text_of(browser, f"{last} td") == "Mon"
+            link = await browser.find(f"{last} a")
+            assert await browser.call(link.get_attribute, "href") == "https://example.org/doc"
+            assert await _count(browser, f"{last} a") == 1, "the javascript: link is no link"
+            assert await _count(browser, f"{last} img, {last} script") == 0
+            html = await _html_of(browser, last)
+            assert "**" not in html and "##" not in html and "```" not in html
+            assert await browser.call(lambda: browser.driver.title) != "owned"
+        await browser.screenshots("chat-markdown")

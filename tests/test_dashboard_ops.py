@@ -286,7 +286,8 @@ async def test_a_broken_jobs_file_is_reported_with_the_jobs_still_scheduled(
     ops: DashboardClient,
 ) -> None:
     await ops.post_form(
-        "/jobs/add", {"name": "tea", "message": "tea", "kind": "cron", "schedule": "0 16 * * *"}
+        "/jobs/add",
+        {"name": "tea", "message": "tea", "kind": "cron", "schedule": "0 16 * * *", "to": "test:1"},
     )
     (ops.workspace / "cron" / "jobs.json").write_text("{", encoding="utf-8")
     page = await ops.text("/jobs")

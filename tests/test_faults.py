@@ -164,7 +164,7 @@ async def test_model_fault_gets_a_clear_reply_others_are_served_and_it_recovers(
     assert failed.is_error
     assert failed.text.startswith(MODEL_DOWN), failed.text
     assert reason in failed.text
-    assert "Your message is saved" in failed.text
+    assert "Your message was not answered: send it again in a moment." in failed.text
     assert "sk-test-secret" not in failed.text
     assert (recovered.text, recovered.is_error) == ("re: one: again", False)
     # The failed turn stored the user's message and an error record, never a fake reply.

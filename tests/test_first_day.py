@@ -16,12 +16,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
+from tests.discord_world import READY as DISCORD_READY
+from tests.discord_world import GatewayHome
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.llm import FakeLLM, Reply, error, gate, text, tool_call
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
-from tests.process import ClawgateProcess
+from tests.harness import wait_until
+from tests.process import CLAWGATE, ClawgateProcess
 from tests.pty_terminal import Terminal
 
 NEWCOMER = 4242  # writes to the bot first, so becomes its owner
+STRANGER = "310000000000000077"  # a Discord user nobody let in
 MEMBER = 5005
 GROUP = -100777
 MENTION = f"@{BOT_USERNAME}"
@@ -143,10 +148,15 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
         # 2-3. The newcomer writes first and follows the bot's own instructions.
         telegram.user_says(NEWCOMER, "hello", username="newcomer")
         pairing = (await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT))["text"]
-        [command] = re.findall(r"^clawgate pairing approve .*$", pairing, re.MULTILINE)
+        # The README's install leaves clawgate in .venv/bin, not on PATH: the bot names the
+        # path the gateway runs from, so the line works as pasted.
+        [command] = re.findall(r"^\S*clawgate pairing approve .*$", pairing, re.MULTILINE)
+        assert command.startswith(f"{CLAWGATE} pairing approve "), command
         code, shown = await run_cli(home, *command.split()[1:])
         assert code == 0, shown
         assert f"approved telegram user {NEWCOMER} (@newcomer) as an owner" in shown
+        told = await telegram.next_message(NEWCOMER, timeout=REPLY_TIMEOUT)
+        assert told["text"] == "You are now the owner of this assistant. Send your message again."
 
         # 4. The owner is answered by the model.
         telegram.user_says(NEWCOMER, "what can you do?", username="newcomer")
@@ -219,3 +229,144 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
     assert said == [("user", HELD)], "the stopped turn left no reply behind"
     assert fake_llm.unscripted == 0
     assert not any("(unexpected" in m["text"] for m in telegram.sent), telegram.sent
+
+
+# -- Issue 35: onboard accounts for every answer, stops at Ctrl-C, asks nothing on day two --
+
+WRONG_KEY = "The model provider rejected the API key"
+
+
+async def model_answers(term: Terminal, fake_llm: FakeLLM, key: str) -> None:
+    await term.expect(r"Model, as provider/name.*: ")
+    term.type("openai/fake-model")
+    await term.expect(r"API base URL.*: ")
+    term.type(fake_llm.url)
+    await term.expect(r"API key \(input hidden.*: ")
+    term.type(key)
+
+
+async def test_onboard_asks_again_as_often_as_asked_and_sums_up_every_answer(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    # Item 6: after the third failed check a "Y" dropped every answer without a word.
+    config_path = before_onboard(tmp_path, telegram)
+    fake_llm.script(*[error(401, "Incorrect API key provided")] * 3, text("ok"))
+    term = await Terminal().start(tmp_path, "onboard")
+    try:
+        for attempt in range(3):
+            await model_answers(term, fake_llm, f"sk-wrong-{attempt}")
+            await term.expect(r"Try other model settings\? \[Y/n\]: ")
+            term.type("y")
+        await model_answers(term, fake_llm, "sk-right")
+        await term.expect(r"model: openai/fake-model answered")
+        await term.expect(r"Telegram bot token.*: ")
+        term.type("654321:not-the-token")
+        await term.expect(r"Try another token\? \[Y/n\]: ")
+        term.type("n")
+        await term.expect(r"Save these telegram settings anyway\? \[y/N\]: ")
+        term.type("")
+        await term.expect(r"Discord bot token.*: ")
+        term.type("")
+        assert await term.exit_code(REPLY_TIMEOUT) == 0, term.seen
+    finally:
+        await term.close()
+    seen = term.seen.replace("\r\n", "\n")
+    assert seen.count(WRONG_KEY) == 3, "each failed check is shown once"
+    assert "nothing is written" not in seen and "nothing was written" not in seen
+    assert f"saved in {config_path}:\n  agent.model = openai/fake-model\n" in seen
+    assert "not saved:\n  telegram: not saved (its check failed: the token was rejected" in seen
+    assert "Ready to chat in the terminal" in seen
+    saved = tomllib.loads(config_path.read_text())
+    assert saved["agent"]["api_key"] == "sk-right"
+    assert not saved["channels"]["telegram"].get("enabled")
+
+
+async def test_onboard_never_calls_a_rejected_key_ready(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config_path = before_onboard(tmp_path, telegram)
+    fake_llm.script(error(401, "Incorrect API key provided"))
+    term = await Terminal().start(tmp_path, "onboard")
+    try:
+        await model_answers(term, fake_llm, "sk-wrong")
+        await term.expect(r"Try other model settings\? \[Y/n\]: ")
+        term.type("n")
+        await term.expect(r"Save these model settings anyway\? \[y/N\]: ")
+        term.type("y")
+        await term.expect(r"Telegram bot token.*: ")
+        term.type(TOKEN)
+        await term.expect(r"telegram: getMe ok")
+        await term.expect(r"Discord bot token.*: ")
+        term.type("")
+        assert await term.exit_code(REPLY_TIMEOUT) == 0, term.seen
+    finally:
+        await term.close()
+    seen = term.seen.replace("\r\n", "\n")
+    asked, summary = seen.split("saved although the check failed:")
+    assert asked.count(WRONG_KEY) == 1, "the failed check is shown once"
+    assert WRONG_KEY in summary
+    assert "saved although the check failed:\n  model: saved, but its check failed: " in seen
+    assert "Not ready: a saved setting failed its check" in seen
+    assert "Ready" not in seen.replace("Not ready", "")
+    assert tomllib.loads(config_path.read_text())["agent"]["api_key"] == "sk-wrong"
+
+
+async def test_ctrl_c_at_a_yes_no_question_stops_onboard(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    config_path = before_onboard(tmp_path, telegram)
+    before = config_path.read_text()
+    fake_llm.script(error(401, "Incorrect API key provided"))
+    term = await Terminal().start(tmp_path, "onboard")
+    try:
+        await model_answers(term, fake_llm, "sk-wrong")
+        await term.expect(r"Try other model settings\? \[Y/n\]: ")
+        term.keys("\x03")
+        assert await term.exit_code(EXIT_TIMEOUT) != 0, term.seen
+    finally:
+        await term.close()
+    assert config_path.read_text() == before, "stopped before the answers were saved"
+
+
+async def test_day_two_onboard_asks_nothing_when_the_config_works(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    fake_llm.handler = lambda body: text("ok")
+    config_path = before_onboard(tmp_path, telegram)
+    await onboard(tmp_path, fake_llm)
+    written = config_path.read_text()
+    code, shown = await run_cli(tmp_path, "onboard")  # `onboard && gateway`, the next day
+    assert code == 0, shown
+    assert "Model, as provider/name" not in shown
+    assert "is complete and its checks pass: nothing to ask" in shown
+    assert re.search(r"Start the gateway with `\S*clawgate gateway`", shown), shown
+    assert config_path.read_text() == written
+
+
+async def test_a_discord_stranger_is_listed_by_name_and_told_once_approved(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # Issue 35: Discord pairing requests had no username, every start warned about the voice
+    # libraries (PyNaCl, davey) the bot never uses, and approving told the person nothing.
+    async with FakeDiscord() as discord:
+        home = GatewayHome(tmp_path, discord, fake_llm)
+        stranger = discord.dm_channel(STRANGER, "zoe")
+        async with home.gateway() as running:
+            await running.wait_for_log(DISCORD_READY, START_TIMEOUT)
+            await discord.user_says(stranger, "hello?", author_id=STRANGER, username="zoe")
+            await wait_until(lambda: home.replies(stranger), timeout=REPLY_TIMEOUT)
+            [pairing] = home.replies(stranger)
+            code, listed = await run_cli(home.home, "--config", str(home.config), "pairing", "list")
+            assert code == 0, listed
+            assert re.search(rf"discord\W+{STRANGER}\W+zoe\W", listed), listed
+            [command] = re.findall(r"^\S*clawgate pairing approve .*$", pairing, re.MULTILINE)
+            args = ["--config", str(home.config), *command.split()[1:]]
+            code, shown = await run_cli(home.home, *args)
+            assert code == 0, shown
+            await wait_until(lambda: len(home.replies(stranger)) == 2, timeout=REPLY_TIMEOUT)
+            running.send_signal(signal.SIGTERM)
+            assert await running.wait(EXIT_TIMEOUT) == 0, running.stderr
+    assert home.replies(stranger)[1] == (
+        "You can chat with this assistant now. Send your message again."
+    )
+    assert "voice will NOT be supported" not in running.stderr

@@ -332,7 +332,9 @@ async def test_wrong_api_base_is_tried_twice_and_named(
         f"Could not connect to agent.api_base {url} (connection refused); check agent.api_base."
     )
     assert sleep.delays == [1.0]  # two attempts, not three
-    assert failure_reply(caught.value).endswith("check agent.api_base. Your message is saved.")
+    assert failure_reply(caught.value).endswith(
+        "check agent.api_base. Your message was not answered: send it again once that is fixed."
+    )
 
 
 KEY_FIX = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environment variable."
@@ -352,7 +354,9 @@ async def test_missing_api_key_names_the_setting_and_sends_nothing(
     assert str(caught.value) == f"No API key is set for openai/fake-model: set {KEY_FIX}"
     assert fake_llm.requests == [] and sleep.delays == []
     reply = failure_reply(caught.value)
-    assert "try again" not in reply and reply.endswith(". Your message is saved.")
+    assert "in a moment" not in reply and reply.endswith(
+        ". Your message was not answered: send it again once that is fixed."
+    )
     assert ".." not in reply
 
 
@@ -417,7 +421,8 @@ async def test_only_transient_errors_say_try_again(
     assert len(fake_llm.requests) == 3
     assert failure_reply(caught.value) == (
         "Sorry, I couldn't reach the model: The model openai/fake-model did not answer after "
-        "3 attempts: server error (HTTP 503). Your message is saved; try again in a moment."
+        "3 attempts: server error (HTTP 503). Your message was not answered: send it again in "
+        "a moment."
     )
 
 

@@ -4,6 +4,7 @@ it is written; the gateway names everything missing at once."""
 
 from __future__ import annotations
 
+import socket
 import stat
 import tomllib
 from pathlib import Path
@@ -133,7 +134,7 @@ async def test_unattended_onboard_writes_nothing_when_a_check_fails(
     )
     assert code != 0
     assert "telegram check failed: the token was rejected" in err
-    assert "nothing was written" in err
+    assert "none of the answers given was saved in" in err and "nothing was written" not in err
     assert "not-the-token" not in err
     assert config_path.read_text() == before
     code, _ = await run_clawgate(
@@ -155,3 +156,29 @@ async def test_the_gateway_names_everything_missing_at_once(tmp_path: Path) -> N
     assert "NOT_SET_ANYWHERE, which is not set" in line
     assert "channels.discord is enabled but has no token" in line
     assert "`clawgate onboard`" in line
+
+
+async def test_an_unreachable_service_is_not_called_a_bad_token(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # Issue 35: a network failure read like a rejected token, and "after 1 attempts".
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]  # nothing listens there once the socket is closed
+    path = starting_config(tmp_path)
+    path.write_text(
+        path.read_text()
+        + f'[channels.telegram]\nbase_url = "http://127.0.0.1:{closed}/bot"\n'
+        + f'base_file_url = "http://127.0.0.1:{closed}/file/bot"\n'
+    )
+    code, err = await run_clawgate(tmp_path, "onboard", "--yes", "--telegram-token", "1:abc")
+    assert code != 0
+    assert f"could not reach http://127.0.0.1:{closed}/bot" in err, err
+    assert "the token was not checked" in err and "rejected" not in err
+    fake_llm.handler = lambda body: error(500, "overloaded")
+    code, err = await run_clawgate(
+        tmp_path, "onboard", "--yes", "--model", "openai/fake-model", "--api-key", "sk-x",
+        "--api-base", fake_llm.url,
+    )  # fmt: skip
+    assert code != 0
+    assert "did not answer after 1 attempt: server error (HTTP 500)" in err, err

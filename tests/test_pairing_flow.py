@@ -44,10 +44,14 @@ def cli_for(tmp_path: Path, config: Config, monkeypatch: pytest.MonkeyPatch) -> 
         if name.startswith("CLAWGATE_"):
             monkeypatch.delenv(name)
     path = tmp_path / "cli.toml"
-    allow = ", ".join(f'"{entry}"' for entry in config.channels.telegram.allow_from)
+    bot = config.channels.telegram
+    allow = ", ".join(f'"{entry}"' for entry in bot.allow_from)
+    # The bot's own settings too, as the owner's config has them: approving tells the person.
+    token = bot.token.get_secret_value() if bot.token is not None else ""
     path.write_text(
         f'workspace = "{config.workspace}"\ndata_dir = "{config.data_dir}"\n'
         f"[channels.telegram]\nenabled = true\nallow_from = [{allow}]\n"
+        f'token = "{token}"\nbase_url = "{bot.base_url}"\nbase_file_url = "{bot.base_file_url}"\n'
     )
     runner = CliRunner()
 
@@ -93,6 +97,10 @@ async def test_a_stranger_following_the_bots_instructions_becomes_the_owner(
         approved = await asyncio.to_thread(cli, *command_in(reply))
         assert approved.exit_code == 0, approved.output
         assert "approved telegram user 4242 (@newcomer) as an owner" in approved.stdout
+        # Issue 35: the first message got the code, not an answer; nothing said so.
+        told = await telegram.next_message(4242)
+        assert told["text"] == "You are now the owner of this assistant. Send your message again."
+        assert 'told them: "You are now the owner' in approved.stdout
 
         fake_llm.script(text("Hello, owner."))
         telegram.user_says(4242, "who am I to you?", username="newcomer")
@@ -228,6 +236,8 @@ async def test_a_revoked_person_gets_a_fresh_code_on_their_next_message(
         telegram.user_says(2002, "hello", username="eve")
         first = code_in((await telegram.next_message(2002))["text"])
         assert (await asyncio.to_thread(cli, "pairing", "approve", first)).exit_code == 0
+        welcome = (await telegram.next_message(2002))["text"]
+        assert welcome == "You can chat with this assistant now. Send your message again."
         fake_llm.script(text("Hi Eve."))
         telegram.user_says(2002, "thanks", username="eve")
         assert (await telegram.next_message(2002, timeout=60))["text"] == "Hi Eve."
@@ -258,6 +268,7 @@ async def test_the_cap_never_silences_anyone_while_there_is_no_owner(
             telegram.user_says(4242, "hello, it's me")
             reply = (await telegram.next_message(4242))["text"]
             assert (await asyncio.to_thread(cli, *command_in(reply))).exit_code == 0
+            assert "Send your message again" in (await telegram.next_message(4242))["text"]
 
             # Now there is an owner and three pending codes: the next strangers still get a
             # code (the oldest pending ones make room), and the owner hears of it once.
@@ -268,5 +279,5 @@ async def test_the_cap_never_silences_anyone_while_there_is_no_owner(
             assert code_in((await telegram.next_message(3005))["text"])
             await wait_until(lambda: "3005" in caplog.text)
     assert "clawgate pairing list" in notice
-    assert len(telegram.messages_to(4242)) == 2  # the pairing reply and the one notice
+    assert len(telegram.messages_to(4242)) == 3  # pairing reply, welcome, the one notice
     assert not [r for r in caplog.records if "already pending" in r.getMessage()]

@@ -125,6 +125,19 @@ def test_print_writes_nothing_and_sends_advice_to_stderr(tmp_path: Path) -> None
     assert not list(tmp_path.rglob("*.service"))
 
 
+def test_a_system_unit_that_would_run_as_root_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 35: `service install --print` as root printed a User=root unit without a word.
+    monkeypatch.setattr("clawgate.gateway.ops.service.invoking_user", lambda: "root")
+    config = write_config(tmp_path)
+    code, out, err = install("--config", str(config), "service", "install", "--print")
+    assert code == 0 and "User=root" in out
+    assert "warning: the service would run as root (User=root)" in err
+    _, _, user_unit = install("--config", str(config), "service", "install", "--user", "--print")
+    assert "run as root" not in user_unit
+
+
 def test_print_and_dir_exclude_each_other(tmp_path: Path) -> None:
     code, _, err = install("service", "install", "--print", "--dir", str(tmp_path))
     assert code == 2

@@ -168,6 +168,49 @@ async def test_cron_and_heartbeat_run_at_the_target_chats_current_trust(
         assert "exec" not in tool_names(run) and MARKER not in system_prompt(run)
 
 
+async def test_the_owners_reminders_keep_owner_trust_after_new(
+    demoted_config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    # Issue 35 item 4: /new started the chat's transcript afresh without its recorded facts,
+    # so the next reminder and heartbeat ran as `allowed` until the owner wrote again.
+    config = demoted_config
+    approve_as_owner(config.data_dir, BOB)
+    bus = MessageBus()
+    channel = create_channel(config.channels.telegram, bus, config, sleep=Sleeps())
+    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+    gateway = Gateway(
+        [(runtime, bus)], [channel], bus, scheduler=True, scheduler_options={"poll_interval": 0.05}
+    )
+    assert gateway.default.scheduler is not None
+    scheduler = gateway.default.scheduler
+    fake_llm.handler = lambda body: text("Done.")
+    await gateway.start()
+    try:
+        telegram.user_says(BOB, "hello", username="bob")
+        await telegram.next_message(BOB, timeout=MODEL_TIMEOUT)
+        telegram.user_says(BOB, "/new", username="bob")
+        assert (await telegram.next_message(BOB, timeout=MODEL_TIMEOUT))["text"] == (
+            "New session started."
+        )
+        session = await runtime.sessions.get(f"telegram:{BOB}")
+        assert session.state.trust is Trust.OWNER  # what the dashboard's sessions page shows
+        write_jobs(scheduler.store, a_job("daily", deliver_to=f"telegram:{BOB}"))
+        await wait_until(lambda: "daily" in scheduler.jobs, timeout=5)
+        assert (await scheduler.run_job("daily")).ok
+        await telegram.next_message(BOB, timeout=MODEL_TIMEOUT)
+        cron_run = fake_llm.requests[-1]
+        (config.workspace / "HEARTBEAT.md").write_text("- check the plants\n")
+        assert await scheduler.heartbeat.tick() == "delivered"
+        await telegram.next_message(BOB, timeout=MODEL_TIMEOUT)
+        heartbeat_run = fake_llm.requests[-1]
+    finally:
+        await gateway.stop(grace=2)
+
+    for run in (cron_run, heartbeat_run):
+        assert "(trust: owner)" in system_prompt(run)
+        assert "exec" in tool_names(run) and MARKER in system_prompt(run)
+
+
 # -- Discord -------------------------------------------------------------------------------
 
 IMPOSTOR = "310000000000000009"

@@ -38,14 +38,19 @@ GENERIC_FAILURE = (
 
 def failure_reply(exc: ModelUnavailable, trust: Trust = Trust.OWNER) -> str:
     """What a person reads when a turn found no model: for the owner the cause and whether
-    waiting helps; for everyone else one line that names nothing."""
+    waiting helps; for everyone else one line that names nothing. The message stays in the
+    transcript but no turn answers it later, so it must be sent again."""
     if not trust.is_owner:
         return GENERIC_FAILURE
     cause = str(exc).rstrip(" .")
     if isinstance(exc, ModelMisconfigured):
-        return f"Sorry, I couldn't reach the model: {cause}. Your message is saved."
+        return (
+            f"Sorry, I couldn't reach the model: {cause}. Your message was not answered: "
+            "send it again once that is fixed."
+        )
     return (
-        f"Sorry, I couldn't reach the model: {cause}. Your message is saved; try again in a moment."
+        f"Sorry, I couldn't reach the model: {cause}. Your message was not answered: "
+        "send it again in a moment."
     )
 
 

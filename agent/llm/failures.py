@@ -20,7 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
-from clawgate.kernel.errors import ContextOverflow, ModelMisconfigured, ModelUnavailable
+from clawgate.kernel.errors import (
+    ContextOverflow,
+    ModelMisconfigured,
+    ModelUnavailable,
+    tries,
+)
 from clawgate.kernel.retry import Retry
 from clawgate.kernel.secrets import Redactor
 
@@ -72,8 +77,8 @@ class NextModel(Exception):
         self.hint = hint  # set when a setting is at fault: the sentence that says which
 
     def describe(self) -> str:
-        tries = f" after {self.attempts} attempts" if self.attempts else ""
-        return f"{self.model}: {self.reason}{tries}"
+        after = f" after {tries(self.attempts)}" if self.attempts else ""
+        return f"{self.model}: {self.reason}{after}"
 
 
 class Scrubber:
@@ -231,4 +236,4 @@ def _summary(failures: list[NextModel]) -> str:
     only = failures[0]
     if only.attempts is None:
         return f"The model {only.model} is not available: {only.reason}"
-    return f"The model {only.model} did not answer after {only.attempts} attempts: {only.reason}"
+    return f"The model {only.model} did not answer after {tries(only.attempts)}: {only.reason}"

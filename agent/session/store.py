@@ -260,7 +260,8 @@ class SessionStore:
     async def archive(self, session: Session) -> Path | None:
         """Move the transcript to sessions/archive/ and start the key afresh; returns the archive path.
 
-        The new session continues the seq numbering, so seqs stay unique per key.
+        The new session continues the seq numbering, so seqs stay unique per key, and starts
+        with the chat's recorded trust and platform facts (never its model or memory marks).
         """
         self.forget(session.key)
         if not session.path.exists():
@@ -284,6 +285,12 @@ class SessionStore:
         # on it appends its records there, never to the fresh file.
         session.path = target
         self._cache[session.key] = fresh
+        # The chat is still the same chat: a reminder, heartbeat or replay before its next
+        # message decides trust again from these facts (and the dashboard shows the trust).
+        kept = session.state
+        if kept.trust is not None or kept.chat is not None:
+            self.update_state(fresh, trust=kept.trust, chat=kept.chat)
+            await self.sync(fresh)
         return target
 
     def list_archived(self) -> list[Path]:

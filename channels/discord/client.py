@@ -47,6 +47,10 @@ class EventClient(discord.Client):
     """Puts the events we use on one inbox, in the order the gateway sent them."""
 
     def __init__(self, inbox: asyncio.Queue[object], ready: asyncio.Event, **options: Any) -> None:
+        # The bot never joins voice: without these two flags discord.py warns at every start
+        # that PyNaCl and davey (its voice libraries) are missing. Its other warnings stay.
+        discord.VoiceClient.warn_nacl = False
+        discord.VoiceClient.warn_dave = False
         super().__init__(**options)
         self._inbox = inbox
         self._ready_event = ready

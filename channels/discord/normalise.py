@@ -67,7 +67,7 @@ class Normaliser:
         if message.id <= self._watermarks.last_seen(chat_id):
             return None  # handled already: catch-up and the live stream overlap
         facts = await self._facts(message, client)
-        decision = self.policy.admit(facts)
+        decision = self.policy.admit(facts, name=message.author.name)
         if decision.reply is not None:
             try:
                 await self._reply(chat_id, decision.reply)

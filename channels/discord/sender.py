@@ -19,7 +19,7 @@ from clawgate.channels.base import outbound_file
 from clawgate.channels.discord.client import bot_token, intents, point_at, short
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import OutboundMessage
-from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line, tries
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Sender:
             )
         except RetriesExhausted as exhausted:
             raise ChannelError(
-                f"Discord did not take the message after {exhausted.attempts} attempts: "
+                f"Discord did not take the message after {tries(exhausted.attempts)}: "
                 f"{exhausted.last.reason}"
             ) from exhausted.last.__cause__
 

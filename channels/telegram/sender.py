@@ -19,7 +19,7 @@ from clawgate.channels.base import outbound_file
 from clawgate.channels.telegram.format import render_parts
 from clawgate.channels.telegram.ids import split_chat_id
 from clawgate.kernel.bus import OutboundMessage
-from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line
+from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line, tries
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class ApiCalls:
             )
         except RetriesExhausted as exhausted:
             raise ChannelError(
-                f"telegram: {what} failed after {exhausted.attempts} attempts "
+                f"telegram: {what} failed after {tries(exhausted.attempts)} "
                 f"({exhausted.last.reason})"
             ) from exhausted.last.__cause__
 

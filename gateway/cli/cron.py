@@ -42,15 +42,19 @@ def cron_list(
     agent: AgentOption = None,
 ) -> None:
     """Every job with its schedule, target and last run."""
+    from clawgate.gateway.cron.targets import known_chats, unreachable
+
     config, store = _open(ctx)
     jobs = store.load().jobs
     state = store.load_state()
+    chats = known_chats(config) if jobs else []
     if as_json:
         rows = []
         for job in jobs:
             row = job.model_dump(mode="json")
             run = state.jobs.get(job.id)
             row["state"] = run.model_dump(mode="json") if run else None
+            row["unreachable"] = unreachable(config, job.deliver_to, chats)
             rows.append(row)
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
@@ -76,6 +80,9 @@ def cron_list(
             parts.append(f"last {run.last_status}")
             if run.consecutive_errors:
                 parts.append(f"{run.consecutive_errors} errors in a row")
+        why = unreachable(config, job.deliver_to, chats)
+        if why is not None:
+            parts.append(f"UNREACHABLE ({why})")
         # A job's name may be a shared chat's words (cron from groups): shown sanitised.
         typer.echo("\t".join(sanitise(part) for part in parts))
 
@@ -101,13 +108,15 @@ def cron_add(
         str | None,
         typer.Option(
             "--to",
-            help="Session key to deliver to (default: heartbeat.deliver_to, else cli:default).",
+            help="Chat to deliver to, as CHANNEL:CHAT_ID (default: heartbeat.deliver_to, else "
+            "the owner's private chat when exactly one is known).",
         ),
     ] = None,
     agent: AgentOption = None,
 ) -> None:
-    """Add a job; prints its id."""
+    """Add a job; prints its id (and, on stderr, where it delivers and any reason it cannot)."""
     from clawgate.gateway.cron.store import create_job
+    from clawgate.gateway.cron.targets import known_chats, unreachable
     from clawgate.kernel.errors import CronError, one_line
 
     config, store = _open(ctx)
@@ -120,6 +129,9 @@ def cron_add(
     except OSError as exc:
         fail(f"could not write {store.jobs_path}: {one_line(exc)}", code=1)
     typer.echo(job.id)
+    why = unreachable(config, job.deliver_to, known_chats(config))
+    warning = f"; warning: it reaches no one now: {why}" if why else ""
+    typer.echo(f"delivers to {job.deliver_to}{warning}", err=True)
 
 
 @cron_app.command("remove")

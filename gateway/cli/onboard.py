@@ -5,9 +5,12 @@ Its help line is in root.COMMANDS."""
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -16,6 +19,9 @@ from clawgate.gateway.cli.dashboard import add_dashboard_token
 
 if TYPE_CHECKING:
     from clawgate.gateway.setup.onboard import OnboardResult
+    from clawgate.gateway.setup.wizard import SetupResult
+
+T = TypeVar("T")
 
 
 def onboard(
@@ -47,6 +53,12 @@ def onboard(
     ] = False,
     no_check: Annotated[
         bool, typer.Option("--no-check", help="Save without the live model and bot checks.")
+    ] = False,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again", help="Ask every question, even when the config is complete and works."
+        ),
     ] = False,
     agent: Annotated[
         str | None,
@@ -83,11 +95,21 @@ def onboard(
         telegram_token=SecretStr(telegram_token) if telegram_token else None,
         discord_token=SecretStr(discord_token) if discord_token else None,
     )
+    # Each check's outcome is printed once, below; the model client's own log line of the
+    # same failure would repeat it on stderr.
+    logging.getLogger("clawgate").addHandler(logging.NullHandler())
     asker = None
     if not yes and sys.stdin.isatty():
-        typer.echo("\nA few questions (Ctrl-C to stop; nothing is written until the end).\n")
-        asker = Asker(typer.prompt, typer.confirm, typer.echo)
-    changed = asyncio.run(
+        if agent is None and not again and flags.is_empty() and _works(config_path, no_check):
+            typer.echo(
+                f"\n{config_path} is complete and its checks pass: nothing to ask "
+                f"(`{executable()} onboard --again` asks anyway).\n"
+                f"Start the gateway with `{executable()} gateway`."
+            )
+            return
+        typer.echo("\nA few questions (Ctrl-C to stop; the answers are saved at the end).\n")
+        asker = Asker(_interruptible(typer.prompt), _interruptible(typer.confirm), typer.echo)
+    answers = asyncio.run(
         run_setup(
             config_path,
             flags,
@@ -102,12 +124,10 @@ def onboard(
 
         assert workspace is not None
         _list_paths(lay_down_agent(workspace))
-    if changed:
-        typer.echo(f"\nwrote {config_path}:")
-        for line in changed:
-            typer.echo(f"  {line}")
+    _summarise(config_path, answers)
     if agent is None:
-        typer.echo("\n" + "\n".join(next_steps(config_path, program=executable())))
+        steps = next_steps(config_path, program=executable(), checked=not answers.failed)
+        typer.echo("\n" + "\n".join(steps))
         return
     from clawgate.gateway.setup.onboard import agent_next_steps
 
@@ -115,6 +135,64 @@ def onboard(
         name for name, token in (("telegram", telegram_token), ("discord", discord_token)) if token
     ]
     typer.echo("\n" + "\n".join(agent_next_steps(agent, config_path, own, program=executable())))
+
+
+def _summarise(config_path: Path, result: SetupResult) -> None:
+    """Every answer accounted for: saved, saved despite a failed check, or not saved."""
+    if result.saved:
+        typer.echo(f"\nsaved in {config_path}:")
+        for line in result.saved:
+            typer.echo(f"  {line}")
+    for title, lines in (
+        ("saved although the check failed", result.failed),
+        ("not saved", result.not_saved),
+    ):
+        if lines:
+            typer.echo(f"\n{title}:")
+            for line in lines:
+                typer.echo(f"  {line}")
+
+
+def _works(config_path: Path, no_check: bool) -> bool:
+    """The config has everything the gateway needs and (unless --no-check) its model and
+    bots pass their live checks: a second `onboard && gateway` need not ask again."""
+    import asyncio
+
+    from clawgate.gateway.ops.online import online_checks
+    from clawgate.gateway.setup.onboard import missing_setup
+    from clawgate.kernel.config import load_config
+    from clawgate.kernel.errors import ConfigError
+
+    if not config_path.exists():
+        return False
+    try:
+        config = load_config(config_path)
+    except ConfigError:
+        return False
+    if not config.agent.model or missing_setup(config):
+        return False
+    if no_check:
+        return True
+    typer.echo("\nchecking the saved settings...")
+    findings = asyncio.run(online_checks(config))
+    for finding in findings:
+        typer.echo(f"  {finding.message}")
+    return all(finding.level == "ok" for finding in findings)
+
+
+def _interruptible(ask: Callable[..., T]) -> Callable[..., T]:
+    """A prompt that stops at Ctrl-C. The questions run inside `asyncio.run`, whose SIGINT
+    handler only cancels the main task at its next await, which a prompt blocked in input()
+    never reaches: during the prompt, Ctrl-C raises at once (click turns it into Abort)."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> T:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return ask(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    return wrapped
 
 
 def _list_paths(result: OnboardResult) -> None:

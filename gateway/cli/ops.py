@@ -114,6 +114,13 @@ def _advise(spec: UnitSpec, path: Path | None, commands: list[str]) -> None:
     import os
 
     err = path is None
+    if not spec.user_mode and spec.user == "root":
+        typer.echo(
+            "warning: the service would run as root (User=root): the assistant's exec tool "
+            "and files would have root's powers; run this as the user who should own the "
+            "assistant (with sudo, it runs as the user who typed sudo), or use --user",
+            err=True,
+        )
     if not spec.user_mode and os.environ.get("SUDO_USER") and spec.config_path is None:
         typer.echo(
             f"warning: paths come from the config of the user running this command (HOME "

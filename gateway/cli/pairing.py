@@ -121,15 +121,30 @@ def pairing_approve(
     from clawgate.gateway.setup.approvals import approve
 
     role: bool | None = True if owner else False if allowed else None
-    approval = approve(_store(ctx), _bot(ctx), code, role)
+    config = _bot(ctx)
+    approval = approve(_store(ctx), config, code, role)
     if role is None and approval.owner:
         typer.echo(
             f"approved {approval.who} as the owner (the first approval makes the owner; "
             f"`clawgate pairing demote {approval.user_id}` makes them a plain user); "
             "they can chat now"
         )
-        return
-    typer.echo(f"approved {approval.who} as {approval.role}; they can chat now")
+    else:
+        typer.echo(f"approved {approval.who} as {approval.role}; they can chat now")
+    _welcome(config, approval)
+
+
+def _welcome(config: Config, approval: Approval) -> None:
+    """Tell them (their first message got the code, not an answer): see setup/welcome.py."""
+    import asyncio
+
+    from clawgate.gateway.setup.welcome import tell_approved, welcome_text
+
+    outcome = asyncio.run(tell_approved(config, approval))
+    if outcome == "sent":
+        typer.echo(f'told them: "{welcome_text(approval)}"')
+    elif outcome:
+        typer.echo(f"could not tell them ({outcome}): ask them to send their message again")
 
 
 @pairing_app.command("promote")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from clawgate.gateway.cron.models import CronJob, JobsFile, StateFile, new_job
+from clawgate.gateway.cron.targets import default_target
 from clawgate.kernel.errors import CronError, DocumentDamaged
 from clawgate.kernel.json_document import Fingerprint, JsonDocument
 from clawgate.kernel.storage import DiskWriter
@@ -94,21 +95,23 @@ def create_job(
     to: str | None = None,
 ) -> CronJob:
     """A new job as a person asks for it (`clawgate cron add`, the dashboard): delivered to
-    `to`, else heartbeat.deliver_to, else cli:default; in `tz`, else the agent's time zone."""
-    deliver_to = to or config.heartbeat.deliver_to or "cli:default"
-    return add_job(
-        store,
-        lambda jobs: new_job(
+    `to`, else the default of targets.py (heartbeat.deliver_to, else the owner's one private
+    chat; CronError listing the known chats otherwise); in `tz`, else the agent's time zone."""
+
+    def build(jobs: JobsFile) -> CronJob:
+        job = new_job(
             jobs,
             name=name,
             message=message,
-            deliver_to=deliver_to,
+            deliver_to=to or "cli:default",  # a stand-in: the schedule's errors come first
             timezone=tz or config.agent.timezone,
             at=at,
             every=every,
             cron=cron,
-        ),
-    )
+        )
+        return job if to else job.model_copy(update={"deliver_to": default_target(config)})
+
+    return add_job(store, build)
 
 
 def remove_job(

@@ -30,6 +30,7 @@ from clawgate.agent.commands import HELP
 from clawgate.agent.progress import MAX_SHOWN_CHARS
 from clawgate.agent.session import StoredMessage
 from clawgate.gateway.dashboard.auth import COOKIE_NAME
+from clawgate.gateway.dashboard.markdown import to_html
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import (
@@ -84,9 +85,9 @@ def _cut(text: str) -> str:
 
 
 def transcript(messages: list[StoredMessage]) -> list[dict[str, Any]]:
-    """A session's messages as the page shows them: user and assistant text, and one card per
-    tool call holding its arguments and, once stored, its result (both already redacted
-    when they were written)."""
+    """A session's messages as the page shows them: user text, assistant text with its
+    Markdown rendered (markdown.py), and one card per tool call holding its arguments and,
+    once stored, its result (both already redacted when they were written)."""
     items: list[dict[str, Any]] = []
     cards: dict[str, dict[str, Any]] = {}
     for message in messages:
@@ -94,7 +95,8 @@ def transcript(messages: list[StoredMessage]) -> list[dict[str, Any]]:
             items.append({"kind": "user", "text": message.content})
         elif message.role == "assistant":
             if message.content:
-                items.append({"kind": "assistant", "text": message.content})
+                text = message.content
+                items.append({"kind": "assistant", "text": text, "html": to_html(text)})
             for call in message.tool_calls:
                 card = {
                     "kind": "tool",

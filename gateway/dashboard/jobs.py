@@ -23,9 +23,10 @@ from clawgate.gateway.cron.heartbeat import heartbeat_tasks
 from clawgate.gateway.cron.models import CronJob, JobState, StateFile
 from clawgate.gateway.cron.scheduler import HEARTBEAT_JOB, CronScheduler
 from clawgate.gateway.cron.store import CronStore, create_job, remove_job, set_enabled
+from clawgate.gateway.cron.targets import default_target
 from clawgate.gateway.dashboard.render import render, services
-from clawgate.kernel.config import HeartbeatConfig
-from clawgate.kernel.errors import ClawgateError
+from clawgate.kernel.config import Config, HeartbeatConfig
+from clawgate.kernel.errors import ClawgateError, CronError
 
 SCHEDULE_KINDS = ("at", "every", "cron")
 # The reply shown after "run now" travels in the redirect's query string; the full text went
@@ -130,11 +131,19 @@ async def jobs_page(request: web.Request) -> web.Response:
         problem=files.problem,
         heartbeat=_heartbeat(svc.config.heartbeat, scheduler, files.heartbeat),
         scheduler_running=scheduler is not None,
-        default_target=svc.config.heartbeat.deliver_to or "cli:default",
+        default_target=await asyncio.to_thread(_default_target, svc.config),
         default_tz=svc.config.agent.timezone,
         notice=request.query.get("notice", ""),
         error=request.query.get("error", ""),
     )
+
+
+def _default_target(config: Config) -> str:
+    """The placeholder of the form's target: where a job without one goes, if anywhere."""
+    try:
+        return default_target(config)
+    except CronError:
+        return "CHANNEL:CHAT_ID (required: no single owner chat is known)"
 
 
 def _done(message: str = "", *, error: str = "") -> web.HTTPSeeOther:

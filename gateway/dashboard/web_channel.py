@@ -32,6 +32,7 @@ from clawgate.agent.progress import (
     TurnEnded,
 )
 from clawgate.channels.base import Channel
+from clawgate.gateway.dashboard.markdown import to_html
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError
@@ -109,6 +110,8 @@ class WebChannel(Channel):
         event: Event = {
             "type": "reply",
             "text": message.text,
+            # The page shows the reply's Markdown rendered; an error stays plain text.
+            "html": None if message.is_error else to_html(message.text),
             "is_error": message.is_error,
             "reply_to": message.reply_to,
             "seq": message.seq,

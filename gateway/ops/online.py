@@ -89,7 +89,7 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
 
 async def ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
     from telegram import Bot
-    from telegram.error import InvalidToken, TelegramError
+    from telegram.error import InvalidToken, NetworkError, TelegramError
     from telegram.request import HTTPXRequest
 
     settings = config.channels.telegram
@@ -108,8 +108,19 @@ async def ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
     try:
         await bot.initialize()  # calls getMe
         me = bot.bot
-    except InvalidToken:
+    except InvalidToken as exc:
+        answer = exc.__cause__ if isinstance(exc.__cause__, InvalidToken) else exc
+        if "not found" in answer.message.lower():  # 404: not what a wrong token gets
+            return False, (
+                f"failed: {settings.base_url} answered Not Found: the token is malformed "
+                "or base_url is not the Bot API"
+            )
         return False, "failed: the token was rejected (Unauthorized)"
+    except NetworkError as exc:  # DNS, refused, timeouts: the token was never judged
+        return False, (
+            f"failed: could not reach {settings.base_url} ({one_line(exc)}); "
+            "the token was not checked"
+        )
     except TelegramError as exc:
         return False, f"failed: {one_line(exc)}"
     finally:

@@ -7,8 +7,6 @@ overwrites a file, so a self-hoster's edits survive a second run.
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -17,6 +15,7 @@ from pathlib import Path
 from clawgate.kernel.agent_configs import AGENT_NAME, agent_dirs
 from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError
+from clawgate.kernel.program import command
 from clawgate.kernel.storage import DiskWriter
 
 TEMPLATE_PACKAGE = "clawgate.workspace"
@@ -248,25 +247,30 @@ def prepare_workspace(workspace: Path, *, writer: DiskWriter | None = None) -> b
 
 
 def executable() -> str:
-    """How to run clawgate again: plain `clawgate` when that is on PATH and is this program,
-    else this program's real path (e.g. .venv/bin/clawgate)."""
-    me = Path(sys.argv[0]).resolve()
-    found = shutil.which("clawgate")
-    if found and Path(found).resolve() == me:
-        return "clawgate"
-    return str(me) if me.name == "clawgate" else "clawgate"
+    """How to run clawgate again (kernel/program.py)."""
+    return command()
 
 
 def next_steps(
-    config_path: Path, environ: dict[str, str] | None = None, *, program: str = "clawgate"
+    config_path: Path,
+    environ: dict[str, str] | None = None,
+    *,
+    program: str = "clawgate",
+    checked: bool = True,
 ) -> list[str]:
     """What to do next, from what the config has: the missing pieces, or how to start and
-    how the owner pairs."""
+    how the owner pairs. `checked` False: a saved answer failed its live check, so nothing
+    is called ready."""
     try:
         config = load_config(config_path, environ)
     except ConfigError as exc:
         return [f"Next: fix the config: {exc}"]
     model = config.agent.model
+    if model and not checked:
+        return [
+            "Not ready: a saved setting failed its check (above). Fix it, then check again "
+            f"with `{program} doctor --online`, or run `{program} onboard --again`.",
+        ]
     if not model:
         return [
             f"Next: set [agent] model (and api_key / api_base) in {config_path}",

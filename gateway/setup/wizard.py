@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,15 @@ async def check(config: Config, what: str, timeout: float = CHECK_TIMEOUT) -> tu
     return passed, Redactor(config.secrets())(detail)
 
 
+@dataclass(frozen=True)
+class SetupResult:
+    """What onboard's setup did with the answers, for its closing summary."""
+
+    saved: list[str] = field(default_factory=list)  # config lines written (secrets hidden)
+    not_saved: list[str] = field(default_factory=list)  # answers given, left out, and why
+    failed: list[str] = field(default_factory=list)  # saved although their check failed
+
+
 class Asker:
     """The questions, through callables so tests and the CLI share one flow."""
 
@@ -248,12 +258,14 @@ async def run_setup(
     live: bool = True,
     environ: dict[str, str],
     agent_name: str | None = None,
-) -> list[str]:
+) -> SetupResult:
     """Ask (when `asker` is given) for what the flags left out, check it live, write it -
     into `[agents.<agent_name>]` when a name is given.
 
-    Returns what changed. Unattended, a failed check writes nothing and raises ConfigError;
-    asked, the person decides whether to try again, skip, or keep it anyway.
+    Unattended, a failed check saves none of the answers and raises ConfigError; asked, the
+    person decides whether to try again (as often as they like), save the answer anyway, or
+    leave it out. Nothing is left out silently: the result says what was saved, what was
+    not, and which saved answer failed its check.
     """
     from clawgate.kernel.config import load_config
 
@@ -262,9 +274,17 @@ async def run_setup(
     else:  # a new agent: what its section alone (the workspace) makes of it
         _, current = preview(config_path, Setup(workspace=flags.workspace), environ, agent_name)
     setup = flags
+    outcome = _Outcome()
     if asker is not None:
         setup = await _ask_all(
-            asker, config_path, current, setup, live=live, environ=environ, agent_name=agent_name
+            asker,
+            config_path,
+            current,
+            setup,
+            outcome,
+            live=live,
+            environ=environ,
+            agent_name=agent_name,
         )
     elif live:
         _, config = preview(config_path, setup, environ, agent_name)
@@ -281,13 +301,34 @@ async def run_setup(
             passed, line = await check(config, what)
             if not passed:
                 raise ConfigError(
-                    f"{what} check {line}; nothing was written (--no-check saves it anyway)"
+                    f"{what} check {line}; none of the answers given was saved in "
+                    f"{config_path} (--no-check saves them anyway)"
                 )
     if setup.is_empty():
-        return []
+        return SetupResult(not_saved=outcome.not_saved)
     text, _ = preview(config_path, setup, environ, agent_name)
     save(config_path, text)
-    return apply(tomlkit.document(), setup, agent_name)
+    return SetupResult(
+        saved=apply(tomlkit.document(), setup, agent_name),
+        not_saved=outcome.not_saved,
+        failed=outcome.failed,
+    )
+
+
+@dataclass
+class _Outcome:
+    """What the questions left out or kept despite a failed check, as summary lines."""
+
+    not_saved: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def settle(self, asker: Asker, what: str, line: str) -> bool:
+        """The check of `what` failed and no other answer is coming: True to save it anyway."""
+        if asker.confirm(f"Save these {what} settings anyway?", default=False):
+            self.failed.append(f"{what}: saved, but its check {line}")
+            return True
+        self.not_saved.append(f"{what}: not saved (its check {line})")
+        return False
 
 
 async def _ask_all(
@@ -295,13 +336,14 @@ async def _ask_all(
     config_path: Path,
     current: Config,
     setup: Setup,
+    outcome: _Outcome,
     *,
     live: bool,
     environ: dict[str, str],
     agent_name: str | None,
 ) -> Setup:
     asker.say("The model")
-    for _ in range(3):
+    while True:
         setup = ask_model(asker, current, setup)
         if not live:
             break
@@ -309,7 +351,13 @@ async def _ask_all(
         asker.say("  checking the model with a one-word request...")
         passed, line = await check(config, "model")
         asker.say(f"  model: {line}")
-        if passed or not asker.confirm("Try other model settings?", default=True):
+        if passed:
+            break
+        if not asker.confirm("Try other model settings?", default=True):
+            if not outcome.settle(asker, "model", line):
+                setup = setup.model_copy(
+                    update={"model": None, "api_base": None, "api_key": None, "api_key_env": None}
+                )
             break
         # Offer the last answers as defaults; the key is asked again, never shown.
         last = {"model": setup.model or "", "api_base": setup.api_base}
@@ -319,20 +367,22 @@ async def _ask_all(
         )
     for name in ("telegram", "discord"):
         asker.say(f"\n{name.title()}")
-        field = f"{name}_token"
-        token = getattr(setup, field)
-        for _ in range(3):
+        field_name = f"{name}_token"
+        token = getattr(setup, field_name)
+        while True:
             token = token or ask_token(asker, name, current)
             if token is None or not live:
                 break
-            answer = setup.model_copy(update={field: token})
+            answer = setup.model_copy(update={field_name: token})
             _, config = preview(config_path, answer, environ, agent_name)
             passed, line = await check(config, name)
             asker.say(f"  {name}: {line}")
             if passed:
                 break
-            token = None
             if not asker.confirm("Try another token?", default=True):
+                if not outcome.settle(asker, name, line):
+                    token = None
                 break
-        setup = setup.model_copy(update={field: token})
+            token = None
+        setup = setup.model_copy(update={field_name: token})
     return setup

@@ -52,6 +52,12 @@
     return body;
   }
 
+  // A reply's Markdown, rendered and sanitised by the server (gateway/dashboard/markdown.py).
+  function showHtml(body, html) {
+    body.classList.add("md");
+    body.innerHTML = html;
+  }
+
   function labelled(parent, label, className, text) {
     const title = document.createElement("p");
     title.className = "label";
@@ -139,15 +145,20 @@
       if (fresh.delete(event.reply_to)) {
         list.textContent = "";
       }
+      let body;
       if (live && liveFor && liveFor === event.reply_to && !event.is_error) {
         // The stored reply is the authority; the streamed text was its preview.
         live.textContent = event.text;
+        body = live;
         endLive();
-        scrollDown();
       } else {
         endLive();
-        bubble(kind, event.text);
+        body = bubble(kind, event.text);
       }
+      if (event.html) {
+        showHtml(body, event.html);
+      }
+      scrollDown();
       (event.files || []).forEach(function (name) {
         bubble("assistant file", "File: " + name);
       });
@@ -164,7 +175,10 @@
         card(item.id, item.name, item.arguments, item.result === null ? "(no result)" : item.result);
         list.lastElementChild.classList.remove("running");
       } else {
-        bubble(item.kind, item.text);
+        const body = bubble(item.kind, item.text);
+        if (item.html) {
+          showHtml(body, item.html);
+        }
       }
     });
   }
