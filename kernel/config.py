@@ -56,7 +56,9 @@ class AgentConfig(_Section):
     # keeps the key out of the file, and names the variable in errors when it is missing.
     api_key_env: str | None = None
     fallback_models: list[str] = Field(default_factory=list)
-    temperature: float = Field(0.7, ge=0, le=2)
+    # None: not sent, the model's own default. Current reasoning models (openai/gpt-5,
+    # o3-mini) refuse any other value than theirs, so a default here would break them.
+    temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int = Field(4096, gt=0)
     max_tool_iterations: int = Field(20, gt=0)
     memory_window: int = Field(50, ge=4)

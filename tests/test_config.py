@@ -27,7 +27,7 @@ def test_absent_file_gives_defaults(tmp_path: Path) -> None:
     config = load_config(tmp_path / "missing.toml", environ={})
 
     assert config.agent.model == ""
-    assert config.agent.temperature == 0.7
+    assert config.agent.temperature is None  # not sent: the model's own default
     assert config.agent.timezone == "UTC"
     assert config.channels.telegram.enabled is False
     assert config.tools.restrict_to_workspace is True

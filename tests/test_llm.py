@@ -167,7 +167,7 @@ async def test_plain_reply(client: LLMClient, fake_llm: FakeLLM, agent_config: A
         model="openai/fake-model",
     )
     sent = fake_llm.requests[0]
-    assert sent["temperature"] == agent_config.temperature
+    assert "temperature" not in sent  # unset: the model's own default
     assert sent["max_tokens"] == agent_config.max_tokens
     assert "tools" not in sent
 
