@@ -375,7 +375,7 @@ class Config(_Section):
         return list(dict.fromkeys(values))
 
 
-def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+def _resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Fill `agent.api_key` from the variable `agent.api_key_env` names, when no key is set
     (raw config data, before validation)."""
     agents = data.get("agents")
@@ -387,7 +387,7 @@ def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 agent["api_key"] = found
 
 
-def default_config_path(environ: dict[str, str] | None = None) -> Path:
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(CONFIG_ENV):
         return Path(env[CONFIG_ENV]).expanduser()
@@ -401,7 +401,7 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str, ...], str]:
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
     """Merge overrides into `data`; returns each overridden key path -> its variable name."""
     applied: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(environ.items()):
@@ -431,8 +431,13 @@ def _error_source(error: ValidationError, path: Path, overrides: dict[tuple[str,
     return str(path)
 
 
-def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Read the TOML file (absent means defaults), apply env overrides, validate.
+def load_config(
+    path: Path | None = None, environ: Mapping[str, str] | None = None, *, text: str | None = None
+) -> Config:
+    """Read the TOML file (absent means defaults), apply env overrides, validate: the one
+    way every part (the gateway, each CLI command, onboard's checks and edits, doctor, the
+    dashboard) reads a config. `text` stands for the file's content when a change not yet
+    written is checked (onboard, `groups allow`), so it is read exactly as it will be.
 
     Raises ConfigError with one line naming the file (or the env variable) and the key;
     never falls back silently.
@@ -440,15 +445,18 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     env = dict(os.environ if environ is None else environ)
     path = path or default_config_path(env)
     data: dict[str, Any] = {}
-    if path.exists():
+    if text is None and path.exists():
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if text is not None:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     overrides = _apply_env(data, env)
-    resolve_key_env(data, env)
+    _resolve_key_env(data, env)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:

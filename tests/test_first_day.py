@@ -10,15 +10,16 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
+from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call, unsupported_temperature
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
-from tests.process import ClawgateProcess
+from tests.process import CLAWGATE, ClawgateProcess, child_env, fake_model, write_config
 from tests.pty_terminal import Terminal
 
 NEWCOMER = 4242  # writes to the bot first, so becomes its owner
@@ -219,3 +220,121 @@ async def test_the_first_day(tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTe
     assert said == [("user", HELD)], "the stopped turn left no reply behind"
     assert fake_llm.unscripted == 0
     assert not any("(unexpected" in m["text"] for m in telegram.sent), telegram.sent
+
+
+# -- Round 3 (issue 35): the model settings people use, one config loader, doctor's keys ---
+
+
+async def output(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`clawgate *args` run to the end without a terminal: (exit code, stdout and stderr)."""
+    child = await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=child_env(home, env),
+        cwd=home,
+    )
+    raw, _ = await asyncio.wait_for(child.communicate(), REPLY_TIMEOUT)
+    assert child.returncode is not None
+    return child.returncode, raw.decode(errors="replace")
+
+
+def refuses_temperature(body: dict[str, Any]) -> Reply:
+    """A provider whose every model takes only its own temperature, as OpenAI's reasoning
+    models do; litellm refuses gpt-5's and o3-mini's other values before sending."""
+    sent = body.get("temperature")
+    return text("ok") if sent in (None, 1) else unsupported_temperature(sent)
+
+
+async def test_current_openai_models_pass_onboard_and_answer(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = refuses_temperature
+    code, shown = await output(
+        tmp_path,
+        "onboard",
+        "--yes",
+        "--model",
+        "openai/gpt-5",
+        "--api-base",
+        fake_llm.url,
+        "--api-key",
+        "sk-first-day",
+    )
+    assert code == 0, shown
+    assert "agent.model = openai/gpt-5" in shown
+    code, shown = await output(tmp_path, "agent", "-m", "hello")
+    assert code == 0, shown
+    assert "ok" in shown
+    assert all("temperature" not in body for body in fake_llm.requests)
+
+
+async def test_a_temperature_the_model_refuses_names_the_setting(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = refuses_temperature
+    config = write_config(
+        tmp_path, agent={**fake_model(fake_llm, 60), "model": "openai/o3-mini", "temperature": 0.7}
+    )
+    code, shown = await output(tmp_path, "--config", str(config), "agent", "-m", "hi")
+    assert code == 1, shown
+    assert "agent.temperature" in shown
+    assert "try again in a moment" not in shown
+    assert "Traceback" not in shown
+
+
+async def test_onboard_checks_with_the_environment_overrides(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = lambda body: text("ok")
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    overrides = {"CLAWGATE_AGENT__API_KEY": "sk-from-env", "CLAWGATE_AGENT__API_BASE": fake_llm.url}
+    code, shown = await output(
+        tmp_path,
+        "onboard",
+        "--yes",
+        "--model",
+        "openai/fake-model",
+        "--api-base",
+        dead,  # the file's value; the environment's wins, as it does for the gateway
+        env=overrides,
+    )
+    assert code == 0, shown
+    assert "No API key" not in shown
+    assert len(fake_llm.requests) == 1
+    saved = tomllib.loads((tmp_path / ".clawgate" / "config.toml").read_text())
+    assert "api_key" not in saved["agent"], "the key stays in the environment"
+
+
+async def test_doctor_refuses_a_cloud_model_without_a_key(tmp_path: Path) -> None:
+    async def onboard_then_doctor(*flags: str, env: dict[str, str] | None = None) -> str:
+        code, shown = await output(tmp_path, "onboard", "--yes", "--no-check", *flags)
+        assert code == 0, shown
+        code, shown = await output(tmp_path, "doctor", env=env)
+        assert code == (1 if "✗" in shown else 0), shown
+        return shown
+
+    shown = await onboard_then_doctor("--model", "openai/gpt-4o-mini")
+    [line] = [line for line in shown.splitlines() if "gpt-4o-mini" in line]
+    assert line.startswith("✗") and "no API key" in line, shown
+    assert "OPENAI_API_KEY" in line and "CLAWGATE_AGENT__API_KEY" in line
+
+    shown = await onboard_then_doctor(env={"OPENAI_API_KEY": "sk-provider"})
+    assert "✗" not in shown, shown
+    assert re.search(r"✓ model openai/gpt-4o-mini .*OPENAI_API_KEY", shown), shown
+
+    # A variable named by api_key_env and not set: every line about the key names it.
+    shown = await onboard_then_doctor(
+        "--api-key-env", "MY_OPENAI_KEY", env={"OPENAI_API_KEY": "sk-provider"}
+    )
+    lines = [line for line in shown.splitlines() if "key" in line.lower()]
+    assert any(line.startswith("✗") for line in lines), shown
+    assert all("MY_OPENAI_KEY" in line for line in lines), shown
+
+    # A local model needs none.
+    shown = await onboard_then_doctor("--model", "ollama/llama3.1")
+    assert "✗" not in shown, shown

@@ -79,6 +79,8 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
     )
     client = LLMClient(agent)
     try:
+        # litellm's import (seconds, more on a busy machine) is not the model's answer time.
+        await client.warm_up()
         response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
     except ModelUnavailable as exc:
         return False, f"failed: {one_line(exc)}"

@@ -15,16 +15,15 @@ see that agent's effective config.
 from __future__ import annotations
 
 import asyncio
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import tomlkit
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
-from clawgate.kernel.config import MAIN_AGENT, Config, resolve_key_env
-from clawgate.kernel.errors import ConfigError, describe_validation
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
+from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
 CHECK_TIMEOUT = 20.0
@@ -112,8 +111,9 @@ def edit_config(
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str, Config]:
     """The config text with `change` applied to its parsed document (comments kept), and
-    what it loads to; nothing is written. Raises ConfigError (one line) when the file does
-    not parse or the result would not load."""
+    what it loads to - environment overrides included, as the gateway will read it
+    (`environ` None: this process's); nothing is written. Raises ConfigError (one line)
+    when the file does not parse or the result would not load."""
     text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     try:
         document = tomlkit.parse(text)
@@ -121,12 +121,7 @@ def edit_config(
         raise ConfigError(f"{config_path}: not valid TOML: {exc}") from None
     change(document)
     new_text = tomlkit.dumps(document)
-    data = tomllib.loads(new_text)
-    resolve_key_env(data, environ or {})
-    try:
-        return new_text, Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{config_path}: {describe_validation(exc, whole='config')}") from None
+    return new_text, load_config(config_path, environ, text=new_text)
 
 
 def preview(
@@ -255,8 +250,6 @@ async def run_setup(
     Returns what changed. Unattended, a failed check writes nothing and raises ConfigError;
     asked, the person decides whether to try again, skip, or keep it anyway.
     """
-    from clawgate.kernel.config import load_config
-
     if agent_name is None:
         current = load_config(config_path, environ)
     else:  # a new agent: what its section alone (the workspace) makes of it
