@@ -311,30 +311,34 @@ async def test_onboard_checks_with_the_environment_overrides(
 
 
 async def test_doctor_refuses_a_cloud_model_without_a_key(tmp_path: Path) -> None:
-    async def onboard_then_doctor(*flags: str, env: dict[str, str] | None = None) -> str:
-        code, shown = await output(tmp_path, "onboard", "--yes", "--no-check", *flags)
+    async def onboard_then_doctor(
+        home: Path, *flags: str, env: dict[str, str] | None = None
+    ) -> str:
+        code, shown = await output(home, "onboard", "--yes", "--no-check", *flags)
         assert code == 0, shown
-        code, shown = await output(tmp_path, "doctor", env=env)
+        code, shown = await output(home, "doctor", env=env)
         assert code == (1 if "✗" in shown else 0), shown
         return shown
 
-    shown = await onboard_then_doctor("--model", "openai/gpt-4o-mini")
+    shown = await onboard_then_doctor(tmp_path, "--model", "openai/gpt-4o-mini")
     [line] = [line for line in shown.splitlines() if "gpt-4o-mini" in line]
     assert line.startswith("✗") and "no API key" in line, shown
     assert "OPENAI_API_KEY" in line and "CLAWGATE_AGENT__API_KEY" in line
 
-    shown = await onboard_then_doctor(env={"OPENAI_API_KEY": "sk-provider"})
+    shown = await onboard_then_doctor(tmp_path, env={"OPENAI_API_KEY": "sk-provider"})
     assert "✗" not in shown, shown
     assert re.search(r"✓ model openai/gpt-4o-mini .*OPENAI_API_KEY", shown), shown
 
     # A variable named by api_key_env and not set: every line about the key names it.
     shown = await onboard_then_doctor(
-        "--api-key-env", "MY_OPENAI_KEY", env={"OPENAI_API_KEY": "sk-provider"}
+        tmp_path, "--api-key-env", "MY_OPENAI_KEY", env={"OPENAI_API_KEY": "sk-provider"}
     )
-    lines = [line for line in shown.splitlines() if "key" in line.lower()]
+    lines = [line for line in shown.splitlines() if "api key" in line.lower()]
     assert any(line.startswith("✗") for line in lines), shown
     assert all("MY_OPENAI_KEY" in line for line in lines), shown
 
     # A local model needs none.
-    shown = await onboard_then_doctor("--model", "ollama/llama3.1")
+    local = tmp_path / "local"
+    local.mkdir()
+    shown = await onboard_then_doctor(local, "--model", "ollama/llama3.1")
     assert "✗" not in shown, shown

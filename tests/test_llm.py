@@ -365,8 +365,8 @@ async def test_missing_api_key_names_the_setting_and_sends_nothing(
         ),
         (
             error(403, "Project does not have access to model"),
-            "The model provider refused access to openai/fake-model: check that agent.api_key "
-            "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+            "The model provider refused access to openai/fake-model: check that the key in "
+            "agent.api_key (CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
         ),
         (
             error(404, "The model `fake-model` does not exist"),

@@ -93,3 +93,22 @@ async def test_current_openai_models_answer_with_the_default_settings(
         await owner_set.aclose()
     assert "agent.temperature" in str(caught.value)
     assert refused is not None and "agent.temperature" in refused
+
+
+async def test_a_key_variable_named_and_unset_is_named_in_the_failure(
+    agent_config: AgentConfig, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # agent.api_key_env names a variable this environment lacks: the owner chose that place
+    # for the key, so the message sends them there, not to agent.api_key.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(
+        agent_config.model_copy(update={"api_key": None, "api_key_env": "MY_UNSET_KEY"})
+    )
+    try:
+        with pytest.raises(ModelMisconfigured) as caught:
+            await client.chat(USER)
+    finally:
+        await client.aclose()
+    assert "MY_UNSET_KEY" in str(caught.value)
+    assert "CLAWGATE_AGENT__API_KEY" not in str(caught.value)
+    assert fake_llm.requests == []

@@ -115,8 +115,11 @@ class Scrubber:
         raise kind(self(message)) from None
 
 
-def classify(model: str, failure: Failure, scrub: Scrubber) -> Retry | None:
-    """Return a retryable failure, or raise what ends this call (or this model).
+def classify(
+    model: str, failure: Failure, scrub: Scrubber, key_env: str | None = None
+) -> Retry | None:
+    """Return a retryable failure, or raise what ends this call (or this model). `key_env`
+    (agent.api_key_env) is the place a key message names, when the owner chose one.
 
     None: the failure is no provider's (kind "other"); the caller re-raises it as a bug.
     """
@@ -148,12 +151,13 @@ def classify(model: str, failure: Failure, scrub: Scrubber) -> Retry | None:
         or status == 401
         or (kind != "rate_limit" and any(marker in lowered for marker in _KEY_MARKERS))
     ):
-        scrub.fail(ModelMisconfigured, _key_message(model, lowered), failure.type_name)
+        scrub.fail(ModelMisconfigured, _key_message(model, lowered, key_env), failure.type_name)
     if kind == "forbidden" or status == 403:
         scrub.fail(
             ModelMisconfigured,
-            f"The model provider refused access to {model}: check that agent.api_key "
-            "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+            f"The model provider refused access to {model}: check that the key in "
+            f"{key_env or 'agent.api_key (CLAWGATE_AGENT__API_KEY)'} may use it, or choose "
+            "another agent.model.",
             failure.type_name,
         )
     if kind == "rate_limit":
@@ -245,8 +249,16 @@ def _refused_parameter(detail: str) -> str | None:
     return found.group(1) if found else None
 
 
-def _key_message(model: str, detail: str) -> str:
-    if "missing" in detail or "no key" in detail:
+def _key_message(model: str, detail: str, key_env: str | None) -> str:
+    missing = "missing" in detail or "no key" in detail
+    if key_env and missing:
+        return (
+            f"No API key is set for {model}: agent.api_key_env names {key_env}, which is not "
+            f"set in this environment: export {key_env}=... where clawgate runs."
+        )
+    if key_env:
+        return f"The model provider rejected the API key for {model}: check the key in {key_env}."
+    if missing:
         return f"No API key is set for {model}: set {_KEY_HINT}."
     return f"The model provider rejected the API key for {model}: check {_KEY_HINT}."
 

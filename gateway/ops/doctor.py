@@ -81,8 +81,9 @@ def diagnose(
     narrowed first, so the check reports what remains."""
     findings: list[Finding] = []
     config: Config | None = None
+    environ = os.environ if environ is None else environ
     try:
-        config = load_config(config_path, dict(os.environ if environ is None else environ))
+        config = load_config(config_path, environ)
         gateway_dir = config.data_dir  # one gateway serves every agent
         config = config.for_agent(agent)
     except ConfigError as exc:
@@ -94,7 +95,7 @@ def diagnose(
         findings += fix_permissions(config_path, config)
     findings += check_permissions(config_path, config)
     if config is not None:
-        findings += check_model(config)
+        findings += check_model(config, environ)
         findings += check_channels(config)
         findings += check_workspace(config.workspace, writer or DiskWriter())
     findings.append(check_litellm(package_version))
@@ -217,7 +218,10 @@ def _mode(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def check_model(config: Config) -> list[Finding]:
+def check_model(config: Config, environ: Mapping[str, str]) -> list[Finding]:
+    """A model is set, and the key its provider needs resolves (agent/llm/providers.py)."""
+    from clawgate.agent.llm.providers import check_key
+
     if not config.agent.model:
         return [
             problem(
@@ -226,8 +230,10 @@ def check_model(config: Config) -> list[Finding]:
             )
         ]
     where = f" at {config.agent.api_base}" if config.agent.api_base else ""
-    key = "api key set" if config.agent.api_key else "no api key"
-    return [ok(f"model {config.agent.model}{where} ({key})")]
+    key = check_key(config.agent, environ)
+    if not key.found:
+        return [problem(f"model {config.agent.model}{where}: {key.text}")]
+    return [ok(f"model {config.agent.model}{where} ({key.text})")]
 
 
 def check_channels(config: Config) -> list[Finding]:

@@ -22,23 +22,13 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel, SecretStr
 
+from clawgate.agent.llm.providers import KEY_VARIABLES, KEYLESS_PROVIDERS, provider
 from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
 CHECK_TIMEOUT = 20.0
 MODEL_EXAMPLES = "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3.1"
-# The variable each provider's SDK reads when no key is configured: offered as the default.
-KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-}
-KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "llamafile"}
 
 
 class Setup(BaseModel):
@@ -55,10 +45,6 @@ class Setup(BaseModel):
 
     def is_empty(self) -> bool:
         return all(value is None for value in self.model_dump().values())
-
-
-def provider(model: str) -> str:
-    return model.split("/", 1)[0].lower() if "/" in model else "openai"
 
 
 def apply(document: tomlkit.TOMLDocument, setup: Setup, agent_name: str | None = None) -> list[str]:
@@ -142,11 +128,18 @@ def save(config_path: Path, text: str, writer: DiskWriter | None = None) -> None
 
 async def check(config: Config, what: str, timeout: float = CHECK_TIMEOUT) -> tuple[bool, str]:
     """One live check ("model", "telegram" or "discord"): (passed, one line)."""
-    from clawgate.gateway.ops.online import ping_discord, ping_model, ping_telegram
+    from clawgate.gateway.ops.online import (
+        load_model_libraries,
+        ping_discord,
+        ping_model,
+        ping_telegram,
+    )
     from clawgate.kernel.errors import one_line
     from clawgate.kernel.secrets import Redactor
 
     ping = {"model": ping_model, "telegram": ping_telegram, "discord": ping_discord}[what]
+    if what == "model":
+        await load_model_libraries(config)
     try:
         async with asyncio.timeout(timeout + 5):
             passed, detail = await ping(config, timeout)
