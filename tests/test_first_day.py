@@ -236,7 +236,12 @@ async def output(home: Path, *args: str, env: dict[str, str] | None = None) -> t
         env=child_env(home, env),
         cwd=home,
     )
-    raw, _ = await asyncio.wait_for(child.communicate(), REPLY_TIMEOUT)
+    try:
+        raw, _ = await asyncio.wait_for(child.communicate(), REPLY_TIMEOUT)
+    finally:
+        if child.returncode is None:  # timed out: a command that should have ended
+            child.kill()
+            await child.wait()
     assert child.returncode is not None
     return child.returncode, raw.decode(errors="replace")
 
@@ -342,3 +347,17 @@ async def test_doctor_refuses_a_cloud_model_without_a_key(tmp_path: Path) -> Non
     local.mkdir()
     shown = await onboard_then_doctor(local, "--model", "ollama/llama3.1")
     assert "✗" not in shown, shown
+
+
+async def test_the_gateway_does_not_start_without_the_models_key(
+    tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    before_onboard(tmp_path, telegram)
+    flags = ("--model", "openai/gpt-4o-mini", "--telegram-token", TOKEN)
+    code, shown = await output(tmp_path, "onboard", "--yes", "--no-check", *flags)
+    assert code == 0, shown
+    code, shown = await output(tmp_path, "gateway")
+    assert code == 2, shown
+    assert "not ready to start" in shown
+    assert "agent.model openai/gpt-4o-mini: no API key" in shown
+    assert "OPENAI_API_KEY" in shown

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from clawgate.gateway.ops.status_file import disk_usage, read_status
-from clawgate.kernel.config import Config, load_config
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError, one_line
 from clawgate.kernel.storage import DiskWriter
 
@@ -234,6 +234,24 @@ def check_model(config: Config, environ: Mapping[str, str]) -> list[Finding]:
     if not key.found:
         return [problem(f"model {config.agent.model}{where}: {key.text}")]
     return [ok(f"model {config.agent.model}{where} ({key.text})")]
+
+
+def missing_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Every agent whose model needs a key that does not resolve, one line each (an unset
+    api_key_env variable is onboard.missing_setup's line)."""
+    from clawgate.agent.llm.providers import check_key
+
+    root = config.root
+    lines = []
+    for name in root.agent_names():
+        agent = root.for_agent(name).agent
+        if not agent.model or agent.api_key_env:
+            continue
+        key = check_key(agent, environ)
+        if not key.found:
+            section = "agent" if name == MAIN_AGENT else f"agents.{name}"
+            lines.append(f"{section}.model {agent.model}: {key.text}")
+    return lines
 
 
 def check_channels(config: Config) -> list[Finding]:
