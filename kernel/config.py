@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from clawgate.kernel.agent_configs import check_agents, derive_agent
+from clawgate.kernel.config_hints import did_you_mean, provider_missing
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -458,8 +459,29 @@ def load_config(
     overrides = _apply_env(data, env)
     _resolve_key_env(data, env)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
+        first = exc.errors()[0]
+        hint = did_you_mean(Config, first["loc"]) if first["type"] == "extra_forbidden" else ""
         raise ConfigError(
-            f"{_error_source(exc, path, overrides)}: {describe_validation(exc, whole='config')}"
+            f"{_error_source(exc, path, overrides)}: "
+            f"{describe_validation(exc, whole='config')}{hint}"
         ) from None
+    _check_model_names(config, path, overrides)
+    return config
+
+
+def _check_model_names(config: Config, path: Path, overrides: dict[tuple[str, ...], str]) -> None:
+    """Every configured chat model names its provider (ConfigError naming the key)."""
+    sections = [(("agent",), config.agent)]
+    sections += [(("agents", name), spec) for name, spec in config.agents.items()]
+    for where, agent in sections:
+        names = [("model", agent.model)]
+        names += [(f"fallback_models.{i}", n) for i, n in enumerate(agent.fallback_models)]
+        for key, name in names:
+            problem = provider_missing(name)
+            if problem is None:
+                continue
+            loc = (*where, *key.split("."))
+            source = overrides.get(loc) or overrides.get(loc[:-1]) or str(path)
+            raise ConfigError(f"{source}: invalid value for '{'.'.join(loc)}': {problem}")

@@ -86,7 +86,9 @@ def test_an_invalid_config_is_one_problem_line_and_the_rest_still_runs(tmp_path:
     config.write_text('[agent]\nmodle = "x"\n', encoding="utf-8")
     config.chmod(0o600)
     findings = run(config)
-    assert problems(findings) == [f"config: {config}: unknown key 'agent.modle'"]
+    assert problems(findings) == [
+        f"config: {config}: unknown key 'agent.modle' (did you mean 'agent.model'?)"
+    ]
     assert "litellm 1.80.0" in [f.message for f in findings]
 
 

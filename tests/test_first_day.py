@@ -361,3 +361,40 @@ async def test_the_gateway_does_not_start_without_the_models_key(
     assert "not ready to start" in shown
     assert "agent.model openai/gpt-4o-mini: no API key" in shown
     assert "OPENAI_API_KEY" in shown
+
+
+async def test_a_model_without_its_provider_is_asked_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    code, shown = await output(tmp_path, "onboard", "--yes", "--model", "gpt-4o-mini")
+    assert code == 2, shown
+    assert "'gpt-4o-mini' names no provider: write it as provider/name" in shown
+    fake_llm.handler = lambda body: text("ok")
+    term = await Terminal().start(tmp_path, "onboard")
+    try:
+        await term.expect(r"Model, as provider/name.*: ")
+        term.type("gpt-4o-mini")
+        await term.expect(r"names no provider: write it as provider/name")
+        await term.expect(r"Model, as provider/name: ")
+        term.type("openai/fake-model")
+        await term.expect(r"API base URL.*: ")
+        term.type(fake_llm.url)
+        await term.expect(r"API key \(input hidden.*: ")
+        term.type("sk-first-day")
+        await term.expect(r"model: openai/fake-model answered")
+        await term.expect(r"Telegram bot token.*: ")
+        term.type("")
+        await term.expect(r"Discord bot token.*: ")
+        term.type("")
+        assert await term.exit_code() == 0, term.seen
+    finally:
+        await term.close()
+    assert [body["model"] for body in fake_llm.requests] == ["fake-model"]
+
+
+async def test_a_blank_message_costs_no_model_call(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    config = write_config(tmp_path, agent=fake_model(fake_llm))
+    code, shown = await output(tmp_path, "--config", str(config), "agent", "-m", "  \t  ")
+    assert code == 0, shown
+    assert "Traceback" not in shown and "Error" not in shown, shown
+    assert fake_llm.requests == []

@@ -24,6 +24,7 @@ from pydantic import BaseModel, SecretStr
 
 from clawgate.agent.llm.providers import KEY_VARIABLES, KEYLESS_PROVIDERS, provider
 from clawgate.kernel.config import MAIN_AGENT, Config, load_config
+from clawgate.kernel.config_hints import provider_missing
 from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
@@ -176,9 +177,13 @@ def ask_model(asker: Asker, current: Config, setup: Setup) -> Setup:
     model = setup.model or asker.text(
         f"Model, as provider/name (e.g. {MODEL_EXAMPLES})", agent.model
     )
-    while not model:
-        asker.say("A model is needed: the assistant cannot answer without one.")
-        model = asker.text("Model", "")
+    while not model or provider_missing(model):
+        asker.say(
+            f"  {provider_missing(model)}."
+            if model
+            else "A model is needed: the assistant cannot answer without one."
+        )
+        model = asker.text("Model, as provider/name", "")
     api_base = setup.api_base
     if api_base is None and (provider(model) in KEYLESS_PROVIDERS or agent.api_base):
         api_base = asker.text(
