@@ -473,7 +473,7 @@ def load_config(
 
 def _check_model_names(config: Config, path: Path, overrides: dict[tuple[str, ...], str]) -> None:
     """Every configured chat model names its provider (ConfigError naming the key)."""
-    sections = [(("agent",), config.agent)]
+    sections: list[tuple[tuple[str, ...], AgentConfig]] = [(("agent",), config.agent)]
     sections += [(("agents", name), spec) for name, spec in config.agents.items()]
     for where, agent in sections:
         names = [("model", agent.model)]
