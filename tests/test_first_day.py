@@ -19,7 +19,14 @@ from typing import Any
 
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call, unsupported_temperature
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
-from tests.process import CLAWGATE, ClawgateProcess, child_env, fake_model, write_config
+from tests.process import (
+    CLAWGATE,
+    ClawgateProcess,
+    child_env,
+    fake_model,
+    fake_telegram,
+    write_config,
+)
 from tests.pty_terminal import Terminal
 
 NEWCOMER = 4242  # writes to the bot first, so becomes its owner
@@ -398,3 +405,25 @@ async def test_a_blank_message_costs_no_model_call(tmp_path: Path, fake_llm: Fak
     assert code == 0, shown
     assert "Traceback" not in shown and "Error" not in shown, shown
     assert fake_llm.requests == []
+
+
+async def test_a_dashboard_port_in_use_names_the_setting(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(
+            tmp_path,
+            agent=fake_model(fake_llm),
+            telegram=fake_telegram(telegram, (NEWCOMER,)),
+            extra=f"[dashboard]\nport = {port}",
+        )
+        async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as running:
+            line = await running.wait_for_log("dashboard: cannot listen", START_TIMEOUT)
+            await running.wait_for_log("gateway running", START_TIMEOUT)
+            running.send_signal(signal.SIGTERM)
+            assert await running.wait(EXIT_TIMEOUT) == 0, running.stderr
+    assert f"127.0.0.1:{port}" in line
+    assert "set [dashboard] port (or CLAWGATE_DASHBOARD__PORT) to a free one" in line

@@ -16,6 +16,7 @@ it never lands inside a turn.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
@@ -76,13 +77,16 @@ class Dispatcher:
         rate_limiter: RateLimiter | None = None,
         on_admitted: Admitted | None = None,
         trusts: AccessPolicies | None = None,
+        context: contextvars.Context | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be
         answered (the channels' typing indicator and journal act on it). `trusts` decides
         each message's trust right before its turn (replays and queued messages included);
-        without it the channel's trust stands."""
+        without it the channel's trust stands. `context`: the one the session workers run in
+        (a copy of it each), e.g. one that names the agent in log lines."""
         self.bus = bus
+        self._context = context
         self._trusts = trusts
         self._handle = handle
         self._on_admitted = on_admitted
@@ -126,7 +130,11 @@ class Dispatcher:
     def _ensure_worker(self, key: str) -> None:
         if key not in self._workers:
             self._idle.clear()
-            self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
+            self._workers[key] = asyncio.create_task(
+                self._work(key),
+                name=f"session {key}",
+                context=self._context.copy() if self._context is not None else None,
+            )
 
     async def _within_limit(self, message: InboundMessage) -> bool:
         """Apply the per-sender rate limit; an ignored message is neither stored nor answered.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib
 import importlib.util
 import logging
@@ -230,11 +231,19 @@ class Dashboard:
             await web.TCPSite(runner, self.settings.host, self.settings.port).start()
         except OSError as exc:
             await runner.cleanup()
+            if exc.errno == errno.EADDRINUSE:
+                fix = (
+                    "another program has that port: set [dashboard] port (or "
+                    "CLAWGATE_DASHBOARD__PORT) to a free one, 0 for any"
+                )
+            else:
+                fix = "check [dashboard] host and port"
             log.error(
-                "dashboard: cannot listen on %s:%d (%s); the gateway runs without it",
+                "dashboard: cannot listen on %s:%d (%s); the gateway runs without it. %s",
                 self.settings.host,
                 self.settings.port,
                 exc.strerror or exc,
+                fix,
             )
             return
         self._runner = runner
