@@ -107,6 +107,10 @@ class Terminal:
         self._reading: asyncio.Task[None] | None = None
 
     async def one_shot(self, text: str) -> int:
+        if not text.strip():
+            # Blank, as an empty line at the prompt is: nothing for the model to answer.
+            print("(nothing to send: the message is empty)", file=self.output, flush=True)
+            return 0
         await self._send(text)
         return await self._converse(reading=False)
 

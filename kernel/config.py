@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from clawgate.kernel.agent_configs import check_agents, derive_agent
+from clawgate.kernel.config_hints import did_you_mean, provider_missing
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -56,7 +57,9 @@ class AgentConfig(_Section):
     # keeps the key out of the file, and names the variable in errors when it is missing.
     api_key_env: str | None = None
     fallback_models: list[str] = Field(default_factory=list)
-    temperature: float = Field(0.7, ge=0, le=2)
+    # None: not sent, the model's own default. Current reasoning models (openai/gpt-5,
+    # o3-mini) refuse any other value than theirs, so a default here would break them.
+    temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int = Field(4096, gt=0)
     max_tool_iterations: int = Field(20, gt=0)
     memory_window: int = Field(50, ge=4)
@@ -375,7 +378,7 @@ class Config(_Section):
         return list(dict.fromkeys(values))
 
 
-def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+def _resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Fill `agent.api_key` from the variable `agent.api_key_env` names, when no key is set
     (raw config data, before validation)."""
     agents = data.get("agents")
@@ -387,7 +390,7 @@ def resolve_key_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 agent["api_key"] = found
 
 
-def default_config_path(environ: dict[str, str] | None = None) -> Path:
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(CONFIG_ENV):
         return Path(env[CONFIG_ENV]).expanduser()
@@ -401,7 +404,7 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str, ...], str]:
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
     """Merge overrides into `data`; returns each overridden key path -> its variable name."""
     applied: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(environ.items()):
@@ -431,8 +434,13 @@ def _error_source(error: ValidationError, path: Path, overrides: dict[tuple[str,
     return str(path)
 
 
-def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Read the TOML file (absent means defaults), apply env overrides, validate.
+def load_config(
+    path: Path | None = None, environ: Mapping[str, str] | None = None, *, text: str | None = None
+) -> Config:
+    """Read the TOML file (absent means defaults), apply env overrides, validate: the one
+    way every part (the gateway, each CLI command, onboard's checks and edits, doctor, the
+    dashboard) reads a config. `text` stands for the file's content when a change not yet
+    written is checked (onboard, `groups allow`), so it is read exactly as it will be.
 
     Raises ConfigError with one line naming the file (or the env variable) and the key;
     never falls back silently.
@@ -440,18 +448,42 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     env = dict(os.environ if environ is None else environ)
     path = path or default_config_path(env)
     data: dict[str, Any] = {}
-    if path.exists():
+    if text is None and path.exists():
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if text is not None:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     overrides = _apply_env(data, env)
-    resolve_key_env(data, env)
+    _resolve_key_env(data, env)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
+        first = exc.errors()[0]
+        hint = did_you_mean(Config, first["loc"]) if first["type"] == "extra_forbidden" else ""
         raise ConfigError(
-            f"{_error_source(exc, path, overrides)}: {describe_validation(exc, whole='config')}"
+            f"{_error_source(exc, path, overrides)}: "
+            f"{describe_validation(exc, whole='config')}{hint}"
         ) from None
+    _check_model_names(config, path, overrides)
+    return config
+
+
+def _check_model_names(config: Config, path: Path, overrides: dict[tuple[str, ...], str]) -> None:
+    """Every configured chat model names its provider (ConfigError naming the key)."""
+    sections: list[tuple[tuple[str, ...], AgentConfig]] = [(("agent",), config.agent)]
+    sections += [(("agents", name), spec) for name, spec in config.agents.items()]
+    for where, agent in sections:
+        names = [("model", agent.model)]
+        names += [(f"fallback_models.{i}", n) for i, n in enumerate(agent.fallback_models)]
+        for key, name in names:
+            problem = provider_missing(name)
+            if problem is None:
+                continue
+            loc = (*where, *key.split("."))
+            source = overrides.get(loc) or overrides.get(loc[:-1]) or str(path)
+            raise ConfigError(f"{source}: invalid value for '{'.'.join(loc)}': {problem}")

@@ -312,6 +312,9 @@ async def test_a_failing_agent_never_holds_up_another_and_kill_9_loses_nothing(
         release.set()
         failed = await work_telegram.next_message(WORK_USER, REPLY_TIMEOUT)
         assert failed["text"] != "work: first"
+        # Both agents use one model name: the log line names the agent that failed.
+        logged = await gateway.wait_for_log("model openai/fake-model failed", REPLY_TIMEOUT)
+        assert "[work] model openai/fake-model failed" in logged, logged
         gateway.send_signal(signal.SIGTERM)
         assert await gateway.wait(EXIT_TIMEOUT) == 0, gateway.stderr
 

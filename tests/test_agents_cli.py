@@ -473,7 +473,7 @@ def test_the_gateway_names_what_each_agent_lacks(tmp_path: Path) -> None:
     path.write_text(
         f"workspace = {toml_value(tmp_path / 'ws')}\n"
         f"data_dir = {toml_value(tmp_path / 'data')}\n"
-        '[agent]\nmodel = "openai/m"\n'
+        '[agent]\nmodel = "openai/m"\napi_key = "sk-main"\n'
         '[agents.work]\napi_key_env = "WORK_KEY_UNSET"\n'
         "[agents.work.channels.discord]\nenabled = true\n"
     )

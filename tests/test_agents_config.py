@@ -59,7 +59,7 @@ def two_agents(tmp_path: Path) -> Config:
 
 
 def test_no_agents_section_is_main_alone_and_unchanged(tmp_path: Path) -> None:
-    config = load(tmp_path, f'workspace = "{tmp_path}/ws"\n[agent]\nmodel = "m"\n')
+    config = load(tmp_path, f'workspace = "{tmp_path}/ws"\n[agent]\nmodel = "openai/m"\n')
 
     assert config.agents == {}
     assert config.agent_names() == ["main"]

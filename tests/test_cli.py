@@ -480,7 +480,7 @@ async def test_second_gateway_is_refused_before_any_channel_starts(tmp_path: Pat
     # nothing may leave this machine.
     config = write_config(
         tmp_path,
-        agent={"model": "openai/fake-model"},
+        agent={"model": "openai/fake-model", "api_key": "sk-test-secret"},
         telegram={
             "enabled": True,
             "token": "123:fake",

@@ -27,7 +27,7 @@ def test_absent_file_gives_defaults(tmp_path: Path) -> None:
     config = load_config(tmp_path / "missing.toml", environ={})
 
     assert config.agent.model == ""
-    assert config.agent.temperature == 0.7
+    assert config.agent.temperature is None  # not sent: the model's own default
     assert config.agent.timezone == "UTC"
     assert config.channels.telegram.enabled is False
     assert config.tools.restrict_to_workspace is True
@@ -67,7 +67,9 @@ exec_enabled = false
 
 
 def test_env_overrides_nested_top_level_and_three_level_keys(tmp_path: Path) -> None:
-    path = write(tmp_path, '[agent]\nmodel = "from-file"\n[channels.telegram]\ntoken = "file"\n')
+    path = write(
+        tmp_path, '[agent]\nmodel = "openai/from-file"\n[channels.telegram]\ntoken = "file"\n'
+    )
     environ = {
         "CLAWGATE_AGENT__MODEL": "openai/from-env",
         "CLAWGATE_WORKSPACE": str(tmp_path / "env-ws"),
@@ -203,3 +205,26 @@ def test_secrets_never_print_and_are_listed(tmp_path: Path) -> None:
             assert secret not in shown
     assert sorted(config.secrets()) == ["123:tg-secret", "dc-secret", "sk-very-secret"]
     assert Config().secrets() == []
+
+
+def test_a_misspelt_key_gets_the_key_it_was_meant_to_be(tmp_path: Path) -> None:
+    path = write(tmp_path, '[agent]\nmodle = "openai/gpt-4o-mini"\n')
+    assert load_error(path).endswith("unknown key 'agent.modle' (did you mean 'agent.model'?)")
+    path = write(tmp_path, "[channels.telegram]\nalow_from = [1]\n")
+    assert "(did you mean 'channels.telegram.allow_from'?)" in load_error(path)
+    path = write(tmp_path, '[agents.home]\nworkspce = "/tmp/x"\n')
+    assert "(did you mean 'agents.home.workspace'?)" in load_error(path)
+    path = write(tmp_path, "[agent]\nnothing_like_it = 1\n")
+    assert load_error(path).endswith("unknown key 'agent.nothing_like_it'")
+
+
+def test_a_model_without_its_provider_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = write(tmp_path, '[agent]\nmodel = "gpt-4o-mini"\n')
+    error = load_error(path)
+    assert error.startswith(f"{path}: invalid value for 'agent.model'")
+    assert "write it as provider/name, e.g. 'openai/gpt-4o-mini'" in error
+    path = write(tmp_path, '[agent]\nmodel = "openai/gpt-4o-mini"\nfallback_models = ["gpt-4o"]\n')
+    assert "'agent.fallback_models.0'" in load_error(path)
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, ""), environ={"CLAWGATE_AGENT__MODEL": "gpt-5"})
+    assert str(caught.value).startswith("CLAWGATE_AGENT__MODEL: ")

@@ -37,8 +37,10 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def healthy_setup(home: Path, **telegram: object) -> Path:
-    """A config with a model, private files, a workspace from the template, a data_dir."""
-    config = write_config(home, agent={"model": "openai/gpt-4o-mini"}, telegram=telegram)
+    """A config with a model and its key, private files, a workspace from the template, a
+    data_dir."""
+    agent = {"model": "openai/gpt-4o-mini", "api_key": "sk-doctor-test"}
+    config = write_config(home, agent=agent, telegram=telegram)
     config.chmod(0o600)
     onboard(config)  # creates the configured workspace, 0700 / 0600
     (home / "data").mkdir(mode=0o700)
@@ -84,7 +86,9 @@ def test_an_invalid_config_is_one_problem_line_and_the_rest_still_runs(tmp_path:
     config.write_text('[agent]\nmodle = "x"\n', encoding="utf-8")
     config.chmod(0o600)
     findings = run(config)
-    assert problems(findings) == [f"config: {config}: unknown key 'agent.modle'"]
+    assert problems(findings) == [
+        f"config: {config}: unknown key 'agent.modle' (did you mean 'agent.model'?)"
+    ]
     assert "litellm 1.80.0" in [f.message for f in findings]
 
 

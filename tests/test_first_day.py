@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,10 +20,17 @@ from typing import Any
 from tests.discord_world import READY as DISCORD_READY
 from tests.discord_world import GatewayHome
 from tests.fakes.discord import FakeDiscord
-from tests.fakes.llm import FakeLLM, Reply, error, gate, text, tool_call
+from tests.fakes.llm import FakeLLM, Reply, error, gate, text, tool_call, unsupported_temperature
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
 from tests.harness import wait_until
-from tests.process import CLAWGATE, ClawgateProcess
+from tests.process import (
+    CLAWGATE,
+    ClawgateProcess,
+    child_env,
+    fake_model,
+    fake_telegram,
+    write_config,
+)
 from tests.pty_terminal import Terminal
 
 NEWCOMER = 4242  # writes to the bot first, so becomes its owner
@@ -370,3 +378,203 @@ async def test_a_discord_stranger_is_listed_by_name_and_told_once_approved(
         "You can chat with this assistant now. Send your message again."
     )
     assert "voice will NOT be supported" not in running.stderr
+
+
+# -- Round 3 (issue 35): the model settings people use, one config loader, doctor's keys ---
+
+
+async def output(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`clawgate *args` run to the end without a terminal: (exit code, stdout and stderr)."""
+    child = await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=child_env(home, env),
+        cwd=home,
+    )
+    try:
+        raw, _ = await asyncio.wait_for(child.communicate(), REPLY_TIMEOUT)
+    finally:
+        if child.returncode is None:  # timed out: a command that should have ended
+            child.kill()
+            await child.wait()
+    assert child.returncode is not None
+    return child.returncode, raw.decode(errors="replace")
+
+
+def refuses_temperature(body: dict[str, Any]) -> Reply:
+    """A provider whose every model takes only its own temperature, as OpenAI's reasoning
+    models do; litellm refuses gpt-5's and o3-mini's other values before sending."""
+    sent = body.get("temperature")
+    return text("ok") if sent in (None, 1) else unsupported_temperature(sent)
+
+
+async def test_current_openai_models_pass_onboard_and_answer(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = refuses_temperature
+    code, shown = await output(
+        tmp_path,
+        "onboard",
+        "--yes",
+        "--model",
+        "openai/gpt-5",
+        "--api-base",
+        fake_llm.url,
+        "--api-key",
+        "sk-first-day",
+    )
+    assert code == 0, shown
+    assert "agent.model = openai/gpt-5" in shown
+    code, shown = await output(tmp_path, "agent", "-m", "hello")
+    assert code == 0, shown
+    assert "ok" in shown
+    assert all("temperature" not in body for body in fake_llm.requests)
+
+
+async def test_a_temperature_the_model_refuses_names_the_setting(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = refuses_temperature
+    config = write_config(
+        tmp_path, agent={**fake_model(fake_llm, 60), "model": "openai/o3-mini", "temperature": 0.7}
+    )
+    code, shown = await output(tmp_path, "--config", str(config), "agent", "-m", "hi")
+    assert code == 1, shown
+    assert "agent.temperature" in shown
+    assert "try again in a moment" not in shown
+    assert "Traceback" not in shown
+
+
+async def test_onboard_checks_with_the_environment_overrides(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.handler = lambda body: text("ok")
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    overrides = {"CLAWGATE_AGENT__API_KEY": "sk-from-env", "CLAWGATE_AGENT__API_BASE": fake_llm.url}
+    code, shown = await output(
+        tmp_path,
+        "onboard",
+        "--yes",
+        "--model",
+        "openai/fake-model",
+        "--api-base",
+        dead,  # the file's value; the environment's wins, as it does for the gateway
+        env=overrides,
+    )
+    assert code == 0, shown
+    assert "No API key" not in shown
+    assert len(fake_llm.requests) == 1
+    saved = tomllib.loads((tmp_path / ".clawgate" / "config.toml").read_text())
+    assert "api_key" not in saved["agent"], "the key stays in the environment"
+
+
+async def test_doctor_refuses_a_cloud_model_without_a_key(tmp_path: Path) -> None:
+    async def onboard_then_doctor(
+        home: Path, *flags: str, env: dict[str, str] | None = None
+    ) -> str:
+        code, shown = await output(home, "onboard", "--yes", "--no-check", *flags)
+        assert code == 0, shown
+        code, shown = await output(home, "doctor", env=env)
+        assert code == (1 if "✗" in shown else 0), shown
+        return shown
+
+    shown = await onboard_then_doctor(tmp_path, "--model", "openai/gpt-4o-mini")
+    [line] = [line for line in shown.splitlines() if "gpt-4o-mini" in line]
+    assert line.startswith("✗") and "no API key" in line, shown
+    assert "OPENAI_API_KEY" in line and "CLAWGATE_AGENT__API_KEY" in line
+
+    shown = await onboard_then_doctor(tmp_path, env={"OPENAI_API_KEY": "sk-provider"})
+    assert "✗" not in shown, shown
+    assert re.search(r"✓ model openai/gpt-4o-mini .*OPENAI_API_KEY", shown), shown
+
+    # A variable named by api_key_env and not set: every line about the key names it.
+    shown = await onboard_then_doctor(
+        tmp_path, "--api-key-env", "MY_OPENAI_KEY", env={"OPENAI_API_KEY": "sk-provider"}
+    )
+    lines = [line for line in shown.splitlines() if "api key" in line.lower()]
+    assert any(line.startswith("✗") for line in lines), shown
+    assert all("MY_OPENAI_KEY" in line for line in lines), shown
+
+    # A local model needs none.
+    local = tmp_path / "local"
+    local.mkdir()
+    shown = await onboard_then_doctor(local, "--model", "ollama/llama3.1")
+    assert "✗" not in shown, shown
+
+
+async def test_the_gateway_does_not_start_without_the_models_key(
+    tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    before_onboard(tmp_path, telegram)
+    flags = ("--model", "openai/gpt-4o-mini", "--telegram-token", TOKEN)
+    code, shown = await output(tmp_path, "onboard", "--yes", "--no-check", *flags)
+    assert code == 0, shown
+    code, shown = await output(tmp_path, "gateway")
+    assert code == 2, shown
+    assert "not ready to start" in shown
+    assert "agent.model openai/gpt-4o-mini: no API key" in shown
+    assert "OPENAI_API_KEY" in shown
+
+
+async def test_a_model_without_its_provider_is_asked_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    code, shown = await output(tmp_path, "onboard", "--yes", "--model", "gpt-4o-mini")
+    assert code == 2, shown
+    assert "'gpt-4o-mini' names no provider: write it as provider/name" in shown
+    fake_llm.handler = lambda body: text("ok")
+    term = await Terminal().start(tmp_path, "onboard")
+    try:
+        await term.expect(r"Model, as provider/name.*: ")
+        term.type("gpt-4o-mini")
+        await term.expect(r"names no provider: write it as provider/name")
+        await term.expect(r"Model, as provider/name: ")
+        term.type("openai/fake-model")
+        await term.expect(r"API base URL.*: ")
+        term.type(fake_llm.url)
+        await term.expect(r"API key \(input hidden.*: ")
+        term.type("sk-first-day")
+        await term.expect(r"model: openai/fake-model answered")
+        await term.expect(r"Telegram bot token.*: ")
+        term.type("")
+        await term.expect(r"Discord bot token.*: ")
+        term.type("")
+        assert await term.exit_code() == 0, term.seen
+    finally:
+        await term.close()
+    assert [body["model"] for body in fake_llm.requests] == ["fake-model"]
+
+
+async def test_a_blank_message_costs_no_model_call(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    config = write_config(tmp_path, agent=fake_model(fake_llm))
+    code, shown = await output(tmp_path, "--config", str(config), "agent", "-m", "  \t  ")
+    assert code == 0, shown
+    assert "Traceback" not in shown and "Error" not in shown, shown
+    assert fake_llm.requests == []
+
+
+async def test_a_dashboard_port_in_use_names_the_setting(
+    tmp_path: Path, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(
+            tmp_path,
+            agent=fake_model(fake_llm),
+            telegram=fake_telegram(telegram, (NEWCOMER,)),
+            extra=f"[dashboard]\nport = {port}",
+        )
+        async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as running:
+            line = await running.wait_for_log("dashboard: cannot listen", START_TIMEOUT)
+            await running.wait_for_log("gateway running", START_TIMEOUT)
+            running.send_signal(signal.SIGTERM)
+            assert await running.wait(EXIT_TIMEOUT) == 0, running.stderr
+    assert f"127.0.0.1:{port}" in line
+    assert "set [dashboard] port (or CLAWGATE_DASHBOARD__PORT) to a free one" in line

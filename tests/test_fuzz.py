@@ -393,12 +393,12 @@ def test_rendered_config_round_trips(tmp_path: Path) -> None:
     """The TOML writer above is itself right: a known config comes back as written."""
     path = tmp_path / "config.toml"
     data = {
-        "agent": {"model": 'a"b\\c\x7f', "max_tokens": 10},
+        "agent": {"model": 'openai/a"b\\c\x7f', "max_tokens": 10},
         "limits": {"messages_per_minute": 3},
     }
     path.write_text(to_toml(data))
     config = load_config(path, environ={})
-    assert config.agent.model == 'a"b\\c\x7f' and config.limits.messages_per_minute == 3
+    assert config.agent.model == 'openai/a"b\\c\x7f' and config.limits.messages_per_minute == 3
 
 
 def test_unknown_home_user_is_a_config_error(tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ async def test_plain_reply(client: LLMClient, fake_llm: FakeLLM, agent_config: A
         model="openai/fake-model",
     )
     sent = fake_llm.requests[0]
-    assert sent["temperature"] == agent_config.temperature
+    assert "temperature" not in sent  # unset: the model's own default
     assert sent["max_tokens"] == agent_config.max_tokens
     assert "tools" not in sent
 
@@ -369,8 +369,8 @@ async def test_missing_api_key_names_the_setting_and_sends_nothing(
         ),
         (
             error(403, "Project does not have access to model"),
-            "The model provider refused access to openai/fake-model: check that agent.api_key "
-            "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+            "The model provider refused access to openai/fake-model: check that the key in "
+            "agent.api_key (CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
         ),
         (
             error(404, "The model `fake-model` does not exist"),

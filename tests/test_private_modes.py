@@ -97,7 +97,7 @@ async def test_public_is_private_to_the_gateway_user(tmp_path: Path) -> None:
 
 
 def test_doctor_fix_modes_fixes_what_it_flagged(tmp_path: Path) -> None:
-    config = write_config(tmp_path, agent={"model": "openai/gpt-4o-mini"})
+    config = write_config(tmp_path, agent={"model": "openai/gpt-4o-mini", "api_key": "sk-x"})
     config.chmod(0o600)
     onboard(config)
     (tmp_path / "data").mkdir(mode=0o700)

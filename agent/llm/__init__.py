@@ -9,6 +9,7 @@
     function.py      FunctionModel: answers from a Python function, in-process
     stream.py        streamed answers: chunks to text deltas and one response
     failures.py      what a failed call means: retry, next model, or stop
+    providers.py     which providers need a key, and where one resolves from (no call)
 
 Importing this package never imports litellm.
 """

@@ -79,6 +79,7 @@ class LLMClient:
             timeout=config.request_timeout,
             api_base=config.api_base,
             scrub=self._scrub,
+            key_env=config.api_key_env,
             sleep=sleep,
         )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import re
 import socket
 import time
 from collections.abc import Mapping
@@ -36,6 +37,22 @@ _CONTEXT_MARKERS = ("context length", "context_length_exceeded", "context window
 _KEY_MARKERS = ("missing credentials", "api key", "api_key", "apikey")
 _MODEL_MARKERS = ("model not found", "llm provider not provided", "does not exist")
 _KEY_HINT = "agent.api_key in the config or the CLAWGATE_AGENT__API_KEY environment variable"
+# A provider (or litellm, before sending) refusing one parameter of the request: OpenAI's
+# "Unsupported value: 'temperature' does not support 0.7", litellm's "o3-mini doesn't support
+# temperature=0.7. Only temperature=1 is supported".
+_REFUSED = re.compile(
+    r"unsupported (value|parameter|param)|not supported|(does not|doesn't|don't|do not) support"
+)
+_PARAMETER = re.compile(r"\b(temperature|max_completion_tokens|max_tokens|tool_choice|tools)\b")
+# What the owner changes when a model refuses a parameter, by the parameter it refused.
+_PARAMETER_FIX = {
+    "temperature": "remove agent.temperature (or CLAWGATE_AGENT__TEMPERATURE) so the model "
+    "uses its own, or set a value it accepts",
+    "max_tokens": "set agent.max_tokens to a value it accepts",
+    "max_completion_tokens": "set agent.max_tokens to a value it accepts",
+    "tool_choice": "the assistant needs tool calls, so choose another model",
+    "tools": "the assistant needs tool calls, so choose another model",
+}
 
 # What kind of provider failure this is, as far as the path can tell without reading words.
 Kind = Literal[
@@ -103,8 +120,11 @@ class Scrubber:
         raise kind(self(message)) from None
 
 
-def classify(model: str, failure: Failure, scrub: Scrubber) -> Retry | None:
-    """Return a retryable failure, or raise what ends this call (or this model).
+def classify(
+    model: str, failure: Failure, scrub: Scrubber, key_env: str | None = None
+) -> Retry | None:
+    """Return a retryable failure, or raise what ends this call (or this model). `key_env`
+    (agent.api_key_env) is the place a key message names, when the owner chose one.
 
     None: the failure is no provider's (kind "other"); the caller re-raises it as a bug.
     """
@@ -121,17 +141,28 @@ def classify(model: str, failure: Failure, scrub: Scrubber) -> Retry | None:
         )
     # A redacted secret reads "[REDACTED]"; it must not pass for a complaint about keys.
     lowered = detail.lower().replace("[redacted]", "")
+    if kind in ("bad_request", "unprocessable") and (parameter := _refused_parameter(lowered)):
+        # A setting, not an outage: waiting will not help, another model may accept it.
+        log.warning("%s refused the request's %s: %s", model, parameter, detail)
+        raise NextModel(
+            model,
+            f"refused the request's {parameter}",
+            None,
+            f"The model {model} does not accept the request's {parameter}: "
+            f"{_PARAMETER_FIX[parameter]}.",
+        )
     if (
         kind == "auth"
         or status == 401
         or (kind != "rate_limit" and any(marker in lowered for marker in _KEY_MARKERS))
     ):
-        scrub.fail(ModelMisconfigured, _key_message(model, lowered), failure.type_name)
+        scrub.fail(ModelMisconfigured, _key_message(model, lowered, key_env), failure.type_name)
     if kind == "forbidden" or status == 403:
         scrub.fail(
             ModelMisconfigured,
-            f"The model provider refused access to {model}: check that agent.api_key "
-            "(CLAWGATE_AGENT__API_KEY) may use it, or choose another agent.model.",
+            f"The model provider refused access to {model}: check that the key in "
+            f"{key_env or 'agent.api_key (CLAWGATE_AGENT__API_KEY)'} may use it, or choose "
+            "another agent.model.",
             failure.type_name,
         )
     if kind == "rate_limit":
@@ -215,8 +246,24 @@ def retry_after(headers: Mapping[str, Any] | None) -> float | None:
         return None
 
 
-def _key_message(model: str, detail: str) -> str:
-    if "missing" in detail or "no key" in detail:
+def _refused_parameter(detail: str) -> str | None:
+    """The parameter a refusal names (the first one, in the provider's words), if any."""
+    if not _REFUSED.search(detail):
+        return None
+    found = _PARAMETER.search(detail)
+    return found.group(1) if found else None
+
+
+def _key_message(model: str, detail: str, key_env: str | None) -> str:
+    missing = "missing" in detail or "no key" in detail
+    if key_env and missing:
+        return (
+            f"No API key is set for {model}: agent.api_key_env names {key_env}, which is not "
+            f"set in this environment: export {key_env}=... where clawgate runs."
+        )
+    if key_env:
+        return f"The model provider rejected the API key for {model}: check the key in {key_env}."
+    if missing:
         return f"No API key is set for {model}: set {_KEY_HINT}."
     return f"The model provider rejected the API key for {model}: check {_KEY_HINT}."
 

@@ -42,18 +42,16 @@ class ModelRequest:
     """One chat completion as every path receives it: OpenAI's message and tool shapes."""
 
     messages: list[dict[str, Any]]
-    temperature: float
+    temperature: float | None  # None: not sent (the model's own default)
     max_tokens: int
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
 
     def params(self) -> dict[str, Any]:
         """The request's fields as a chat-completions body has them (no model, no stream)."""
-        body: dict[str, Any] = {
-            "messages": self.messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
+        body: dict[str, Any] = {"messages": self.messages, "max_tokens": self.max_tokens}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if self.tools:
             body["tools"] = self.tools
         if self.tool_choice is not None:

@@ -54,6 +54,7 @@ class RetryPolicy:
     timeout: float  # agent.request_timeout, per attempt (a stream's pushed back per chunk)
     api_base: str | None  # named in the message when it cannot be reached
     scrub: Scrubber
+    key_env: str | None = None  # agent.api_key_env: named in the message when a key is missing
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
@@ -94,7 +95,7 @@ class Retrying:
                 raise Retry("timed out") from None
             except Exception as exc:
                 failure = _CUT if isinstance(exc, StreamCut) else self.inner.failure(exc)
-                retry = classify(model, failure, policy.scrub)
+                retry = classify(model, failure, policy.scrub, policy.key_env)
                 if retry is None:
                     raise  # not a provider failure: a bug, keep its traceback
                 reason = refusal(exc) if policy.api_base else None

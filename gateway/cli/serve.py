@@ -18,15 +18,17 @@ def gateway(
     ] = False,
 ) -> None:
     import asyncio
+    import os
 
     from clawgate.gateway.app import serve
     from clawgate.gateway.daemon.lock import InstanceLock
+    from clawgate.gateway.ops.doctor import missing_keys
     from clawgate.gateway.ops.logs import setup_logging
     from clawgate.gateway.setup.onboard import missing_setup, prepare_workspace
 
     # Every agent: the daemon serves them all, so no --agent here.
     config = cli_context(ctx).file_config()
-    problems = missing_setup(config)
+    problems = missing_setup(config) + missing_keys(config, os.environ)
     if problems:
         # All at once, one a line: a newcomer fixes the config in one go.
         typer.echo("clawgate: not ready to start:", err=True)

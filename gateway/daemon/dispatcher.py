@@ -18,6 +18,7 @@ it never lands inside a turn.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
@@ -82,14 +83,17 @@ class Dispatcher:
         on_admitted: Admitted | None = None,
         keep_over_limit: Keep,
         trusts: AccessPolicies | None = None,
+        context: contextvars.Context | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be
         answered (the channels' typing indicator and journal act on it). `trusts` decides
         each message's trust right before its turn (replays and queued messages included);
         without it the channel's trust stands. `keep_over_limit` stores a message over the
-        rate limit without a turn."""
+        rate limit without a turn. `context`: the one the session workers run in (a copy of
+        it each), e.g. one that names the agent in log lines."""
         self.bus = bus
+        self._context = context
         self._trusts = trusts
         self._keep_over_limit = keep_over_limit
         self._handle = handle
@@ -134,7 +138,11 @@ class Dispatcher:
     def _ensure_worker(self, key: str) -> None:
         if key not in self._workers:
             self._idle.clear()
-            self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
+            self._workers[key] = asyncio.create_task(
+                self._work(key),
+                name=f"session {key}",
+                context=self._context.copy() if self._context is not None else None,
+            )
 
     def _is_owner(self, message: InboundMessage) -> bool:
         if message.trust.is_owner or message.sender_is_owner:

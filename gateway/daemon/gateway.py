@@ -81,6 +81,7 @@ class Gateway:
                 rate_limiter=rate_limiter,
                 scheduler=scheduler,
                 scheduler_options=scheduler_options,
+                named_logs=router is not None and len(agents) > 1,
             )
             self.units[unit.name] = unit
         if router is not None:
@@ -115,8 +116,7 @@ class Gateway:
             ]
             await self.manager.start_all(tasks)
             for unit in self.units.values():
-                if unit.scheduler is not None:
-                    await unit.scheduler.start(tasks)
+                await unit.start_scheduler(tasks)
             for unit, messages in leftovers:
                 for message in messages:
                     log.info(

@@ -5,7 +5,7 @@ failing agent - a bad key, a model answering 500s - holds up only its own turns.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
@@ -13,6 +13,7 @@ from clawgate.channels.access import AccessPolicies
 from clawgate.gateway.cron.scheduler import CronScheduler
 from clawgate.gateway.daemon.dispatcher import Admitted, Dispatcher
 from clawgate.gateway.daemon.ratelimit import RateLimiter
+from clawgate.gateway.ops.logs import agent_context
 from clawgate.kernel.bus import MessageBus, agent_key
 
 
@@ -27,13 +28,16 @@ class AgentUnit:
         rate_limiter: RateLimiter | None = None,
         scheduler: bool = False,
         scheduler_options: Mapping[str, Any] | None = None,
+        named_logs: bool = False,
     ) -> None:
         """`bus`: the one `runtime` publishes to (its outbox), through which its replies and
-        scheduled messages leave."""
+        scheduled messages leave. `named_logs`: its turns' and jobs' log lines start with
+        its name (a gateway of several agents)."""
         if runtime.loop.outbox != bus.publish_outbound:
             # Caught here, not when a send_file call finds no way out.
             raise ValueError("build the runtime with outbox=bus.publish_outbound")
         self.name = runtime.config.agent_name
+        self._context = agent_context(self.name) if named_logs else None
         self.runtime = runtime
         self.bus = bus
         config = runtime.config
@@ -46,6 +50,7 @@ class AgentUnit:
             on_admitted=on_admitted,
             keep_over_limit=runtime.keep_over_limit,
             trusts=trusts,
+            context=self._context,
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:
@@ -55,8 +60,16 @@ class AgentUnit:
 
     async def start(self, tasks: asyncio.TaskGroup) -> None:
         await self.runtime.start()
+        await self.start_scheduler(tasks)
+
+    async def start_scheduler(self, tasks: asyncio.TaskGroup) -> None:
+        """Start its cron jobs and heartbeat (if it runs them), their tasks in its context."""
         if self.scheduler is not None:
-            await self.scheduler.start(tasks)
+            await self._in_context(self.scheduler.start(tasks))
+
+    async def _in_context(self, work: Coroutine[Any, Any, None]) -> None:
+        # A task copies the context it is given; the tasks it starts copy that one.
+        await asyncio.create_task(work, context=self._context)
 
     async def stop_scheduler(self, grace: float) -> None:
         if self.scheduler is not None:

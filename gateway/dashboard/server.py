@@ -264,7 +264,8 @@ class Dashboard:
             return
         log.error(
             "dashboard: cannot listen on %s:%d (%s): another process holds the port; stop it "
-            "or set [dashboard] port; the gateway runs on and tries again",
+            "or set [dashboard] port (or CLAWGATE_DASHBOARD__PORT) to a free one, 0 for any; "
+            "the gateway runs on and tries again",
             self.settings.host,
             self.settings.port,
             error,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from clawgate.gateway.ops.rendezvous import describe, read_record
 from clawgate.gateway.ops.status_file import disk_usage, read_status
-from clawgate.kernel.config import Config, load_config
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
 from clawgate.kernel.errors import ConfigError, one_line
 from clawgate.kernel.storage import DiskWriter
 
@@ -82,8 +82,9 @@ def diagnose(
     narrowed first, so the check reports what remains."""
     findings: list[Finding] = []
     config: Config | None = None
+    environ = os.environ if environ is None else environ
     try:
-        config = load_config(config_path, dict(os.environ if environ is None else environ))
+        config = load_config(config_path, environ)
         gateway_dir = config.data_dir  # one gateway serves every agent
         config = config.for_agent(agent)
     except ConfigError as exc:
@@ -95,7 +96,7 @@ def diagnose(
         findings += fix_permissions(config_path, config)
     findings += check_permissions(config_path, config)
     if config is not None:
-        findings += check_model(config)
+        findings += check_model(config, environ)
         findings += check_channels(config)
         findings += check_workspace(config.workspace, writer or DiskWriter())
     findings.append(check_litellm(package_version))
@@ -221,7 +222,10 @@ def _mode(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def check_model(config: Config) -> list[Finding]:
+def check_model(config: Config, environ: Mapping[str, str]) -> list[Finding]:
+    """A model is set, and the key its provider needs resolves (agent/llm/providers.py)."""
+    from clawgate.agent.llm.providers import check_key
+
     if not config.agent.model:
         return [
             problem(
@@ -230,8 +234,28 @@ def check_model(config: Config) -> list[Finding]:
             )
         ]
     where = f" at {config.agent.api_base}" if config.agent.api_base else ""
-    key = "api key set" if config.agent.api_key else "no api key"
-    return [ok(f"model {config.agent.model}{where} ({key})")]
+    key = check_key(config.agent, environ)
+    if not key.found:
+        return [problem(f"model {config.agent.model}{where}: {key.text}")]
+    return [ok(f"model {config.agent.model}{where} ({key.text})")]
+
+
+def missing_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Every agent whose model needs a key that does not resolve, one line each (an unset
+    api_key_env variable is onboard.missing_setup's line)."""
+    from clawgate.agent.llm.providers import check_key
+
+    root = config.root
+    lines = []
+    for name in root.agent_names():
+        agent = root.for_agent(name).agent
+        if not agent.model or agent.api_key_env:
+            continue
+        key = check_key(agent, environ)
+        if not key.found:
+            section = "agent" if name == MAIN_AGENT else f"agents.{name}"
+            lines.append(f"{section}.model {agent.model}: {key.text}")
+    return lines
 
 
 def check_channels(config: Config) -> list[Finding]:

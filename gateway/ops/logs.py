@@ -7,10 +7,15 @@ message, arguments, exception text - before any handler formats it, and then the
 sanitiser: a group title or display name holding CR/LF, ESC or bidi controls is written
 escaped, so it can neither forge a log line nor act on the terminal that shows the log (a
 traceback keeps its line breaks, every line of it indented).
+
+With several agents, what one agent's turns and jobs log starts with its name (`[work]
+model openai/x failed ...`): the gateway runs each agent's tasks in an `agent_context`, and
+the filter reads the name from it, so no log call has to pass it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json as jsonlib
 import logging
 import os
@@ -44,6 +49,17 @@ _HUMAN_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _MARK = "_clawgate_handler"  # set on the handlers we install, so a second setup replaces them
 
 
+_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("agent", default=None)
+
+
+def agent_context(name: str) -> contextvars.Context:
+    """A copy of the current context in which every log line starts with `[name]`: tasks
+    started in it (and the tasks they start) log as that agent."""
+    context = contextvars.copy_context()
+    context.run(_AGENT.set, name)
+    return context
+
+
 class RedactSecrets(logging.Filter):
     """Redact the record's message, arguments and exception text (`Redactor`), then show
     the control characters left in them escaped (`sanitise`)."""
@@ -57,6 +73,8 @@ class RedactSecrets(logging.Filter):
             message = record.getMessage()
         except Exception:  # a bad format string still gets logged, without its arguments
             message = str(record.msg)
+        if (agent := _AGENT.get()) is not None:
+            message = f"[{agent}] {message}"
         record.msg, record.args = sanitise(self.redact(message)), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

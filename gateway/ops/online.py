@@ -21,6 +21,7 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
     """One model request and one identity call per enabled channel, side by side."""
     checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
     if config.agent.model:
+        await load_model_libraries(config)
         checks.append(("model", ping_model(config, timeout)))
     telegram, discord = config.channels.telegram, config.channels.discord
     if telegram.enabled and telegram.token is not None and telegram.token.get_secret_value():
@@ -64,6 +65,18 @@ async def _guarded(
         return False, f"failed: no answer within {timeout:g} s"
     except Exception as exc:
         return False, f"failed: {one_line(exc)}"
+
+
+async def load_model_libraries(config: Config) -> None:
+    """Import what a call to the configured model needs (litellm: seconds, more on a busy
+    machine) before a check's timeout starts: that measures the provider alone."""
+    from clawgate.agent.llm import LLMClient
+
+    client = LLMClient(config.agent)
+    try:
+        await client.warm_up()
+    finally:
+        await client.aclose()
 
 
 async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:

@@ -74,7 +74,7 @@ def config_template(workspace: Path | None = None, data_dir: Path | None = None)
 # api_base = "http://localhost:11434"  # only for self-hosted or OpenAI-compatible servers
 # api_key = "sk-..."                   # or CLAWGATE_AGENT__API_KEY in the environment
 # fallback_models = ["openai/gpt-4o"]  # tried in order when the main model fails
-# temperature = 0.7
+# temperature = 0.7                   # unset: the model's own (reasoning models take no other)
 # max_tokens = 4096
 # max_tool_iterations = 20
 # memory_window = 50                   # messages kept before older ones are consolidated

@@ -15,32 +15,22 @@ see that agent's effective config.
 from __future__ import annotations
 
 import asyncio
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomlkit
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
-from clawgate.kernel.config import MAIN_AGENT, Config, resolve_key_env
-from clawgate.kernel.errors import ConfigError, describe_validation
+from clawgate.agent.llm.providers import KEY_VARIABLES, KEYLESS_PROVIDERS, provider
+from clawgate.kernel.config import MAIN_AGENT, Config, load_config
+from clawgate.kernel.config_hints import provider_missing
+from clawgate.kernel.errors import ConfigError
 from clawgate.kernel.storage import DiskWriter
 
 CHECK_TIMEOUT = 20.0
 MODEL_EXAMPLES = "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3.1"
-# The variable each provider's SDK reads when no key is configured: offered as the default.
-KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-}
-KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "hosted_vllm", "llamafile"}
 
 
 class Setup(BaseModel):
@@ -57,10 +47,6 @@ class Setup(BaseModel):
 
     def is_empty(self) -> bool:
         return all(value is None for value in self.model_dump().values())
-
-
-def provider(model: str) -> str:
-    return model.split("/", 1)[0].lower() if "/" in model else "openai"
 
 
 def apply(document: tomlkit.TOMLDocument, setup: Setup, agent_name: str | None = None) -> list[str]:
@@ -113,8 +99,9 @@ def edit_config(
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str, Config]:
     """The config text with `change` applied to its parsed document (comments kept), and
-    what it loads to; nothing is written. Raises ConfigError (one line) when the file does
-    not parse or the result would not load."""
+    what it loads to - environment overrides included, as the gateway will read it
+    (`environ` None: this process's); nothing is written. Raises ConfigError (one line)
+    when the file does not parse or the result would not load."""
     text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     try:
         document = tomlkit.parse(text)
@@ -122,12 +109,7 @@ def edit_config(
         raise ConfigError(f"{config_path}: not valid TOML: {exc}") from None
     change(document)
     new_text = tomlkit.dumps(document)
-    data = tomllib.loads(new_text)
-    resolve_key_env(data, environ or {})
-    try:
-        return new_text, Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{config_path}: {describe_validation(exc, whole='config')}") from None
+    return new_text, load_config(config_path, environ, text=new_text)
 
 
 def preview(
@@ -148,11 +130,18 @@ def save(config_path: Path, text: str, writer: DiskWriter | None = None) -> None
 
 async def check(config: Config, what: str, timeout: float = CHECK_TIMEOUT) -> tuple[bool, str]:
     """One live check ("model", "telegram" or "discord"): (passed, one line)."""
-    from clawgate.gateway.ops.online import ping_discord, ping_model, ping_telegram
+    from clawgate.gateway.ops.online import (
+        load_model_libraries,
+        ping_discord,
+        ping_model,
+        ping_telegram,
+    )
     from clawgate.kernel.errors import one_line
     from clawgate.kernel.secrets import Redactor
 
     ping = {"model": ping_model, "telegram": ping_telegram, "discord": ping_discord}[what]
+    if what == "model":
+        await load_model_libraries(config)
     try:
         async with asyncio.timeout(timeout + 5):
             passed, detail = await ping(config, timeout)
@@ -198,9 +187,13 @@ def ask_model(asker: Asker, current: Config, setup: Setup) -> Setup:
     model = setup.model or asker.text(
         f"Model, as provider/name (e.g. {MODEL_EXAMPLES})", agent.model
     )
-    while not model:
-        asker.say("A model is needed: the assistant cannot answer without one.")
-        model = asker.text("Model", "")
+    while not model or provider_missing(model):
+        asker.say(
+            f"  {provider_missing(model)}."
+            if model
+            else "A model is needed: the assistant cannot answer without one."
+        )
+        model = asker.text("Model, as provider/name", "")
     api_base = setup.api_base
     if api_base is None and (provider(model) in KEYLESS_PROVIDERS or agent.api_base):
         api_base = asker.text(
@@ -267,8 +260,6 @@ async def run_setup(
     leave it out. Nothing is left out silently: the result says what was saved, what was
     not, and which saved answer failed its check.
     """
-    from clawgate.kernel.config import load_config
-
     if agent_name is None:
         current = load_config(config_path, environ)
     else:  # a new agent: what its section alone (the workspace) makes of it

@@ -489,3 +489,25 @@ async def _chunks(body: dict[str, Any], reply: Text | ToolCalls) -> AsyncIterato
     yield chunk({}, finish_reason)
     if (body.get("stream_options") or {}).get("include_usage"):
         yield {**base, "choices": [], "usage": _usage(body, reply)}
+
+
+def unsupported_temperature(value: Any) -> Error:
+    """OpenAI's answer when a reasoning model is sent a temperature other than its own."""
+    message = (
+        f"Unsupported value: 'temperature' does not support {value} with this model. "
+        "Only the default (1) value is supported."
+    )
+    return Error(400, message, "invalid_request_error", "unsupported_value")
+
+
+def fixed_temperature(model: str, answer: Handler) -> Handler:
+    """A handler for a provider whose `model` takes no temperature but its default (1), as
+    OpenAI's reasoning models: such a request is refused, every other one goes to `answer`."""
+
+    def handle(body: dict[str, Any]) -> Reply | Awaitable[Reply]:
+        sent = body.get("temperature")
+        if body.get("model") == model and sent is not None and sent != 1:
+            return unsupported_temperature(sent)
+        return answer(body)
+
+    return handle
