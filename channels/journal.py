@@ -105,9 +105,10 @@ class Journal:
                 await asyncio.to_thread(self._compact)
 
     async def answered_through(self, chat_id: str, record_id: int) -> None:
-        """A reply to `record_id` went out: a chat's messages are answered in order, one at a
-        time, so every earlier one of that chat is done too (a /stopped turn has no reply of
-        its own)."""
+        """A reply to `record_id` went out: a chat's messages run in order, one at a time, so
+        every earlier one of that chat has had its turn too (one replayed and skipped has no
+        reply of its own). Never for a "Stopped." notice: a /stop overtakes the queue, so
+        only the stopped message is marked (`answered`), never those queued behind it."""
         await self.answered(
             [u for u, m in self.pending.items() if m.chat_id == chat_id and u <= record_id]
         )

@@ -22,6 +22,7 @@ from clawgate.agent.session.records import (
     Record,
     SessionHeader,
     State,
+    Stopped,
     ToolCall,
     TurnError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "State",
+    "Stopped",
     "StoredMessage",
     "ToolCall",
     "TurnError",

@@ -299,8 +299,13 @@ class DiscordChannel(Channel):
         # records the failure in the session.
         chat_id = message.chat_id
         answering = _snowflake(message.reply_to)
+        stopped = _snowflake(message.stopped)
         try:
-            if answering is not None:
+            if stopped is not None:
+                # "Stopped." answers the stopped turn's message alone; its reply_to, the /stop,
+                # overtook the messages queued behind that turn, and they still run.
+                await self.journal.answered([stopped])
+            elif answering is not None:
                 await self.journal.answered_through(chat_id, answering)
             quote = chat_id in self._normaliser.group_chats
             sender = self._agent_senders.get(message.agent or "", self._sender)

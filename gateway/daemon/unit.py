@@ -45,6 +45,7 @@ class AgentUnit:
             rate_limiter=rate_limiter,
             on_admitted=on_admitted,
             trusts=trusts,
+            on_stopped=runtime.loop.record_stop,
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:
