@@ -12,7 +12,8 @@ One JSON object a line (`id` names the record's id field: Telegram's "update", D
 
 `record` appends and fsyncs a batch and only then moves `high` (a failed or short write
 raises, and nothing advances). A channel marks a message answered just before the first
-request of its reply goes out (at most once). On start, whatever was journaled but never
+request of its reply goes out (at most once): the reply's message and the chat's earlier ones
+(`answered_through`), or, for a "Stopped." notice, the stopped message alone. On start, whatever was journaled but never
 answered is published again. A platform mark that was lost (Discord's damaged state.json) is
 rebuilt from `seen_through(chat)`: the last compaction's high, or the chat's newest record
 since, whichever is later; no message after it was ever answered.
