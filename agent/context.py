@@ -216,7 +216,7 @@ class ContextBuilder:
         return text
 
     async def _extra_parts(self, trust: Trust, incoming_text: str) -> list[PromptPart]:
-        # One after another: each is quick (recall is two hops to the index's thread, the
+        # One after another: each is quick (recall is one hop to the index's thread, the
         # logs are a small file), and a task per part cost more than the parts themselves.
         parts: list[PromptPart] = []
         for make in self.extra_parts:

@@ -32,7 +32,14 @@ from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.session import Archived, Delivery, SessionStore, load_session, read_key
+from clawgate.agent.session import (
+    Archived,
+    Delivery,
+    OverLimit,
+    SessionStore,
+    load_session,
+    read_key,
+)
 from clawgate.agent.session.delivery import unanswered
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
@@ -207,6 +214,26 @@ class AgentRuntime:
         await self.search.close()
         await self.llm.aclose()
         await self.sessions.flush()
+
+    async def keep_over_limit(self, message: InboundMessage) -> None:
+        """Store a message over its sender's rate limit, marked, durably (an `OverLimit`
+        record: no turn, no model call, no reply); a copy re-delivered after a restart is not
+        stored twice. Raises OSError when it cannot be stored."""
+        session = await self.sessions.get(message.session_key)
+        if message.message_id and any(
+            r.message_id == message.message_id for r in session.records_of(OverLimit)
+        ):
+            return
+        kept = OverLimit(
+            message_id=message.message_id or None,
+            sender_id=message.sender_id,
+            sender_name=message.sender_name or None,
+            content=message.text,
+            media=list(message.media) or None,
+            sent_at=message.timestamp.isoformat(),
+        )
+        self.sessions.append(session, kept)
+        await self.sessions.sync(session)
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""

@@ -18,13 +18,15 @@ Lanes (independent homes and fakes) run side by side to use the cores; the seed 
 choices, not the timing.
 
 Beside them, a Discord lane (bench/soak_discord.py) stops its own gateway with kill -9 and
-SIGTERM during long turns with messages queued behind them, and reports its own tally.
+SIGTERM during long turns with messages queued behind them, and reports its own tally; and
+"a full disk on Discord" (bench/soak_diskfull.py) fills and frees the Discord journal's own
+small filesystem under a running gateway, stopping it now and then while full.
 
 And two lanes of bench/soak_stop.py: /stop with messages queued behind the stopped turn
 (SIGTERM or kill -9 after it), and a double /new under a rate-limit wait (kill -9, replayed).
 
 Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
-                          [--stop-rounds 6]
+     [--diskfull-rounds 8] [--stop-rounds 6]
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -45,7 +47,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.soak_discord import report_discord, run_discord_lane
-from bench.soak_stop import report_stop, run_double_new_lane, run_stop_lane
+from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
+from bench.soak_stop import StopTally, report_stop, run_double_new_lane, run_stop_lane
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import run_clawgate
@@ -252,6 +255,9 @@ async def main() -> int:
         "--discord-stops", type=int, default=12, help="Discord lane stops (0: no Discord lane)"
     )
     parser.add_argument(
+        "--diskfull-rounds", type=int, default=8, help="full-disk lane rounds (0: no such lane)"
+    )
+    parser.add_argument(
         "--stop-rounds", type=int, default=6, help="rounds of each soak_stop lane (0: none)"
     )
     args = parser.parse_args()
@@ -264,21 +270,24 @@ async def main() -> int:
         ]
         if args.discord_stops:
             lanes.append(run_discord_lane(args.discord_stops, args.seed, deadline, Path(tmp)))
-        stop_lanes = (
-            [
-                run_stop_lane(args.stop_rounds, args.seed, deadline, Path(tmp)),
-                run_double_new_lane(args.stop_rounds, args.seed, deadline, Path(tmp)),
-            ]
-            if args.stop_rounds
-            else []
-        )
-        done = await asyncio.gather(*lanes, *stop_lanes)
-        stopped = done[len(lanes) :]
-        done = done[: len(lanes)]
+        if args.diskfull_rounds:
+            lanes.append(run_diskfull_lane(args.diskfull_rounds, args.seed, deadline, Path(tmp)))
+        if args.stop_rounds:
+            lanes.append(run_stop_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
+            lanes.append(run_double_new_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
+        done = await asyncio.gather(*lanes)
     telegram_ok = report(done[: args.lanes], time.monotonic() - started)
-    discord_ok = all([report_discord(tally) for tally in done[args.lanes :]])
-    stop_ok = all([report_stop(tally) for tally in stopped])
-    return 0 if telegram_ok and discord_ok and stop_ok else 1
+    others_ok = all(
+        [
+            report_diskfull(tally)
+            if isinstance(tally, FullDiskTally)
+            else report_stop(tally)
+            if isinstance(tally, StopTally)
+            else report_discord(tally)
+            for tally in done[args.lanes :]
+        ]
+    )
+    return 0 if telegram_ok and others_ok else 1
 
 
 if __name__ == "__main__":

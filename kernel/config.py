@@ -198,6 +198,8 @@ class HeartbeatConfig(_Section):
 
 class LimitsConfig(_Section):
     # Per sender, across chats; 0 turns it off. The owner's terminal sessions are exempt.
+    # Over it an owner's messages wait their turn (never lost); anyone else's get no turn
+    # and no model call but are kept in their session, marked over_limit.
     messages_per_minute: int = Field(20, ge=0)
 
 

@@ -11,7 +11,8 @@ Shared test code lives in helper modules, never in test modules (`.ci/check` ref
 module imported by another file): `harness.py` (the in-process gateway with a recording
 channel), `process.py` (the `clawgate` console script as a child process),
 `telegram_world.py` and `discord_world.py` (a gateway on each fake platform),
-`scheduler_harness.py` (the harness with the scheduler on), `memory_helpers.py` (scripted
+`scheduler_harness.py` (the harness with the scheduler on), `small_disk.py` (a small tmpfs
+over one folder: a real full disk), `memory_helpers.py` (scripted
 consolidation calls), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
 Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test
 client, in a real gateway process, and in headless Chromium), and `conftest.py` for the

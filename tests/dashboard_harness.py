@@ -3,9 +3,13 @@
 - `dashboard`: aiohttp's test client over `build_app`, with the real services of an
   in-process gateway (tests/harness.py: fake model, recording channel) on a tmp workspace,
   already logged in through a one-time code. `DashboardClient.post_form` adds the CSRF
-  token; `.anonymous()` is a second client with no cookie.
+  token; `.anonymous()` is a second client with no cookie. Test clients connect to
+  127.0.0.1 and name the site host in their Host header (`site_client`).
 - `DashboardGateway`: a real `clawgate gateway` process (tests/process.py) with the
-  dashboard on a free loopback port, against the fake model and fake Telegram.
+  dashboard on a free loopback port, against the fake model and fake Telegram. `gw.url` is
+  under the site host, as `clawgate dashboard` prints it; `localhost_session()` is an
+  aiohttp session that resolves `*.localhost` to 127.0.0.1 as browsers do (the system
+  resolver may not).
 - `browser`: headless Chromium from the distribution (`/usr/bin/chromium` driven by
   `/usr/bin/chromedriver` through Selenium; nothing downloaded). Skipped when Chromium is
   absent, except with CI=true, where the browser tests must run. Selenium blocks, so every
@@ -29,8 +33,10 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
-from aiohttp import ClientResponse
+from aiohttp import ClientResponse, web
+from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient, TestServer
 
 from clawgate.agent.runtime import AgentRuntime
@@ -42,6 +48,8 @@ from clawgate.gateway.dashboard.auth import (
     CSRF_HEADER,
     ensure_token,
     issue_login_code,
+    read_token,
+    site_host,
 )
 from clawgate.gateway.dashboard.server import build_app
 from clawgate.gateway.dashboard.services import DashboardServices
@@ -145,7 +153,7 @@ class DashboardClient:
 
     async def anonymous(self) -> TestClient[Any, Any]:
         """Another client on the same server, with no cookie."""
-        other = TestClient(TestServer(self.client.app))
+        other = site_client(self.client.app, self.config.data_dir)
         await other.start_server()
         return other
 
@@ -179,11 +187,61 @@ async def dashboard_client(
     async with Harness(config, **harness_options) as harness:
         services = dashboard_services(harness.gateway)
         ensure_token(config.data_dir)
-        async with TestClient(TestServer(build_app(services), host="127.0.0.1")) as test_client:
+        async with site_client(build_app(services), config.data_dir) as test_client:
             client = DashboardClient(test_client, services, harness)
             response = await client.login()
-            assert response.status == 303, await response.text()
+            assert response.status == 200, await response.text()
             yield client
+
+
+def site_headers(data_dir: Path) -> dict[str, str]:
+    """The Host header of a request the dashboard answers (its site host, of the current
+    token)."""
+    return {"Host": site_host(read_token(data_dir) or "")}
+
+
+def site_client(app: web.Application, data_dir: Path) -> TestClient[Any, Any]:
+    """A test client on 127.0.0.1 whose requests name the current site host, as a browser
+    under the link `clawgate dashboard` prints does; a Host header a test gives stays."""
+
+    async def name_the_site(
+        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        if request.headers.get("Host") == request.url.raw_authority:
+            request.headers.update(site_headers(data_dir))
+        return await handler(request)
+
+    return TestClient(TestServer(app, host="127.0.0.1"), middlewares=(name_the_site,))
+
+
+class LocalhostResolver(AbstractResolver):
+    """`*.localhost` is loopback (RFC 6761), as browsers resolve it; nothing else resolves."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        if host != "localhost" and not host.endswith(".localhost"):
+            raise OSError(f"{host}: only localhost names resolve in these tests")
+        return [
+            ResolveResult(
+                hostname=host,
+                host="127.0.0.1",
+                port=port,
+                family=socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+def localhost_session(**options: Any) -> aiohttp.ClientSession:
+    """An aiohttp session that reaches `*.localhost` on 127.0.0.1 (`options` go to the
+    session, e.g. a cookie jar)."""
+    connector = aiohttp.TCPConnector(resolver=LocalhostResolver())
+    return aiohttp.ClientSession(connector=connector, **options)
 
 
 # -- (b) a real gateway process with the dashboard -------------------------------------------
@@ -208,18 +266,27 @@ class DashboardGateway:
         *,
         chats: tuple[int, ...] = (1001,),
         extra: str = "",
+        agent: Mapping[str, Any] | None = None,
     ) -> None:
-        # `extra`: top-level TOML lines, or whole sections, written before [dashboard].
+        # `extra`: top-level TOML lines, or whole sections, written before [dashboard];
+        # `agent`: [agent] settings over the fake model's.
         self.home = home
         self.port = free_port()
         self.config_path = write_config(
             home,
-            agent=fake_model(llm, request_timeout=60),
+            agent={**fake_model(llm, request_timeout=60), **(agent or {})},
             telegram=fake_telegram(telegram, chats),
             extra=f'{extra}\n[dashboard]\nhost = "127.0.0.1"\nport = {self.port}\n',
         )
-        self.url = f"http://127.0.0.1:{self.port}/"
+        self.loopback_url = f"http://127.0.0.1:{self.port}/"
         self.process = ClawgateProcess(home, "--config", str(self.config_path), "gateway")
+
+    @property
+    def url(self) -> str:
+        """The dashboard's address under its site host (the gateway made the token)."""
+        token = read_token(self.data_dir)
+        assert token, "the gateway has not made its dashboard token yet"
+        return f"http://{site_host(token)}:{self.port}/"
 
     @property
     def workspace(self) -> Path:

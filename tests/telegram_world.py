@@ -10,6 +10,7 @@ from typing import Any
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.telegram import TelegramChannel, create_channel
 from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, TelegramConfig
 from tests.fakes.telegram import BOT_USERNAME, TOKEN, FakeTelegram
@@ -55,7 +56,11 @@ def telegram_gateway_config(
 class TelegramGateway:
     """A gateway whose only channel is Telegram, as the daemon builds it."""
 
-    def __init__(self, config: Config, **options: Any) -> None:
+    def __init__(
+        self, config: Config, *, rate_limiter: RateLimiter | None = None, **options: Any
+    ) -> None:
+        """`rate_limiter`: the dispatcher's (e.g. on a clock the test moves); `options` go to
+        the channel."""
         self.config = config
         self.sleeps = Sleeps()
         self.bus = MessageBus()
@@ -63,7 +68,9 @@ class TelegramGateway:
             config.channels.telegram, self.bus, config, sleep=self.sleeps, **options
         )
         runtime = AgentRuntime.build(config, outbox=self.bus.publish_outbound)
-        self.gateway = Gateway([(runtime, self.bus)], [self.channel], self.bus)
+        self.gateway = Gateway(
+            [(runtime, self.bus)], [self.channel], self.bus, rate_limiter=rate_limiter
+        )
 
     async def __aenter__(self) -> TelegramGateway:
         await self.gateway.start()

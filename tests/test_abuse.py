@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, delay_notice, limit_notice
 from clawgate.gateway.ops.logs import LIBRARY_LOGGERS, setup_logging, teardown_logging
 from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
@@ -358,8 +358,13 @@ async def test_flooding_sender_gets_one_notice_then_silence_and_no_model_calls(
         assert sum(r.text == "ok" for r in replies) == 4  # 3 of Mallory's, 1 of Bob's
         assert not any("/new" in r.text for r in replies)  # /help counted and dropped
         assert len(fake_llm.requests) == 4
-        stored = (tmp_path / "workspace" / "sessions" / "test_-42.jsonl").read_text()
-        assert "spam 3" not in stored and "spam 11" not in stored
+        # Over the limit: no turn, but nothing vanishes: kept in the session, marked.
+        session = tmp_path / "workspace" / "sessions" / "test_-42.jsonl"
+        lines = [json.loads(line) for line in session.read_text().splitlines()]
+        kept = [line["content"] for line in lines if line.get("type") == "over_limit"]
+        assert kept == [f"spam {i}" for i in range(3, 12)] + ["/help"]
+        users = [line["content"] for line in lines if line.get("role") == "user"]
+        assert "[Mallory] spam 3" not in users and "[Mallory] spam 11" not in users
         # Backlog from before a restart counts like any flood: its age exempts nothing.
         old = inbound("sent while the gateway was down")
         old = old.model_copy(update={"timestamp": old.timestamp - timedelta(minutes=5)})
@@ -386,9 +391,9 @@ def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
     clock = Clock()
     limiter = RateLimiter(2, clock=clock)
     verdicts = [limiter.check(inbound("x")) for _ in range(5)]
-    assert verdicts == [Verdict.ACCEPT] * 2 + [Verdict.NOTIFY] + [Verdict.DROP] * 2
+    assert verdicts == [Verdict.ACCEPT] * 2 + [Verdict.NOTIFY] + [Verdict.OVER] * 2
     # The same sender in another chat shares the budget; another channel does not.
-    assert limiter.check(inbound("x", chat="other")) is Verdict.DROP
+    assert limiter.check(inbound("x", chat="other")) is Verdict.OVER
     assert limiter.check(inbound("x", channel="discord")) is Verdict.ACCEPT
     clock.now += 60.5
     assert limiter.check(inbound("x")) is Verdict.ACCEPT
@@ -408,6 +413,34 @@ def test_rate_limiter_window_exemptions_and_one_notice_per_window() -> None:
     # Scheduled runs reporting to a chat spend that chat's own budget.
     assert [limiter.admit_scheduled("test:-42") for _ in range(3)] == [True, True, False]
     assert limiter.admit_scheduled("test:-43")
+
+
+async def test_an_owner_over_the_limit_waits_for_room_told_once_per_flood() -> None:
+    clock = Clock()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.now += seconds
+
+    limiter = RateLimiter(2, clock=clock, sleep=sleep)
+    told: list[float] = []
+
+    async def notify() -> None:
+        told.append(clock.now)
+
+    owner = inbound("x", sender="1001", trust=Trust.OWNER)
+    for _ in range(7):  # a backlog of seven: two now, then two a minute
+        await limiter.wait_turn(owner, notify)
+    assert waits == [60.0, 60.0, 60.0] and told == [1000.0]  # one notice for the flood
+    clock.now += 600  # quiet for a while: a new flood is told again
+    for _ in range(3):
+        await limiter.wait_turn(owner, notify)
+    assert told == [1000.0, 1780.0]
+    # Exempt channels never wait.
+    for _ in range(10):
+        await limiter.wait_turn(inbound("x", channel="cli"), notify)
+    assert len(waits) == 4
 
 
 def test_rate_limiter_forgets_quiet_senders() -> None:
@@ -448,24 +481,33 @@ async def test_telegram_group_member_cannot_reach_private_files(
     assert MEMORY_SECRET not in json.dumps(fake_llm.requests)
 
 
-async def test_telegram_flood_one_notice_then_silence(
+async def test_telegram_owner_flood_is_delayed_in_order_never_dropped(
     tg_config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     fake_llm.handler = lambda body: text("ok")
-    async with TelegramGateway(tg_config) as gateway:
+    clock = Clock()
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the limiter's wait, on the test's clock
+        waited.append(seconds)
+        clock.now += seconds
+        await asyncio.sleep(0)
+
+    limiter = RateLimiter(2, clock=clock, sleep=sleep)
+    async with TelegramGateway(tg_config, rate_limiter=limiter) as gateway:
         for i in range(6):
             telegram.user_says(OWNER, f"spam {i}")
-        # /status is a command, and counted like any message: over the limit, not answered.
+        # /status is a command, and counted like any message: it waits its turn too.
         telegram.user_says(OWNER, "/status")
-        received = [await telegram.next_message(OWNER) for _ in range(3)]
+        received = [await telegram.next_message(OWNER) for _ in range(8)]
         await gateway.gateway.default.dispatcher.wait_idle(10)
         await asyncio.wait_for(gateway.bus.outbound.join(), 10)
     texts = [m["text"] for m in received]
-    assert texts.count("ok") == 2
-    assert texts.count(limit_notice(2)) == 1
-    assert not any("Session:" in t for t in texts)
-    assert len(telegram.messages_to(OWNER)) == 3  # nothing more after the notice
-    assert len(fake_llm.requests) == 2
+    assert texts[:3] == ["ok", "ok", delay_notice(2)]
+    assert texts[3:7] == ["ok"] * 4 and "Session:" in texts[7]
+    assert len(telegram.messages_to(OWNER)) == 8  # one notice, every message answered
+    assert len(fake_llm.requests) == 6
+    assert len(waited) >= 2 and clock.now >= 1000.0 + 2 * 60  # two more windows: 2 + 2 + 2 + 1
 
 
 async def test_secrets_never_written_logged_or_sent_to_the_model(

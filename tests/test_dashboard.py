@@ -27,7 +27,13 @@ from clawgate.gateway.dashboard.auth import (
 from clawgate.gateway.dashboard.server import Dashboard
 from clawgate.kernel.config import DashboardConfig, load_config
 from clawgate.kernel.errors import ConfigError
-from tests.dashboard_harness import DashboardClient, clawgate_output, dashboard, free_port
+from tests.dashboard_harness import (
+    DashboardClient,
+    clawgate_output,
+    dashboard,
+    free_port,
+    site_headers,
+)
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import fake_model, fake_telegram, write_config
@@ -50,15 +56,20 @@ async def test_the_login_cookie_is_httponly_strict_and_the_code_works_once(
     dashboard: DashboardClient,
 ) -> None:
     code = issue_login_code(dashboard.config.data_dir)
-    async with ClientSession(cookie_jar=None) as fresh:
+    site = site_headers(dashboard.config.data_dir)
+    async with ClientSession(headers=site) as fresh:
         first = await fresh.get(
             dashboard.client.make_url(f"/login?code={code}"), allow_redirects=False
         )
-        assert first.status == 303 and first.headers["Location"] == "/"
+        # A page that moves on to / itself: a navigation of the site, which carries the
+        # Strict cookie even when another site (the login page file) started the login.
+        assert first.status == 200
+        assert '<meta http-equiv="refresh" content="0;url=/">' in await first.text()
         cookie = first.headers["Set-Cookie"]
         assert f"{COOKIE_NAME}=" in cookie
         for attribute in ("HttpOnly", "SameSite=Strict", "Path=/"):
             assert attribute in cookie
+        assert "domain" not in cookie.lower()  # host-only: the site host alone
         again = await fresh.get(
             dashboard.client.make_url(f"/login?code={code}"), allow_redirects=False
         )
@@ -190,11 +201,20 @@ async def test_pages_have_no_inline_script(dashboard: DashboardClient) -> None:
             assert chunk.lstrip().startswith("src="), path
 
 
-async def test_a_host_header_not_naming_loopback_is_refused(dashboard: DashboardClient) -> None:
-    # A DNS-rebinding page reaches 127.0.0.1 under its own name.
-    response = await dashboard.get("/login", headers={"Host": "evil.example:18790"})
-    assert response.status == 421
-    assert (await dashboard.get("/login", headers={"Host": "localhost:18790"})).status == 200
+async def test_a_host_header_not_naming_the_site_host_is_refused(
+    dashboard: DashboardClient,
+) -> None:
+    # A DNS-rebinding page reaches 127.0.0.1 under its own name; loopback's own names are
+    # refused too (a cookie set under them would reach every other loopback port).
+    site = site_headers(dashboard.config.data_dir)["Host"]
+    for host in ("evil.example", "localhost", "127.0.0.1", "clawgate.localhost", "[::1]"):
+        for path in ("/login", "/memory", "/static/app.js"):
+            response = await dashboard.get(path, headers={"Host": f"{host}:18790"})
+            assert response.status == 421, (host, path)
+            # Anyone on the machine may ask: the answer must not tell the site host.
+            assert site not in await response.text()
+    for host in (site, site.upper(), f"{site}:18790"):
+        assert (await dashboard.get("/login", headers={"Host": host})).status == 200
 
 
 @pytest.mark.parametrize(
@@ -245,8 +265,9 @@ async def test_the_dashboard_listens_on_loopback_and_stops(dashboard: DashboardC
     try:
         assert server.url == f"http://127.0.0.1:{port}/"
         async with ClientSession() as client:
-            response = await client.get(f"{server.url}login")
-            assert response.status == 200
+            site = site_headers(dashboard.config.data_dir)
+            assert (await client.get(f"{server.url}login", headers=site)).status == 200
+            assert (await client.get(f"{server.url}login")).status == 421
     finally:
         await server.stop()
     with pytest.raises(OSError):
@@ -280,24 +301,38 @@ async def test_a_disabled_dashboard_does_not_listen(dashboard: DashboardClient) 
 async def test_clawgate_dashboard_prints_a_working_one_time_link_and_rotates(
     dashboard: DashboardClient, tmp_path: Path
 ) -> None:
+    port = free_port()
     config_path = tmp_path / "cli.toml"
     config_path.write_text(
         f"data_dir = {json.dumps(str(dashboard.config.data_dir))}\n"
         f"workspace = {json.dumps(str(dashboard.workspace))}\n"
-        "[dashboard]\nport = 18799\n",
+        f"[dashboard]\nport = {port}\n",
         encoding="utf-8",
     )
-    code, output = await clawgate_output(
-        tmp_path, "--config", str(config_path), "dashboard", "--no-open"
-    )
+    # The command makes a link only once the dashboard on that port has proved it is the
+    # gateway's (it writes the nonce the proof needs).
+    config = dashboard.config.model_copy(update={"dashboard": DashboardConfig(port=port)})
+    server = Dashboard(dataclasses.replace(dashboard.services, config=config))
+    await server.start()
+    try:
+        code, output = await clawgate_output(
+            tmp_path, "--config", str(config_path), "dashboard", "--no-open"
+        )
+    finally:
+        await server.stop()
     assert code == 0, output
-    match = re.search(r"http://127\.0\.0\.1:18799/login\?code=(\S+)", output)
+    site = site_headers(dashboard.config.data_dir)["Host"]
+    assert site.startswith("clawgate-") and site.endswith(".localhost")
+    # One link, under the site host, at the configured port.
+    links = re.findall(r"http://\S+", output)
+    assert len(links) == 1, output
+    match = re.fullmatch(rf"http://{re.escape(site)}:{port}/login\?code=(\S+)", links[0])
     assert match, output
     assert read_token(dashboard.config.data_dir) not in output
     anonymous = await dashboard.anonymous()
     try:
         login = await anonymous.get(f"/login?code={match.group(1)}", allow_redirects=False)
-        assert login.status == 303
+        assert login.status == 200
         assert (await anonymous.get("/memory", allow_redirects=False)).status == 200
         before = read_token(dashboard.config.data_dir)
         code, output = await clawgate_output(

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from clawgate.agent.memory.merge import MemoryRewrite
 from clawgate.gateway.dashboard.memory import version_of
 from tests.dashboard_harness import DashboardClient, dashboard
 from tests.fakes.llm import FakeLLM, text
@@ -125,13 +126,117 @@ async def test_versions_are_listed_with_a_diff_and_restored_in_one_click(
     page = await dashboard.text(f"/memory/versions/{oldest}")
     assert '<span class="del">-- first fact</span>' in page
     assert '<span class="add">+- third fact only</span>' in page
-    response = await dashboard.post_form(f"/memory/versions/{oldest}/restore")
+    response = await dashboard.post_form(f"/memory/versions/{oldest}/restore", form_of(page))
     assert response.status == 303
     assert memory.read_memory() == "- first fact\n"
     # The text it replaced is itself kept.
     assert memory.versions()[-1].read_text(encoding="utf-8") == "- third fact only\n"
-    refused = await dashboard.post_form(f"/memory/versions/{oldest}/restore", csrf=False)
+    page = await dashboard.text(f"/memory/versions/{oldest}")
+    refused = await dashboard.post_form(
+        f"/memory/versions/{oldest}/restore", form_of(page), csrf=False
+    )
     assert refused.status == 403
+
+
+async def test_restoring_a_version_is_refused_when_memory_changed_since_the_page_opened(
+    dashboard: DashboardClient,
+) -> None:
+    """#24 item 4: the restore is a compare-and-swap like an edit; a consolidation's facts
+    added after the page was opened are never silently dropped."""
+    memory = dashboard.services.memory
+    memory.replace_memory("- Ann lives in Lisbon\n")
+    memory.replace_memory("- Ann lives in Porto\n")
+    name = memory.versions()[-1].name
+    assert 'id="restore"' in await dashboard.text(f"/memory/versions/{name}")  # page opened
+    # Meanwhile a consolidation adds a fact.
+    memory.replace_memory("- Ann lives in Porto\n- Ann's passport expires in 2031\n")
+    versions_before = memory.versions()
+    # What the page's form carries: the version it showed (and its text).
+    opened = {"version": version_of("- Ann lives in Porto\n"), "base": "- Ann lives in Porto\n"}
+    response = await dashboard.post_form(f"/memory/versions/{name}/restore", opened)
+    conflict = await response.text()
+    assert response.status == 409
+    assert "Not restored: MEMORY.md changed after you opened this page" in conflict
+    assert '<span class="add">+- Ann&#39;s passport expires in 2031</span>' in conflict
+    assert memory.read_memory() == "- Ann lives in Porto\n- Ann's passport expires in 2031\n"
+    assert memory.versions() == versions_before
+    # The page that came back is based on the current text: restoring from it now works.
+    again = await dashboard.post_form(f"/memory/versions/{name}/restore", form_of(conflict))
+    assert again.status == 303 and memory.read_memory() == "- Ann lives in Lisbon\n"
+    # A restore posted without a version is refused too.
+    memory.replace_memory("- Ann lives in Porto\n")
+    bare = await dashboard.post_form(f"/memory/versions/{name}/restore")
+    assert bare.status == 409 and memory.read_memory() == "- Ann lives in Porto\n"
+
+
+@pytest.mark.parametrize("on_disk", ["\n", "\r\n"], ids=["lf-file", "crlf-file"])
+async def test_a_conflict_shows_only_what_changed_meanwhile_when_the_base_comes_back_as_crlf(
+    dashboard: DashboardClient, on_disk: str
+) -> None:
+    """#35 item 7: a browser posts the hidden base with CRLF line ends (whatever the file
+    has: its HTML parser reads CR LF in the page as LF, its form posts every LF as CR LF);
+    the conflict view must still diff that base, not the owner's own text, against MEMORY.md
+    now."""
+    memory = dashboard.services.memory
+    memory.replace_memory(f"# Facts{on_disk}{on_disk}- Ann lives in Lisbon{on_disk}")
+    fields = form_of(await dashboard.text("/memory/edit"))
+    memory.replace_memory(
+        on_disk.join(["# Facts", "", "- Ann lives in Lisbon", "- Ann has a cat, Miso", ""])
+    )
+    crlf = {
+        "version": fields["version"],
+        "base": fields["base"].replace("\r\n", "\n").replace("\n", "\r\n"),
+        "text": "# Facts\r\n\r\n- Ann lives in Lisbon\r\n- Ann prefers window seats\r\n",
+    }
+    response = await dashboard.post_form("/memory/edit", crlf)
+    page = await response.text()
+    assert response.status == 409
+    changes = page.split('class="diff"')[1].split("</pre>")[0]
+    assert '<span class="add">+- Ann has a cat, Miso</span>' in changes
+    assert 'class="del"' not in changes, changes  # the owner's line is not shown as removed
+    assert "window seats" in page.split('id="memory-editor"')[1]  # still in the form
+
+
+async def test_lines_a_consolidation_removed_are_listed_and_restored_in_one_click(
+    dashboard: DashboardClient,
+) -> None:
+    """#24 "Also": each consolidation's removed lines on the memory page; restoring appends
+    them back through the same compare-and-swap under the memory lock."""
+    memory = dashboard.services.memory
+    base = "".join(f"- fact {n}\n" for n in range(1, 7))
+    memory.replace_memory(base)
+    update = base.replace("- fact 2\n", "").replace("- fact 5\n", "- fact five, reworded\n")
+    memory.rewrite_memory(MemoryRewrite(base, update, "telegram:1001"))
+    page = await dashboard.text("/memory")
+    listing = page.split('id="removals"')[1]
+    assert "- fact 2\n- fact 5\n" in listing and "telegram:1001" in listing
+    removal_id = memory.removals().pending()[0].id
+    action = f"/memory/removed/{removal_id}/restore"
+    assert f'action="{action}"' in listing
+    # A stale page (a consolidation wrote since) restores nothing.
+    memory.replace_memory(update + "- fact 7\n")
+    stale = await dashboard.post_form(action, form_of(page))
+    conflict = await stale.text()
+    assert stale.status == 409 and "Not restored" in conflict
+    assert '<span class="add">+- fact 7</span>' in conflict
+    assert memory.read_memory() == update + "- fact 7\n"
+    # From the page that came back it works, once.
+    restored = await dashboard.post_form(action, form_of(conflict))
+    assert restored.status == 303 and restored.headers["Location"] == "/memory?saved=lines"
+    assert memory.read_memory() == update + "- fact 7\n- fact 2\n- fact 5\n"
+    assert memory.versions()[-1].read_text(encoding="utf-8") == update + "- fact 7\n"
+    after = await dashboard.text("/memory?saved=lines")
+    assert 'id="removals"' not in after and "Lines restored" in after
+    current = {"version": version_of(memory.read_memory())}
+    again = await dashboard.post_form(action, current)  # a second tab's click
+    assert again.status == 303 and memory.read_memory().count("- fact 2") == 1
+    assert (await dashboard.post_form("/memory/removed/nope/restore", current)).status == 404
+    # A removal whose lines the owner already put back by hand is not offered.
+    now = memory.read_memory()
+    memory.rewrite_memory(MemoryRewrite(now, now.replace("- fact 3\n", ""), "telegram:1001"))
+    assert 'id="removals"' in await dashboard.text("/memory")
+    memory.replace_memory(memory.read_memory() + "* Fact 3\n")
+    assert 'id="removals"' not in await dashboard.text("/memory")
 
 
 @pytest.mark.parametrize(

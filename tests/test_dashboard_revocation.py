@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from clawgate.gateway.app import dashboard_services
 from clawgate.gateway.dashboard.auth import (
@@ -36,6 +36,8 @@ from tests.dashboard_harness import (
     chat,
     clawgate_output,
     dashboard,
+    localhost_session,
+    site_client,
     web_channel,
 )
 from tests.fakes.llm import FakeLLM
@@ -101,7 +103,7 @@ async def test_logging_out_ends_only_that_session(dashboard: DashboardClient) ->
     second = await dashboard.anonymous()
     try:
         code = issue_login_code(dashboard.config.data_dir)
-        assert (await second.get(f"/login?code={code}", allow_redirects=False)).status == 303
+        assert (await second.get(f"/login?code={code}", allow_redirects=False)).status == 200
         assert (await dashboard.post_form("/logout")).status == 303
         assert (await second.get("/memory", allow_redirects=False)).status == 200
         assert await replay(dashboard, first) == 401
@@ -146,9 +148,9 @@ async def test_an_idle_session_is_revoked_and_its_stream_ends(
         auth = Auth(config.data_dir, clock=clock, idle_seconds=idle)
         app = build_app(dataclasses.replace(services, auth=auth))
         ensure_token(config.data_dir)
-        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        async with site_client(app, config.data_dir) as client:
             code = issue_login_code(config.data_dir)
-            assert (await client.get(f"/login?code={code}", allow_redirects=False)).status == 303
+            assert (await client.get(f"/login?code={code}", allow_redirects=False)).status == 200
             # Each use restarts the idle time.
             for _ in range(3):
                 clock.now += idle - MINUTE
@@ -183,7 +185,7 @@ async def test_failed_logins_are_logged_and_slowed(
         auth = Auth(config.data_dir, throttle=LoginThrottle(sleep=sleep))
         app = build_app(dataclasses.replace(services, auth=auth))
         token = rotate_token(config.data_dir)
-        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        async with site_client(app, config.data_dir) as client:
             with caplog.at_level(logging.WARNING, "clawgate.gateway.dashboard"):
                 for guess in ("wrong", "also-wrong"):
                     refused = await client.post("/login", data={"token": guess})
@@ -207,12 +209,12 @@ async def test_a_real_gateway_revokes_on_logout_and_on_clawgate_dashboard_rotate
 ) -> None:
     async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
         jars = [aiohttp.CookieJar(unsafe=True) for _ in range(2)]
-        sessions = [aiohttp.ClientSession(cookie_jar=jar) for jar in jars]
+        sessions = [localhost_session(cookie_jar=jar) for jar in jars]
         try:
             cookies = []
             for session, jar in zip(sessions, jars, strict=True):
                 login = await session.get(await gateway.login_link(), allow_redirects=False)
-                assert login.status == 303
+                assert login.status == 200
                 cookies.append(next(c.value for c in jar if c.key == COOKIE_NAME))
             first, second = sessions
             page = await (await first.get(gateway.url + "memory")).text()
@@ -223,7 +225,7 @@ async def test_a_real_gateway_revokes_on_logout_and_on_clawgate_dashboard_rotate
             )
             assert logout.status == 303
             saved = {"Cookie": f"{COOKIE_NAME}={cookies[0]}", **JSON}
-            async with aiohttp.ClientSession() as attacker:
+            async with localhost_session() as attacker:
                 replayed = await attacker.get(gateway.url + "memory", headers=saved)
                 assert replayed.status == 401
 
@@ -238,7 +240,7 @@ async def test_a_real_gateway_revokes_on_logout_and_on_clawgate_dashboard_rotate
             assert code == 0, output
             assert await stream_ended(stream, timeout=20)
             saved = {"Cookie": f"{COOKIE_NAME}={cookies[1]}", **JSON}
-            async with aiohttp.ClientSession() as attacker:
+            async with localhost_session() as attacker:
                 replayed = await attacker.get(gateway.url + "memory", headers=saved)
                 assert replayed.status == 401
             assert re.search(

@@ -153,37 +153,45 @@ async def caught_up_after_two_days(fake: FakeDiscord, world: World, fake_llm: Fa
 # -- the rate limit ----------------------------------------------------------------------------
 
 
-async def test_no_typing_for_a_message_over_the_rate_limit_and_no_replay_of_it(
+async def test_a_member_over_the_rate_limit_is_kept_marked_untyped_and_not_replayed(
     tmp_path: Path, fake: FakeDiscord, agent_config: AgentConfig, fake_llm: FakeLLM
 ) -> None:
     fake_llm.handler = echo
     world = World(fake, tmp_path, agent_config, limits=LimitsConfig(messages_per_minute=2))
-    chat = world.owner_dm
+    chat = world.general
+
+    async def member_says(said: str) -> None:
+        await fake.user_says(chat, said, author_id=MEMBER, username="bob", mentions_bot=True)
+
     async with world.running() as running:
         for said in ("one", "two"):
-            await fake.user_says(chat, said, author_id=OWNER, username="ann")
+            await member_says(said)
             assert (await fake.next_message(chat, REPLY_TIMEOUT)).content == f"re: {said}"
         assert await running.gateway.default.dispatcher.wait_idle(10)
 
-        await fake.user_says(chat, "three", author_id=OWNER, username="ann")
+        await member_says("three")
         notice = await fake.next_message(chat, REPLY_TIMEOUT)
-        await fake.user_says(chat, "four", author_id=OWNER, username="ann")  # ignored silently
-        # Handled in order: once the next message (another sender, another chat) is
-        # answered, "four" has been decided on.
-        await fake.user_says(
-            world.general, "elsewhere", author_id=MEMBER, username="bob", mentions_bot=True
-        )
-        assert (await fake.next_message(world.general, REPLY_TIMEOUT)).content == "re: elsewhere"
+        await member_says("four")  # no second notice
+        # Handled in order: once the next message (the owner, another chat) is answered,
+        # "four" has been decided on.
+        await fake.user_says(world.owner_dm, "elsewhere", author_id=OWNER, username="ann")
+        assert (await fake.next_message(world.owner_dm, REPLY_TIMEOUT)).content == "re: elsewhere"
         assert await running.gateway.default.dispatcher.wait_idle(10)
+        await wait_until(lambda: not running.channel.journal.pending, timeout=10)
         # Typing runs from the decision to answer until the reply: nobody answers "four".
         typing = running.channel._typing._tasks.get(chat)
         assert typing is None or typing.done()
 
     assert notice.content == limit_notice(2)
-    assert "three" not in asked(fake_llm) and "four" not in asked(fake_llm)
-    # Ignored openly, so not answered after a restart either.
+    assert "[bob] three" not in asked(fake_llm) and "[bob] four" not in asked(fake_llm)
+    # Kept in the session, marked: nothing vanished.
+    session = world.config.workspace / "sessions" / f"discord_{chat}.jsonl"
+    lines = [json.loads(line) for line in session.read_text().splitlines()]
+    kept = [line["content"] for line in lines if line.get("type") == "over_limit"]
+    assert [k.split()[-1] for k in kept] == ["three", "four"]
+    # Not answered after a restart either: the notice said so.
     async with world.running() as running:
-        await fake.user_says(chat, "five", author_id=OWNER, username="ann")
+        await member_says("five")
         assert (await fake.next_message(chat, REPLY_TIMEOUT)).content == "re: five"
         assert await running.gateway.default.dispatcher.wait_idle(10)
     assert [m.content for m in fake.sent_to(chat)] == [

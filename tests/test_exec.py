@@ -334,7 +334,12 @@ async def test_gateway_environment_is_unreadable_from_exec(
             pytest.skip("running as root and setpriv (util-linux) is missing")
         prefix = ("setpriv", "--bounding-set=-all", "--inh-caps=-all")
     fake_llm.script(
-        tool_call("exec", command="cat /proc/$PPID/environ; echo read-exit=$?"), text("done")
+        tool_call(
+            "exec",
+            # $PPID is the per-call reaper; its parent is the gateway.
+            command="cat /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/environ; echo read-exit=$?",
+        ),
+        text("done"),
     )
     config = write_config(tmp_path, agent=fake_model(fake_llm))
     child = await asyncio.create_subprocess_exec(

@@ -20,8 +20,9 @@ from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, ma
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
 from clawgate.agent.memory.lock import MemoryLock
+from clawgate.agent.memory.query import keyword_query
 from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
-from clawgate.agent.memory.search import MemorySearch, SearchHit, keyword_query
+from clawgate.agent.memory.search import MemorySearch, SearchHit
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
@@ -338,6 +339,8 @@ async def test_litellm_embedder_against_the_fake_endpoint(
         assert hits[0].path == "memory/2026-12-11.md"
         assert fake_llm.embedding_requests  # reached through api_base on 127.0.0.1
         assert {r["model"] for r in fake_llm.embedding_requests} == {"text-embedding-3-small"}
+        # The query itself went to the remote model (between the search's two visits).
+        assert fake_llm.embedding_requests[-1]["input"][0] == "dentist cleaning"
         assert len(search.index.vectors) == 3
     finally:
         await search.close()

@@ -17,6 +17,7 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.manager import ChannelStates
 from clawgate.channels.telegram import create_channel
 from clawgate.channels.telegram.journal import InboundJournal
+from clawgate.channels.unstored import UNSTORED_NOTICE
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.daemon.ratelimit import limit_notice
 from clawgate.kernel.bus import ChatFacts, InboundMessage, MessageBus, Trust
@@ -26,6 +27,8 @@ from tests.fakes.llm import FakeLLM, Reply, text
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import make_config, wait_until
 from tests.telegram_world import (
+    GROUP,
+    MENTION,
     OWNER,
     Sleeps,
     TelegramGateway,
@@ -142,7 +145,7 @@ async def test_polling_failing_for_over_a_minute_shows_as_failing_with_its_error
         await gateway.stop(grace=2)
 
 
-async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_for(
+async def test_a_group_member_over_the_rate_limit_is_kept_marked_never_answered_or_typed_for(
     tmp_path: Path, agent_config: AgentConfig, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     fake_llm.handler = echo
@@ -152,17 +155,23 @@ async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_f
         channels=ChannelsConfig(telegram=telegram_config(telegram)),
         limits=LimitsConfig(messages_per_minute=2),
     )
-    chat = str(OWNER)
+    chat = str(GROUP)
+
+    def member_says(said: str) -> int:
+        return telegram.user_says(
+            GROUP, f"{MENTION} {said}", user_id=3003, first_name="Bob", chat_type="supergroup"
+        )
+
     async with TelegramGateway(config) as gw:
         for said in ("one", "two"):
-            telegram.user_says(OWNER, said)
-            reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
-            assert reply["text"] == f"re: {said}"
+            member_says(said)
+            reply = await telegram.next_message(GROUP, timeout=REPLY_TIMEOUT)
+            assert reply["text"].endswith(said)
         await gw.gateway.default.dispatcher.wait_idle(10)
 
-        telegram.user_says(OWNER, "three")
-        notice = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
-        last = telegram.user_says(OWNER, "four")  # told once already: ignored silently
+        member_says("three")
+        notice = await telegram.next_message(GROUP, timeout=REPLY_TIMEOUT)
+        last = member_says("four")  # told once already: no second notice
         await wait_until(lambda: telegram.confirmed_offset > last, timeout=10)
         await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
         assert await gw.gateway.default.dispatcher.wait_idle(10)
@@ -170,13 +179,18 @@ async def test_messages_over_the_rate_limit_are_ignored_openly_and_never_typed_f
         assert typing is None or typing.done()  # nobody is working on "three" or "four"
 
     assert notice["text"] == limit_notice(2)
-    assert "ignoring" in notice["text"] and "pick up" not in notice["text"]
     asked = [m["content"] for b in fake_llm.requests for m in b["messages"] if m["role"] == "user"]
-    assert "three" not in asked and "four" not in asked
-    # Not stored, and not answered after a restart either: the notice said so.
+    assert not any("three" in a or "four" in a for a in asked)
+    # Not answered after a restart either (the notice said so), but not lost: kept, marked.
     assert await InboundJournal(journal_path(config)).load() == []
-    session = config.workspace / "sessions" / f"telegram_{OWNER}.jsonl"
-    assert "three" not in session.read_text() and "four" not in session.read_text()
+    session = config.workspace / "sessions" / f"telegram_{GROUP}.jsonl"
+    lines = [json.loads(line) for line in session.read_text().splitlines()]
+    kept = [
+        (line["sender_name"], line["content"]) for line in lines if line.get("type") == "over_limit"
+    ]
+    assert kept == [("Bob", f"{MENTION} three"), ("Bob", f"{MENTION} four")]
+    assert not any("three" in str(line.get("content")) for line in lines if line.get("role"))
+    assert len(telegram.messages_to(GROUP)) == 3
 
 
 class FillingJournal(DiskWriter):
@@ -215,11 +229,14 @@ async def test_getupdates_never_confirms_an_update_the_journal_could_not_keep(
         await wait_until(lambda: gw.channel.polls_failed >= 2, timeout=10)
         assert telegram.confirmed_offset <= held  # Telegram still holds it
         assert held not in gw.channel.journal.pending
+        # The disk stays full: the sender hears so once, however often polling retries.
+        told = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
         writer.full = False
         reply = await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT)
         await wait_until(lambda: not gw.channel.journal.pending, timeout=10)
 
     assert writer.refused >= 2
+    assert told["text"] == UNSTORED_NOTICE
     assert reply["text"] == "re: while full"
     lines = journal_path(config).read_bytes().split(b"\n")
     assert lines.pop() == b""
@@ -230,6 +247,7 @@ async def test_getupdates_never_confirms_an_update_the_journal_could_not_keep(
         assert (await telegram.next_message(OWNER, timeout=REPLY_TIMEOUT))["text"] == "re: after"
     assert [m["text"] for m in telegram.messages_to(OWNER)] == [
         "re: first",
+        UNSTORED_NOTICE,
         "re: while full",
         "re: after",
     ]

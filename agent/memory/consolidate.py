@@ -367,7 +367,7 @@ class Consolidator:
             raise ConsolidationRefused("the answer was cut off (finish_reason length)")
         entry, update = validate(extract_arguments(response), current, owner=owner)
         # The file may change while the model thinks: the store merges against what it saw.
-        return entry, None if update is None else MemoryRewrite(base=current, text=update)
+        return entry, None if update is None else MemoryRewrite(current, update, session.key)
 
     async def archive(self, session: Session) -> Outcome:
         """Consolidate the whole archived transcript (retrying with backoff, raw after three

@@ -31,7 +31,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -74,11 +74,21 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class LocalEmbedder(Embedder, Protocol):
+    """An embedder computed in this process (no network): a search embeds its query with
+    it in the index's worker thread, in the same visit as its reads."""
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """`embed`, in the calling thread."""
+        ...
+
+
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
         matrix = matrix.reshape(1, -1)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]
     norms[norms == 0] = 1.0
     return matrix / norms
 
@@ -227,8 +237,10 @@ class StaticEmbedder:
             encoded = tokenizer.encode_batch(cut, add_special_tokens=False)
         for row, enc in enumerate(encoded):
             if enc.ids:
-                ids = np.clip(np.asarray(enc.ids, dtype=np.int64), 0, matrix.shape[0] - 1)
-                out[row] = matrix[ids].mean(axis=0)
+                # The sum, not the mean: the rows are normalised below, and np.mean's and
+                # np.clip's Python wrappers cost more than the arithmetic for a query.
+                rows = matrix.take(enc.ids, axis=0, mode="clip")
+                out[row] = np.add.reduce(rows, axis=0)
         return normalise_rows(out)
 
 

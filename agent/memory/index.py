@@ -4,9 +4,9 @@ the Markdown files under memory/, plus the vectors of its chunks in memory (vect
 Vectors for the configured model are held in memory as one numpy matrix (exact cosine
 k-NN), kept in step with the `chunks` table. Every access to SQLite, read or write, goes
 through index_db.Database in a worker thread, whatever the index's size; `read` runs a
-caller's several queries in one hop. The freshness check before a search (the generation
-read and a stat of each memory file, one hop) runs in the shared refresh task, so a
-cancelled caller never cancels it.
+caller's several queries in one hop, and `read_fresh` puts a search's freshness check (the
+generation read and a stat of each memory file) in the same hop, when nothing changed; a
+refresh runs in the shared refresh task, so a cancelled caller never cancels it.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
 """
@@ -369,48 +369,59 @@ class MemoryIndex:
             total = self._total
         return total, {t: self._freqs[t] for t in terms if t in self._freqs}
 
-    async def fresh_doc_freqs(self, terms: list[str]) -> tuple[int, dict[str, int]]:
-        """`refresh()` then `doc_freqs(terms)`, in one hop when nothing changed: a search
-        needs both before it can embed its query, and the freshness check and the count of
-        the terms not counted yet share the worker thread's visit. Any change (a file, the
-        generation, chunks still waiting for a vector, a refresh running) takes the full
-        way."""
+    async def read_fresh(
+        self, terms: list[str], work: Callable[[Reader, int, dict[str, int]], T]
+    ) -> T:
+        """`refresh()`, `doc_freqs(terms)`, then `work(reader, total, freqs)`: in one hop
+        when nothing changed. A search needs the index fresh and its words counted before
+        it can weigh and embed its query, and then reads its candidates; all of it shares
+        one visit of the worker thread, and the stat comparison that proves the visit read
+        a fresh index runs back on the loop. Any change (a file, the generation, chunks
+        still waiting for a vector, a refresh running) throws the visit's result away and
+        takes the full way: refresh, count, then `work` in a hop of its own."""
         if self._refreshing is None or self._refreshing.done():
             if self._freqs_generation != self._generation or self._generation < 0:
                 self._freqs.clear()
                 self._total = None
                 self._freqs_generation = self._generation
-            unknown = [t for t in dict.fromkeys(terms) if t not in self._freqs]
-            known = self._total
+            wanted = list(dict.fromkeys(terms))
+            known = {t: self._freqs[t] for t in wanted if t in self._freqs}
+            unknown = [t for t in wanted if t not in known]
+            cached_total = self._total
             expected = self._generation
 
             def visit(
                 connection: sqlite3.Connection,
-            ) -> tuple[int, dict[str, tuple[int, int, int]], tuple[int, list[int]] | None]:
+            ) -> tuple[int, dict[str, tuple[int, int, int]], tuple[int, list[int], T] | None]:
                 generation, disk = self._generation_and_scan(connection)
-                if generation != expected or (known is not None and not unknown):
+                if generation != expected:
                     return generation, disk, None
                 reader = Reader(connection)
-                total = reader.chunk_count() if known is None else known
-                return generation, disk, (total, reader.doc_freqs(unknown))
+                total = reader.chunk_count() if cached_total is None else cached_total
+                counted = reader.doc_freqs(unknown) if unknown else []
+                freqs = known | dict(zip(unknown, counted, strict=True))
+                return generation, disk, (total, counted, work(reader, total, freqs))
 
             db = await self._conn()
-            generation, disk, counted = await db.run(visit)
+            generation, disk, done = await db.run(visit)
             if (
-                generation == self._generation >= 0
+                done is not None
+                and generation == self._generation >= 0
                 and self._freqs_generation == generation
                 and not self._missing
                 and (self._refreshing is None or self._refreshing.done())
                 and disk.keys() == self._files.keys()
                 and all(self._files[path].same_stat(stat) for path, stat in disk.items())
             ):
-                if counted is not None:
-                    self._total = counted[0]
-                    self._freqs.update(zip(unknown, counted[1], strict=True))
-                if self._total is not None and all(t in self._freqs for t in terms):
-                    return self._total, {t: self._freqs[t] for t in terms}
+                total, counted, result = done
+                self._total = total
+                self._freqs.update(zip(unknown, counted, strict=True))
+                if len(self._freqs) > MAX_CACHED_FREQS:
+                    self._freqs.clear()
+                return result
         await self.refresh()
-        return await self.doc_freqs(terms)
+        total, freqs = await self.doc_freqs(terms)
+        return await self.read(lambda reader: work(reader, total, freqs))
 
     async def dated_between(self, first: str, last: str) -> list[int]:
         """Reader.dated_between, on its own."""

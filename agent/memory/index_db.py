@@ -13,9 +13,9 @@ One way in: a plain sqlite3 connection (`Database`), used only in its own worker
 one use at a time, for every read and write at any size. Not
 aiosqlite, which DESIGN.md names: aiosqlite hops to its thread once per statement, while a
 search makes several queries and, on a busy two-core machine, each hop costs more than the
-query. `Database.run` hands a whole function over in one hop, so a search's reads (`Reader`)
-cost one hop, and the freshness check before it (the generation read and the stat of each
-memory file) another; with aiosqlite the same search took five. Nothing runs on the event
+query. `Database.run` hands a whole function over in one hop, so a search (its freshness
+check, word counts, query embedding with a local model, and reads through `Reader`) costs
+one hop; with aiosqlite the same search took five. Nothing runs on the event
 loop, however large the index grows.
 """
 
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from clawgate.agent.memory.chunker import CHUNKER_VERSION
 from clawgate.agent.memory.tokens import cjk_runs
@@ -85,8 +85,9 @@ class FileState:
         return (self.size, self.mtime_ns, self.ino) == other
 
 
-@dataclass(frozen=True)
-class ChunkRow:
+class ChunkRow(NamedTuple):
+    """One chunk as a search reads it (a tuple: a search builds dozens of them)."""
+
     id: int
     path: str
     start_line: int
@@ -218,7 +219,7 @@ class Database:
     """The index's one SQLite connection. Every use runs in the connection's own worker
     thread, never on the event loop: one thread, so one statement or one piece of work at a
     time has the connection, with no lock to take, and a hop skips the shared pool's
-    bookkeeping (a search pays for two). `run` hands a whole function of several statements
+    bookkeeping (a search pays for one). `run` hands a whole function of several statements
     over in one hop: a search's reads cost one thread hop, not one per query."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:

@@ -2,7 +2,9 @@
 per-query scale (see fusion.py), recency as a bounded tie-breaker, MMR re-ranked.
 
 For a query:
-1. Refresh the index (a stat per memory file when nothing changed).
+1. Refresh the index (a stat per memory file when nothing changed). Steps 1 to 5 run in one
+   visit of the index's worker thread (`MemoryIndex.read_fresh`); a remote embedding model
+   is called between two visits instead, so the HTTP call never holds the thread.
 2. Dates it names ("on March 16", "last week", "上周", "去年十月"; dates.py) are taken out of
    its words and kept as a range of days.
 3. Keyword candidates (max_results x candidate_multiplier): BM25 over the porter/unicode61
@@ -32,29 +34,32 @@ For a query:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from clawgate.agent.memory import fusion, multihop
-from clawgate.agent.memory.coverage import CHITCHAT, coverage, entry_coverage, terms
+from clawgate.agent.memory.coverage import coverage, entry_coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
+from clawgate.agent.memory.embeddings import LocalEmbedder
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow, Reader
+from clawgate.agent.memory.query import (
+    KeywordQuery,
+    keyword_query,
+    query_vector,
+    query_vector_async,
+    term_weights,
+)
 from clawgate.agent.memory.tokens import (
-    CJK_STOP_CHARS,
-    STOPWORDS,
-    cjk_bigrams,
-    cjk_runs,
     normalise,
     stem,
     token_set,
-    words,
 )
 from clawgate.kernel.config import MemorySearchConfig
 
@@ -70,13 +75,7 @@ RECENCY_WEIGHT = fusion.RECENCY_WEIGHT
 # With a date in the question and nothing but the date matching, confidence is this.
 DATE_CONFIDENCE = 0.5
 SNIPPET_CHARS = 300
-MAX_QUERY_TERMS = 32
-MAX_TRIGRAMS = 48
 MAX_NEEDLES = 24
-# Two-character sequences too common to mean anything on their own.
-CJK_STOP_BIGRAMS = frozenset(
-    "什么 时候 怎么 我们 你们 他们 这个 那个 哪里 没有 可以 现在 一个 了吗 的是 是不 不是 一下".split()
-)
 
 
 @dataclass(frozen=True)
@@ -96,58 +95,6 @@ class SearchHit:
         data.pop("why")
         data["score"] = round(self.score, 4)
         return data
-
-
-@dataclass(frozen=True)
-class KeywordQuery:
-    """A user's text as safe FTS5 queries: every term is a quoted string, so quotes,
-    operators (AND, OR, NOT, NEAR), `*`, `^`, column filters, brackets and emoji in the
-    input can never be FTS5 syntax."""
-
-    match: str | None  # for chunks_fts (porter unicode61)
-    trigram: str | None  # for chunks_tri
-    short_cjk: tuple[str, ...]  # 1-2 character CJK words: substring fallback
-    cjk_bigrams: tuple[str, ...]  # bigrams of longer runs, for the same substring scan
-    terms: tuple[str, ...]  # for placing snippets
-    words: tuple[str, ...] = ()  # the content words, for weighing coverage
-
-    @property
-    def empty(self) -> bool:
-        return not (self.match or self.trigram or self.short_cjk)
-
-
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def keyword_query(text: str) -> KeywordQuery:
-    norm = normalise(text)
-    found = list(dict.fromkeys(words(norm)))
-    content = [w for w in found if w not in STOPWORDS] or found
-    content = content[:MAX_QUERY_TERMS]
-    trigrams: list[str] = []
-    short: list[str] = []
-    bigrams: list[str] = []
-    runs = cjk_runs(norm)
-    for run in runs:
-        if len(run) >= 3:
-            trigrams.extend(run[i : i + 3] for i in range(len(run) - 2))
-            bigrams.extend(
-                g
-                for g in cjk_bigrams(run)
-                if g not in CJK_STOP_BIGRAMS and not set(g) <= CJK_STOP_CHARS
-            )
-        elif len(run) == 2 or run not in CJK_STOP_CHARS:
-            short.append(run)
-    trigrams = list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS]
-    return KeywordQuery(
-        match=" OR ".join(_quote(w) for w in content) or None,
-        trigram=" OR ".join(_quote(g) for g in trigrams) or None,
-        short_cjk=tuple(dict.fromkeys(short)),
-        cjk_bigrams=tuple(dict.fromkeys(bigrams)),
-        terms=tuple(content) + tuple(runs),
-        words=tuple(content),
-    )
 
 
 def snippet(text: str, terms: tuple[str, ...], limit: int = SNIPPET_CHARS) -> str:
@@ -197,6 +144,8 @@ class MemorySearch:
         self._today = today or (lambda: datetime.now(UTC).astimezone(zone).date())
         embedder = index.embedder
         self.weights = resolve_weights(config, embedder)
+        # A local model embeds the query in the index's thread (see search).
+        self._local = embedder if isinstance(embedder, LocalEmbedder) else None
 
     def today(self) -> date:
         """The owner's local date: what relative dates in a question count from."""
@@ -228,11 +177,32 @@ class MemorySearch:
         if since is not None or until is not None:
             window = ((since or date.min).isoformat(), (until or date.max).isoformat())
         dated = _within(asked, window) if asked else None
-        weights_by_term, unseen = await self._term_weights(plan, text)
-        query_vector = await self._embed(text if text.strip() else query, unseen, weights_by_term)
-        raw, cosines, rows = await self.index.read(
-            lambda r: self._gather(r, plan, query_vector, pool, window, dated)
+        embedder, local = self.index.embedder, self._local
+        query_text = text if text.strip() else query
+
+        def visit(reader: Reader, total: int, freqs: dict[str, int]) -> _Visit:
+            weights, unseen = term_weights(text, total, freqs)
+            vector = None
+            if embedder is not None and len(self.index.vectors):
+                if local is None:
+                    return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
+                vector = query_vector(local.embed_sync, query_text, unseen, weights)
+            gathered = self._gather(reader, plan, vector, pool, window, dated)
+            return _Visit(weights, unseen, vector, gathered)
+
+        # One visit of the index's thread: freshness, word counts, the query's vector (a
+        # local model) and every candidate read. A remote model's embedding is an HTTP call
+        # that must not hold the thread, so it is awaited between two visits instead.
+        weights_by_term, unseen, query_vec, gathered = await self.index.read_fresh(
+            list(plan.words), visit
         )
+        if gathered is None:
+            assert embedder is not None
+            query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
+            gathered = await self.index.read(
+                lambda r: self._gather(r, plan, query_vec, pool, window, dated)
+            )
+        raw, cosines, rows = gathered
         if window is not None:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
@@ -247,7 +217,7 @@ class MemorySearch:
             c: entry_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
             for c, r in rows.items()
         }
-        mean = self.index.vectors.mean(query_vector) if query_vector is not None else 0.0
+        mean = self.index.vectors.mean(query_vec) if query_vec is not None else 0.0
         vector = fusion.normalise_vector(cosines, mean)
         w_v, w_t = self.weights
         weights = (w_t, w_v, DATE_WEIGHT * (w_t + w_v) if asked else 0.0)
@@ -370,50 +340,17 @@ class MemorySearch:
                 found[c] = max(found.get(c, 0.0), value)
         return found
 
-    async def _term_weights(
-        self, plan: KeywordQuery, text: str
-    ) -> tuple[dict[str, float], list[str]]:
-        """Each query term's BM25 idf (a word in many chunks says little; CJK characters
-        weigh as much as an average word), and the content words no chunk contains. The
-        index is brought up to date first, in the same hop when nothing changed."""
-        total, freqs = await self.index.fresh_doc_freqs(list(plan.words))
-        unseen = [w for w, df in freqs.items() if df == 0 and w not in CHITCHAT]
-        weights: dict[str, float] = {}
-        for word, df in freqs.items():
-            if word in CHITCHAT:
-                continue
-            idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
-            key = stem(word)
-            weights[key] = max(weights.get(key, 0.0), idf)
-        average = sum(weights.values()) / len(weights) if weights else 1.0
-        for term in terms(text):
-            weights.setdefault(term, average)
-        return weights, unseen
 
-    async def _embed(
-        self, text: str, unseen: list[str], weights: dict[str, float]
-    ) -> np.ndarray | None:
-        """The query's vector. Words that no chunk contains can only be found by meaning,
-        while the words that do occur are already matched by the keyword side (and in a
-        static model they pull the query toward every chunk that repeats them, e.g. a
-        name): so the vector blends the whole query's embedding with that of its unseen
-        words alone, each by its share of the query's weight."""
-        embedder = self.index.embedder
-        if embedder is None or not len(self.index.vectors):
-            return None
-        texts = [text, " ".join(unseen)] if unseen else [text]
-        try:
-            vectors = await embedder.embed(texts)
-        except Exception as exc:
-            log.warning("memory search: embedding the query failed (%s); keyword only", exc)
-            return None
-        if not unseen:
-            return vectors[0]
-        total = sum(weights.values()) or 1.0
-        share = sum(weights.get(stem(w), 0.0) for w in unseen) / total
-        blend = (1.0 - share) * vectors[0] + share * vectors[1]
-        norm = float(np.linalg.norm(blend))
-        return blend / norm if norm else vectors[0]
+Gathered = tuple[dict[str, dict[int, float]], dict[int, float], dict[int, ChunkRow]]
+
+
+class _Visit(NamedTuple):
+    """What a search's visit of the index thread brings back."""
+
+    weights: dict[str, float]
+    unseen: list[str]
+    vector: np.ndarray | None
+    gathered: Gathered | None = None
 
 
 def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str] | None:

@@ -9,7 +9,8 @@
 Every write holds the workspace's memory lock (lock.py) for its whole read-modify-write: the
 daemon, the model's file tools and a CLI command may write at once. The methods here are
 blocking and take the lock themselves; async code calls them through `store.lock.run(...)`. A model's rewrite of
-MEMORY.md is merged with what the file became since the model saw it (merge.py).
+MEMORY.md is merged with what the file became since the model saw it (merge.py), and the
+lines it removes are recorded first (removed.py), so the owner can put them back.
 Every write replaces lone UTF-16 surrogates (as session writes do), so no text a model or a
 platform produced can make a memory write raise; a MEMORY.md that is not valid UTF-8 (an
 editor's stray byte) is read with replacement characters instead of failing.
@@ -28,6 +29,15 @@ from zoneinfo import ZoneInfo
 from clawgate.agent.memory.entries import Span, write_entry
 from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.memory.merge import MemoryRewrite, merge_lines
+from clawgate.agent.memory.removed import (
+    Journal,
+    Removal,
+    mark_restored,
+    read_journal,
+    record_removal,
+    removed_lines,
+    with_restored,
+)
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.storage import DiskWriter
 
@@ -128,15 +138,31 @@ class MemoryStore:
 
     def rewrite_memory(self, rewrite: MemoryRewrite) -> str:
         """Apply a model's whole-file rewrite: as it is if MEMORY.md is still what the model
-        saw, else merged with the lines added or removed since. Returns what was written."""
+        saw, else merged with the lines added or removed since. The lines it takes out of
+        the file are recorded before it is replaced. Returns what was written."""
         with self._locked():
             current = self.read_memory()
             text = without_surrogates(rewrite.text)
             if current != rewrite.base:
                 text = merge_lines(rewrite.base, text, current)
                 log.info("MEMORY.md changed during a consolidation; the rewrite was merged")
+            gone = removed_lines(current, text)
+            if gone:
+                record_removal(self.writer, self.dir, rewrite.source, gone, self.now())
             self.replace_memory(text)
             return text
+
+    def removals(self) -> Journal:
+        """What consolidations removed from MEMORY.md, and which of it was restored."""
+        return read_journal(self.dir)
+
+    def restore_removal(self, removal: Removal) -> str:
+        """Append a removal's lines that MEMORY.md no longer holds, then mark it restored.
+        Returns MEMORY.md after."""
+        with self._locked():
+            self.replace_memory(with_restored(self.read_memory(), removal))
+            mark_restored(self.writer, self.dir, removal, self.now())
+            return self.read_memory()
 
     def versions(self) -> list[Path]:
         """The kept MEMORY.md versions, oldest first."""

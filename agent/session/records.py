@@ -201,9 +201,31 @@ class Archived(Line):
     timestamp: str | None = None
 
 
+class OverLimit(Line):
+    """A message over its sender's rate limit, kept as it came: never sent to the model, never
+    answered (gateway/daemon/ratelimit.py). Not a message line, so no turn sees it."""
+
+    type: Literal["over_limit"] = "over_limit"
+    message_id: str | None = None
+    sender_id: str
+    sender_name: str | None = None
+    content: str
+    media: list[str] | None = None
+    sent_at: str
+    timestamp: str | None = None
+
+
 # What callers may append (the header is the store's to write).
 RecordKind = (
-    State | Delivery | TurnError | Command | Stopped | Compaction | Consolidation | Archived
+    State
+    | Delivery
+    | TurnError
+    | Command
+    | Stopped
+    | Compaction
+    | Consolidation
+    | Archived
+    | OverLimit
 )
 Record = Annotated[RecordKind, Field(discriminator="type")]
 

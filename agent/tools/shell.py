@@ -7,10 +7,14 @@ owner's own sessions get this tool, that the child environment is an allowlist, 
 gateway is not dumpable (its /proc environ is closed to the commands), and the
 operating-system account clawgate runs as. Run clawgate as an unprivileged user.
 
-Every command runs in its own session; when the call ends (exit, timeout, cancellation) the
-whole session is killed, with every descendant found through /proc (parent chain, session,
-process group, or an inherited output pipe). The output is read by a protocol that keeps
-only a bounded head and tail, so nothing waits for a pipe that never reaches EOF.
+Every command runs in its own session, on Linux under a per-call child subreaper
+(`reaper.py`): whatever the command starts stays the reaper's descendant, even a process that
+double-forks, calls setsid and makes itself non-dumpable, and the reaper kills them all when
+the shell exits or the gateway sends it SIGTERM (timeout, cancellation). Then, and as the
+second line should a command kill its reaper, the whole session is killed, with every
+descendant found through /proc (parent chain, session, process group, or an inherited
+output pipe). The output is read by a protocol that keeps only a bounded head and tail, so
+nothing waits for a pipe that never reaches EOF.
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ ENV_ALLOW_PREFIXES = ("LC_",)
 SCOPE_VARIABLE = "EXEC_SCOPE_ID"
 # After the kill, how long the output already in the pipes may take to arrive.
 DRAIN_GRACE_SECONDS = 1.0
+# How long the reaper may take to kill a timed-out or cancelled command's processes.
+REAP_GRACE_SECONDS = 5.0
+REAPER = Path(__file__).with_name("reaper.py")
 
 _ARGS = r"[^;&|\n]*"  # the rest of one simple command
 _END = r"(?=$|[\s;&|)])"
@@ -286,6 +293,28 @@ async def _kill_session(leader: int, pipes: set[str], mark: bytes) -> None:
         _kill(await asyncio.to_thread(session_tree, leader, pipes, mark))
 
 
+def _argv(command: str) -> tuple[str, ...]:
+    if sys.platform.startswith("linux") and sys.executable:
+        # -I -S: no site, no PYTHON* variables; the reaper needs the standard library only.
+        return (sys.executable, "-I", "-S", str(REAPER), command)
+    return ("/bin/sh", "-c", command)
+
+
+async def _end_call(
+    transport: asyncio.SubprocessTransport, collector: _Collector, pipes: set[str], mark: bytes
+) -> None:
+    """Kill everything the call started: the reaper first (a SIGTERM it answers by killing
+    its descendants, then itself), then the session and the /proc walk."""
+    pid = transport.get_pid()
+    if not collector.exited.is_set():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REAP_GRACE_SECONDS):
+                await collector.exited.wait()
+    await _kill_session(pid, pipes, mark)
+
+
 async def run_command(command: str, ctx: ToolContext) -> str:
     """Run `command` under /bin/sh in its own session; when the shell exits, the timeout
     passes or the call is cancelled, kill everything it started and stop reading."""
@@ -297,9 +326,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
     spawn = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _Collector(ctx.config.max_result_chars),
-            "/bin/sh",
-            "-c",
-            command,
+            *_argv(command),
             cwd=ctx.root,  # the chat's public/<chat>/ for non-owners (exec_in_groups); not a sandbox
             env={**env, SCOPE_VARIABLE: scope},
             stdin=asyncio.subprocess.DEVNULL,
@@ -313,11 +340,10 @@ async def run_command(command: str, ctx: ToolContext) -> str:
     except asyncio.CancelledError:
         # Cancelling the spawn midway can leave it waiting forever for a child it never
         # reaps (seen on CPython 3.11); let it finish, then kill what it started.
-        transport, _ = await spawn
-        await _kill_session(transport.get_pid(), _our_pipes(transport), mark)
+        transport, collector = await spawn
+        await _end_call(transport, collector, _our_pipes(transport), mark)
         transport.close()
         raise
-    pid = transport.get_pid()
     pipes = _our_pipes(transport)
     timed_out = False
     try:
@@ -327,7 +353,7 @@ async def run_command(command: str, ctx: ToolContext) -> str:
         timed_out = True
     finally:
         # Also on CancelledError (/stop, the turn's limit): nothing outlives the call.
-        await _kill_session(pid, pipes, mark)
+        await _end_call(transport, collector, pipes, mark)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DRAIN_GRACE_SECONDS):
                 await collector.closed.wait()

@@ -16,6 +16,12 @@ their order. A crash between the journal line and the watermark leaves the messa
 watermark too: its id is taken from the journal into the watermark at start, so catch-up
 does not read it twice. A damaged state.json (or a missing one after the journal shows the
 channel ran) is rebuilt from the journal before catch-up (catchup.py's `recover`).
+
+A journal write that fails (a full disk) is retried with backoff by the inbound worker, which
+holds the message until it is stored: what arrives meanwhile waits behind it, and the
+watermark stays before it, so neither a later message nor a restart passes it by. While the
+disk stays full its sender is told once, and a reply waits likewise for its answered line
+(channels/unstored.py).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from clawgate.channels.discord.state import Watermarks
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
 from clawgate.channels.pairing import PairingStore
+from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.storage import DiskWriter
@@ -107,6 +114,7 @@ class DiscordChannel(Channel):
         self.workspace = workspace
         self.policy = policy
         writer = writer or DiskWriter()
+        self._sleep = sleep
         self._guild_ready_timeout = guild_ready_timeout
         self._client: EventClient | None = None
         self._task: asyncio.Task[None] | None = None
@@ -118,6 +126,7 @@ class DiscordChannel(Channel):
         # Loaded from the journal at the first start of the process, published once ready.
         self._due: list[tuple[int, InboundMessage]] | None = None
         self._receiving = False
+        self._unstored = Unstored(self.name, self._tell)
 
         def sender_for(path: Path) -> Sender:
             return Sender(
@@ -260,22 +269,41 @@ class DiscordChannel(Channel):
         inbound = await self._normaliser.normalise(message, client)
         if inbound is None:
             return
-        # Shielded: a stop() between the journal line and the publish must not leave a
-        # message this process will never replay (it replays only on its first start).
-        await asyncio.shield(self._accept(message.id, inbound))
+        # Kept until stored: the worker waits here, so nothing after it is accepted (and
+        # the watermark cannot pass it) before it is. A stop() while waiting leaves it
+        # unjournaled and after the watermark: catch-up reads it again.
+        while True:
+            # Shielded: a stop() between the journal line and the publish must not leave a
+            # message this process will never replay (it replays only on its first start).
+            failed = await asyncio.shield(self._accept(message.id, inbound))
+            if failed is None:
+                self._unstored.stored()
+                return
+            await self._unstored.failed([inbound], failed)
+            await self._sleep(self._unstored.delay())
 
-    async def _accept(self, message_id: int, inbound: InboundMessage) -> None:
-        # Journal, then watermark, then publish: a crash after the journal line replays the
-        # message at the next start; a failed journal write leaves the watermark before it,
-        # so catch-up reads it again.
-        await self.journal.record([(message_id, None if is_stop(inbound.text) else inbound)])
+    async def _accept(self, message_id: int, inbound: InboundMessage) -> OSError | None:
+        """Journal, then watermark, then publish: a crash after the journal line replays the
+        message at the next start. A failed journal write advances nothing and is returned."""
+        try:
+            await self.journal.record([(message_id, None if is_stop(inbound.text) else inbound)])
+        except OSError as exc:
+            return exc
         self._watermarks.note_seen(inbound.chat_id, message_id)
         await self._watermarks.flush()
         await self.bus.publish_inbound(inbound)
+        return None
+
+    async def _tell(self, chat_id: str, text: str) -> None:
+        try:
+            await self._sender.send_text(chat_id, text)
+        except Exception as exc:
+            log.warning("discord: could not tell %s: %s", chat_id, exc)
 
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
-        """The dispatcher's decision: typing only for a message that will be answered; an
-        ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        """The dispatcher's decision: typing only for a message that will be answered; one
+        that will not (over the rate limit: kept in its session by now) is marked answered,
+        so no restart replays it."""
         if not accepted:
             message_id = _snowflake(message.message_id)
             if message_id is not None:
@@ -304,9 +332,17 @@ class DiscordChannel(Channel):
             if stopped is not None:
                 # "Stopped." answers the stopped turn's message alone; its reply_to, the /stop,
                 # overtook the messages queued behind that turn, and they still run.
-                await self.journal.answered([stopped])
+                await until_stored(
+                    lambda: self.journal.answered([stopped]),
+                    f"discord: the answered mark of {stopped}",
+                    self._sleep,
+                )
             elif answering is not None:
-                await self.journal.answered_through(chat_id, answering)
+                await until_stored(
+                    lambda: self.journal.answered_through(chat_id, answering),
+                    f"discord: the answered mark of {answering}",
+                    self._sleep,
+                )
             quote = chat_id in self._normaliser.group_chats
             sender = self._agent_senders.get(message.agent or "", self._sender)
             await sender.send(message, quote=quote)

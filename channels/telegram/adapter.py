@@ -5,7 +5,9 @@ sent before the update is on disk. Each fetched batch is normalised and appended
 journal (fsynced) before the next getUpdates call confirms it; each published update is
 marked answered once its reply is on its way. On start, whatever was journaled but never
 answered is published again - so a kill -9 between fetching and answering costs nothing and
-answers nothing twice.
+answers nothing twice. A batch the journal cannot store (a full disk) stays unconfirmed:
+polling backs off and fetches it again, and while the disk stays full each sender is told
+once (channels/unstored.py).
 
 An update PTB cannot parse makes `get_updates` raise for the whole batch, every time: the
 poll request keeps the raw batch, so the unreadable update is quarantined (journal.py),
@@ -35,6 +37,7 @@ from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
 from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
+from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
 from clawgate.kernel.retry import Backoff, Retry, retrying
@@ -134,6 +137,7 @@ class TelegramChannel(Channel):
             self._sender.reply_plain,
             self._notify_owners,
         )
+        self._unstored = Unstored(self.name, self._tell)
         self._poller: asyncio.Task[None] | None = None
         self._poll_request: HTTPXRequest | None = None
         self._send_request: HTTPXRequest | None = None
@@ -366,15 +370,25 @@ class TelegramChannel(Channel):
         entries.sort(key=lambda entry: entry[0])
         # A /stop acts on the turn running now; replayed after a restart it would only
         # answer "Nothing is running", so it is journaled as nothing to answer.
-        await self.journal.record(
-            (u, None if m is None or is_stop(m.text) else m) for u, m in entries
-        )
+        try:
+            await self.journal.record(
+                (u, None if m is None or is_stop(m.text) else m) for u, m in entries
+            )
+        except OSError as exc:
+            # Unconfirmed, so Telegram hands the batch out again at the next poll.
+            await self._unstored.failed([m for _, m in entries], exc)
+            raise
+        self._unstored.stored()
         for _, message in entries:
             if message is not None:
                 await self._publish(message)
 
     async def _publish(self, message: InboundMessage) -> None:
         await self.bus.publish_inbound(message)
+
+    async def _tell(self, chat_id: str, text: str) -> None:
+        chat, _ = split_chat_id(chat_id)
+        await self._sender.reply_plain(chat, text)
 
     async def _notify_owners(self, text: str) -> None:
         # Through the bus like any reply: the manager redacts it and the sender retries it.
@@ -385,7 +399,8 @@ class TelegramChannel(Channel):
 
     async def admitted(self, message: InboundMessage, accepted: bool) -> None:
         """The dispatcher's decision: typing starts only for a message that will be answered;
-        an ignored one (over the rate limit) is marked answered, so no restart replays it."""
+        one that will not (over the rate limit: kept in its session by now) is marked
+        answered, so no restart replays it."""
         if accepted:
             if self._receiving and not is_stop(message.text):
                 self._typing.start(message.chat_id)
@@ -410,7 +425,11 @@ class TelegramChannel(Channel):
             # journaled as nothing to answer): what is queued behind it still runs.
             stopped, _ = parse_message_id(message.stopped)
             if stopped is not None:
-                await self.journal.answered([stopped])
+                await until_stored(
+                    lambda: self.journal.answered([stopped]),
+                    f"telegram: the answered mark of {stopped}",
+                    self._sleep,
+                )
             self._typing.stop(message.chat_id)
             if self._receiving and self.journal.waiting(message.chat_id):
                 self._typing.start(message.chat_id)
@@ -426,7 +445,11 @@ class TelegramChannel(Channel):
             return
         # Messages of one chat run in order, one at a time, so when this update's reply goes
         # out every earlier one's turn has ended too (a replayed one skipped without a reply).
-        await self.journal.answered_through(chat_id, update_id)
+        await until_stored(
+            lambda: self.journal.answered_through(chat_id, update_id),
+            f"telegram: the answered mark of {update_id}",
+            self._sleep,
+        )
         self._typing.stop(chat_id)
         if self._receiving and any(m.chat_id == chat_id for m in self.journal.pending.values()):
             self._typing.start(chat_id)

@@ -18,6 +18,8 @@ def _size(count: int) -> str:
 
 def status(ctx: typer.Context, agent: AgentOption = None) -> None:
     from clawgate.gateway.cli.agents import agent_rows, describe
+    from clawgate.gateway.ops.rendezvous import describe as describe_dashboard
+    from clawgate.gateway.ops.rendezvous import read_record
     from clawgate.gateway.ops.status_file import disk_usage, read_status
 
     context = cli_context(ctx)
@@ -38,6 +40,9 @@ def status(ctx: typer.Context, agent: AgentOption = None) -> None:
             typer.echo(f"  channel {name}: {info.get('state')}{restarts}{error}")
         if report.get("busy_sessions") is not None:
             typer.echo(f"  turns running: {report['busy_sessions']}")
+    dashboard = read_record(context.file_config().data_dir)
+    if dashboard is not None:
+        typer.echo(f"  {sanitise(describe_dashboard(dashboard))}")
     reported = report.get("agents") if report is not None and report["running"] else None
     if reported:
         typer.echo("agents (as the gateway runs them):")

@@ -9,6 +9,12 @@ records take the same path as Telegram's. One socket serves every agent of the g
 request names its agent (`clawgate agent --agent NAME`), and the message carries it to the
 daemon's routing (`InboundMessage.agent`; absent = the default agent).
 
+Where data_dir is too long for a socket path, the socket goes to a folder only the owner can
+create: `$XDG_RUNTIME_DIR/clawgate/`, else `<tmp>/clawgate-<uid>/` - which another account
+can make first, so both ends check that the folder belongs to this account and is 0700
+before using it; and the terminal reads the listener's uid from the connected socket
+(SO_PEERCRED, Linux) before it sends a byte, talking only to its own account's gateway.
+
 On shutdown `stop` refuses new terminals and takes no more lines, but the open connections
 stay writable until `close`, which the gateway calls after its dispatchers have finished or
 cancelled their turns and the outbound queue is flushed: a reply finished in the grace
@@ -31,6 +37,8 @@ import json
 import logging
 import os
 import socket
+import stat
+import struct
 import tempfile
 from pathlib import Path
 
@@ -48,23 +56,46 @@ SOCKET_NAME = "control.sock"
 MAX_SOCKET_PATH = 100
 LINE_LIMIT = 4 * 1024 * 1024  # a pasted document is one message
 MAX_SESSION_NAME = 200
+PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 def socket_path(data_dir: Path) -> Path:
     """`<data_dir>/control.sock`, or, where that path is too long for a Unix socket, a name
-    derived from data_dir in a private folder of the temp directory (both sides compute it)."""
+    derived from data_dir in the runtime folder (both sides compute it)."""
     path = data_dir / SOCKET_NAME
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:24]
-    return Path(tempfile.gettempdir()) / f"clawgate-{os.getuid()}" / f"{digest}.sock"
+    return _runtime_folder() / f"{digest}.sock"
 
 
-def _private_folder(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = folder.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise ChannelError(f"{folder} must belong to you and be private (0700)")
+def _runtime_folder() -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and Path(runtime).is_absolute():
+        return Path(runtime) / "clawgate"
+    return Path(tempfile.gettempdir()) / f"clawgate-{os.getuid()}"
+
+
+def check_private_folder(folder: Path) -> None:
+    """Raise unless `folder` belongs to this account and no one else may enter it (0700)."""
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ChannelError(
+            f"{folder} (the control socket's folder) belongs to another account or is open "
+            "to others: remove it, set XDG_RUNTIME_DIR to a private folder, or use a shorter "
+            "data_dir"
+        )
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (None where the platform
+    has no SO_PEERCRED: the folder check stands alone there)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    _, uid, _ = PEER_CREDENTIALS.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
+    )
+    return int(uid)
 
 
 class ControlChannel(Channel):
@@ -86,8 +117,9 @@ class ControlChannel(Channel):
 
     async def start(self) -> None:
         self._stopping = False
-        if self.path.parent.name.startswith("clawgate-"):
-            _private_folder(self.path.parent)  # the temp-dir fallback: check who made it
+        if self.path.name != SOCKET_NAME:  # the runtime folder: check who made it
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            check_private_folder(self.path.parent)
         # Whoever starts this holds the instance lock: a file left here is a dead gateway's.
         self.path.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -216,13 +248,24 @@ class ControlClient:
         cls, data_dir: Path, session: str, agent: str | None = None
     ) -> ControlClient | None:
         """A connection to the gateway running on `data_dir` (the whole config's, not an
-        agent's), talking to `agent` (None: the default one), or None if none listens."""
+        agent's), talking to `agent` (None: the default one), or None if none listens.
+        Raises ChannelError, having sent nothing, when the socket's folder or the process
+        listening on it belongs to another account."""
+        path = socket_path(data_dir)
         try:
-            reader, writer = await asyncio.open_unix_connection(
-                str(socket_path(data_dir)), limit=LINE_LIMIT
-            )
+            if path.name != SOCKET_NAME:
+                check_private_folder(path.parent)
+            reader, writer = await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
         except (FileNotFoundError, ConnectionRefusedError):
             return None
+        uid = peer_uid(writer.get_extra_info("socket"))
+        if uid not in (None, os.getuid()):
+            writer.close()
+            await writer.wait_closed()
+            raise ChannelError(
+                f"{path} is served by another account (uid {uid}), not your gateway: "
+                "nothing was sent; remove it and restart the gateway"
+            )
         return cls(reader, writer, session, agent)
 
     async def say(self, text: str, message_id: str, sender: str) -> None:

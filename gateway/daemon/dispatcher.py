@@ -8,9 +8,12 @@ agent's `record_stop`: a replay or a restart never runs it again) and the `/stop
 "Stopped." (reply_to: the /stop; `stopped`: the message whose turn ended, the only one a
 channel's journal may mark answered for it). A turn that finished before the cancel reached
 it was not stopped: the `/stop` then takes its place at the head of the queue, like a /stop
-with nothing running. Every other message passes the per-sender rate limit (ratelimit.py) or is dropped before it is queued,
-and the channel hears which through `on_admitted`. Each session key has one FIFO and one
-worker task while it is busy; a global semaphore caps the turns running at once
+with nothing running. Every other message meets the per-sender rate limit (ratelimit.py): an
+owner's is queued and its turn waits for room in the window; anyone else's over the limit is
+queued to be kept, not answered (`keep_over_limit`), and only once it is stored does its
+channel hear it will not be answered. The channel hears each message's fate through
+`on_admitted`. Each session key has one FIFO and one worker task while it is busy; a global
+semaphore caps the turns running at once
 (`agent.max_concurrent_turns`). Right before a turn the trust is decided again
 (`AccessPolicies.decide`, channels/access.py), so replays and queued messages get the trust the
 rules give now; a message no longer served is dropped and its channel told.
@@ -29,7 +32,7 @@ from typing import Any, TypeVar
 
 from clawgate.agent.commands import parse_command
 from clawgate.channels.access import AccessPolicies
-from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, limit_notice
+from clawgate.gateway.daemon.ratelimit import RateLimiter, Verdict, delay_notice, limit_notice
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -37,8 +40,11 @@ log = logging.getLogger(__name__)
 Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]]
 # Told of a message whose turn a /stop ended, before "Stopped." goes out.
 Stopped = Callable[[InboundMessage], Awaitable[None]]
-# Told of each message's fate: True once it is queued for a turn, False when it is ignored.
+# Told of each message's fate: True once it is queued for a turn, False when it will not be
+# answered (kept over the rate limit, or no longer served by the access rules).
 Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
+# Stores a message over the rate limit, marked, without a turn (AgentRuntime.keep_over_limit).
+Keep = Callable[[InboundMessage], Awaitable[None]]
 INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
 T = TypeVar("T")
 
@@ -82,6 +88,7 @@ class Dispatcher:
         messages_per_minute: int = 0,
         rate_limiter: RateLimiter | None = None,
         on_admitted: Admitted | None = None,
+        keep_over_limit: Keep,
         trusts: AccessPolicies | None = None,
         on_stopped: Stopped | None = None,
     ) -> None:
@@ -89,12 +96,14 @@ class Dispatcher:
         one with a clock a test moves. `on_admitted` hears whether each message will be
         answered (the channels' typing indicator and journal act on it). `trusts` decides
         each message's trust right before its turn (replays and queued messages included);
-        without it the channel's trust stands. `on_stopped` records a turn a /stop ended."""
+        without it the channel's trust stands. `keep_over_limit` stores a message over the
+        rate limit without a turn. `on_stopped` records a turn a /stop ended."""
         self.bus = bus
         self._on_stopped = on_stopped
         # Per session, the /stops that cancelled its running turn, answered once it has ended.
         self._stops: dict[str, list[InboundMessage]] = {}
         self._trusts = trusts
+        self._keep_over_limit = keep_over_limit
         self._handle = handle
         self._on_admitted = on_admitted
         self.rate_limiter = rate_limiter or RateLimiter(messages_per_minute)
@@ -115,11 +124,11 @@ class Dispatcher:
             self._turns[message.session_key].cancel()
             self._stops.setdefault(message.session_key, []).append(message)
             return
-        if not await self._within_limit(message):
-            if self._on_admitted is not None:
-                await self._on_admitted(message, False)
-            return
         key = message.session_key
+        if not self._is_owner(message) and not await self._within_limit(message):
+            self._queues.setdefault(key, deque()).append(self._kept(message))
+            self._ensure_worker(key)
+            return
         self._queues.setdefault(key, deque()).append(message)
         if self._on_admitted is not None:
             await self._on_admitted(message, True)
@@ -139,24 +148,60 @@ class Dispatcher:
             self._idle.clear()
             self._workers[key] = asyncio.create_task(self._work(key), name=f"session {key}")
 
+    def _is_owner(self, message: InboundMessage) -> bool:
+        if message.trust.is_owner or message.sender_is_owner:
+            return True
+        return self._trusts is not None and self._trusts.sender_is_owner(
+            message.channel, message.facts
+        )
+
     async def _within_limit(self, message: InboundMessage) -> bool:
-        """Apply the per-sender rate limit; an ignored message is neither stored nor answered.
-        Commands count too: only a /stop of a running turn (above) is never refused."""
+        """Apply the per-sender rate limit to someone not an owner: over it, a message gets
+        no turn. Commands count too: only a /stop of a running turn (above) is never refused."""
         verdict = self.rate_limiter.check(message)
         if verdict is Verdict.ACCEPT:
             return True
         sender = self.rate_limiter.sender_key(message)
         if verdict is Verdict.NOTIFY:
             log.info("%s: over the rate limit, told the sender once", sender)
-            notice = limit_notice(self.rate_limiter.per_minute)
-            # No reply_to: the notice answers nothing, and a channel's journal must not take
-            # it as having answered this sender's earlier, still queued messages.
-            await self.bus.publish_outbound(
-                OutboundMessage(channel=message.channel, chat_id=message.chat_id, text=notice)
-            )
+            await self._notice(message, limit_notice(self.rate_limiter.per_minute))
         else:
-            log.debug("%s: over the rate limit, message ignored", sender)
+            log.debug("%s: over the rate limit, message kept unanswered", sender)
         return False
+
+    async def _notice(self, message: InboundMessage, text: str) -> None:
+        # No reply_to: the notice answers nothing, and a channel's journal must not take it
+        # as having answered this sender's earlier, still queued messages.
+        await self.bus.publish_outbound(
+            OutboundMessage(channel=message.channel, chat_id=message.chat_id, text=text)
+        )
+
+    def _kept(self, message: InboundMessage) -> _Job:
+        """A message over the limit, stored in its turn (so its session's lines keep their
+        order); its channel hears it will not be answered only once it is stored."""
+
+        async def keep() -> None:
+            try:
+                await self._keep_over_limit(message)
+                if self._on_admitted is not None:
+                    await self._on_admitted(message, False)
+            except Exception as exc:
+                # Still pending in its channel's journal: a restart offers it again.
+                log.warning("%s: a message over the limit not kept: %s", message.session_key, exc)
+
+        return _Job(keep, asyncio.get_running_loop().create_future())
+
+    async def _owner_room(self, message: InboundMessage) -> None:
+        """An owner's turn waits for room in the sender's window: delayed, never lost."""
+        if not self._is_owner(message):
+            return
+
+        async def notify() -> None:
+            sender = self.rate_limiter.sender_key(message)
+            log.info("%s: over the rate limit, the owner's messages wait their turn", sender)
+            await self._notice(message, delay_notice(self.rate_limiter.per_minute))
+
+        await self.rate_limiter.wait_turn(message, notify)
 
     async def _work(self, key: str) -> None:
         queue = self._queues[key]
@@ -169,6 +214,7 @@ class Dispatcher:
                 current = await self._with_current_trust(message)
                 if current is None:
                     continue
+                await self._owner_room(current)
                 async with self._slots:
                     reply = await self._run_one(key, current)
                 if reply is not None:

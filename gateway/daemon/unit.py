@@ -44,6 +44,7 @@ class AgentUnit:
             messages_per_minute=config.limits.messages_per_minute,
             rate_limiter=rate_limiter,
             on_admitted=on_admitted,
+            keep_over_limit=runtime.keep_over_limit,
             trusts=trusts,
             on_stopped=runtime.loop.record_stop,
         )

@@ -4,12 +4,21 @@
                             `clawgate dashboard --rotate` (which logs every browser out)
     dashboard-logins.json   sha-256 digests of one-time login codes with their expiry,
                             written by `clawgate dashboard`, consumed by the daemon
+    dashboard-login/        the 0600 page that takes a browser to its login link
+                            (login_link.py), replaced by each `clawgate dashboard`
 
 The token never travels in a URL: `clawgate dashboard` prints a short-lived, single-use code
 instead, which the daemon exchanges for a session cookie. The cookie names a session the
 server keeps (browser_sessions.py): logging out, rotating the token and an idle timeout end
 it, and with it its open event streams. The CSRF token is an HMAC of the cookie keyed by the
 token. The daemon re-reads the token file when it changes on disk.
+
+The site host: on loopback the dashboard answers only under `clawgate-<hmac>.localhost`, a
+name derived from the token (`site_host`), which browsers resolve to loopback themselves.
+A cookie is scoped by host name but not by port, so a cookie set for 127.0.0.1 or a fixed
+name would reach any process listening on another loopback port the browser visits (or is
+redirected to). A name derived from the token is known to no one without the token file, so
+no page on another port can send the browser there. A new token makes a new name.
 """
 
 from __future__ import annotations
@@ -46,6 +55,11 @@ def read_token(data_dir: Path) -> str | None:
     except FileNotFoundError:
         return None
     return text or None
+
+
+def site_host(token: str) -> str:
+    """The dashboard's host name under this token (lower case, as browsers send it)."""
+    return f"clawgate-{_mac(token, 'site host')[:32]}.localhost"
 
 
 def ensure_token(data_dir: Path, writer: DiskWriter | None = None) -> bool:
@@ -141,6 +155,11 @@ class Auth:
         if signature != self._signature:
             self._token, self._signature = read_token(self.data_dir), signature
         return self._token
+
+    def site_host(self) -> str | None:
+        """The host name the dashboard answers under on loopback; None without a token."""
+        token = self.token()
+        return None if token is None else site_host(token)
 
     def check_token(self, given: str) -> bool:
         token = self.token()

@@ -1,7 +1,13 @@
 """Logging in: a one-time code from `clawgate dashboard` (a link) or the token itself (the
-form) becomes an HttpOnly, SameSite=Strict session cookie; logging out ends the session on
-the server (the cookie stops working wherever it went) and clears it. A failed attempt is
-logged, and the same client's next one waits a little (browser_sessions.LoginThrottle)."""
+form) becomes an HttpOnly, SameSite=Strict session cookie, host-only on the site host
+(auth.site_host); logging out ends the session on the server (the cookie stops working
+wherever it went) and clears it. A failed attempt is logged, and the same client's next one
+waits a little (browser_sessions.LoginThrottle).
+
+A login link arrives from outside the site (typed, or the 0600 page `clawgate dashboard`
+opens: login_link.py), and a browser withholds a SameSite=Strict cookie from every redirect
+of a navigation another site started; so a good code answers with a page that moves on to
+`/` itself, a navigation of this site that carries the new cookie."""
 
 from __future__ import annotations
 
@@ -32,7 +38,10 @@ async def login_page(request: web.Request) -> web.StreamResponse:
     # In a thread: the login codes file is read and rewritten under its file lock.
     if await asyncio.to_thread(auth.consume_code, code):
         auth.throttle.succeeded(client)
-        return _logged_in(request)
+        # The page's refresh also takes the code out of the address bar.
+        response = render(request, "logged_in.html", title="Logged in")
+        _set_session(request, response)
+        return response
     auth.throttle.failed(client, "a used, expired or unknown login link")
     return render(
         request,
@@ -49,7 +58,10 @@ async def login_with_token(request: web.Request) -> web.StreamResponse:
     await auth.throttle.wait_turn(client)
     if auth.check_token(str(form.get("token", ""))):
         auth.throttle.succeeded(client)
-        return _logged_in(request)
+        # A redirect, so a reload does not post the token again.
+        response = web.Response(status=303, headers={"Location": "/"})
+        _set_session(request, response)
+        return response
     auth.throttle.failed(client, "wrong token")
     return render(request, "login.html", title="Log in", status=403, error="Wrong token.")
 
@@ -61,9 +73,8 @@ async def logout(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _logged_in(request: web.Request) -> web.StreamResponse:
-    # A redirect, so the code leaves the address bar and a reload does not resend it.
-    response = web.Response(status=303, headers={"Location": "/"})
+def _set_session(request: web.Request, response: web.StreamResponse) -> None:
+    # No Domain attribute: the cookie belongs to the site host alone.
     response.set_cookie(
         COOKIE_NAME,
         services(request).auth.new_session(),
@@ -73,7 +84,6 @@ def _logged_in(request: web.Request) -> web.StreamResponse:
         samesite="Strict",
         secure=request.secure,
     )
-    return response
 
 
 def _client(request: web.Request) -> str:

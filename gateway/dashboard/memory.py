@@ -1,10 +1,17 @@
-"""MEMORY.md in the browser: view, edit, versions with a diff and one-click restore.
+"""MEMORY.md in the browser: view, edit, versions with a diff and one-click restore, and the
+lines consolidations removed with one-click restore.
 
 Every write goes through the runtime's `MemoryStore` under the workspace's one memory lock
-(`MemoryLock.run`), like a consolidation or the model's `write_file`. An edit carries the
-version (sha-256 of the text) it was based on; if MEMORY.md changed since - a consolidation,
-the model, another tab - the save is refused with a diff of what changed and nothing is
-written. A restore is a plain replace: the current text becomes a version of its own first.
+(`MemoryLock.run`), like a consolidation or the model's `write_file`. Every write is a
+compare-and-swap: the form carries the version (sha-256 of the text) of MEMORY.md its page
+showed, and the text itself (`base`); if MEMORY.md changed since - a consolidation, the
+model, another tab - nothing is written and the page comes back (409) with a diff of what
+changed meanwhile, to decide again. That holds for an edit, for restoring a kept version (a
+restore replaces the file: without the check it would silently drop what a consolidation
+added after the page was opened), and for putting back the lines a consolidation removed
+(agent/memory/removed.py; they are appended at the end). A browser posts every field's line
+ends as CRLF, so `base` and `text` are read back with LF line ends, and a version is the
+hash of the text with LF line ends (a MEMORY.md saved with CRLF by an editor included).
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ from pathlib import Path
 
 from aiohttp import web
 
+from clawgate.agent.memory.removed import Removal, with_restored
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.kernel.errors import PathOutsideRoot
 from clawgate.kernel.storage import confine
+
+MAX_REMOVALS_SHOWN = 20  # the newest removals not restored yet, on the memory page
 
 
 def routes(_services: DashboardServices) -> list[web.RouteDef]:
@@ -32,12 +42,19 @@ def routes(_services: DashboardServices) -> list[web.RouteDef]:
         web.get("/memory/versions", versions_page),
         web.get("/memory/versions/{name}", version_page),
         web.post("/memory/versions/{name}/restore", restore),
+        web.post("/memory/removed/{id}/restore", restore_removed),
     ]
 
 
+def lf(text: str) -> str:
+    """Form text with LF line ends: browsers send CRLF for every newline in a field."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def version_of(text: str) -> str:
-    """What an edit form says it was based on: the text's sha-256."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """What a form says its page showed: the text's sha-256, line ends read as LF (a page's
+    text comes back from a browser with CRLF, whatever the file has)."""
+    return hashlib.sha256(lf(text).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -63,28 +80,75 @@ def diff(before: str, after: str, before_name: str, after_name: str) -> list[Dif
 
 
 @dataclass(frozen=True)
-class Saved:
-    """The outcome of an edit: `current` is MEMORY.md after it (unchanged on a conflict)."""
+class Swapped:
+    """The outcome of a compare-and-swap write: `current` is MEMORY.md after it (unchanged
+    when the page's version was not the current one)."""
 
     written: bool
     current: str
 
 
-def save_memory(store: MemoryStore, based_on: str, text: str) -> Saved:
+def save_memory(store: MemoryStore, based_on: str, text: str) -> Swapped:
     """Replace MEMORY.md with `text` if it is still the version `based_on`; else write
     nothing. Call it holding the memory lock (`store.lock.run`)."""
     current = store.read_memory()
     if version_of(current) != based_on:
-        return Saved(written=False, current=current)
+        return Swapped(written=False, current=current)
     store.replace_memory(text)
-    return Saved(written=True, current=store.read_memory())
+    return Swapped(written=True, current=store.read_memory())
+
+
+def restore_version(store: MemoryStore, based_on: str, path: Path) -> Swapped:
+    """Replace MEMORY.md with a kept version if it is still the version `based_on`. Call it
+    holding the memory lock. FileNotFoundError if the version was pruned meanwhile."""
+    current = store.read_memory()
+    if version_of(current) != based_on:
+        return Swapped(written=False, current=current)
+    store.replace_memory(path.read_text(encoding="utf-8", errors="replace"))
+    return Swapped(written=True, current=store.read_memory())
+
+
+def restore_lines(store: MemoryStore, based_on: str, removal_id: str) -> Swapped | None:
+    """Append a removal's lines back if MEMORY.md is still the version `based_on`; None if
+    there is no such removal. Call it holding the memory lock."""
+    removal = store.removals().find(removal_id)
+    if removal is None:
+        return None
+    current = store.read_memory()
+    if version_of(current) != based_on:
+        return Swapped(written=False, current=current)
+    return Swapped(written=True, current=store.restore_removal(removal))
 
 
 async def memory_page(request: web.Request) -> web.StreamResponse:
     memory = services(request).memory
     text = await asyncio.to_thread(memory.read_memory)
-    saved = request.query.get("saved")
-    return render(request, "memory.html", title="Memory", text=text, saved=saved)
+    return await _memory_view(request, text, saved=request.query.get("saved"))
+
+
+async def _memory_view(
+    request: web.Request,
+    text: str,
+    *,
+    saved: str | None = None,
+    changes: list[DiffLine] | None = None,
+    status: int = 200,
+) -> web.Response:
+    journal = await asyncio.to_thread(services(request).memory.removals)
+    # A removal whose lines are all back (restored by hand, say) has nothing left to offer.
+    pending = [r for r in journal.pending() if with_restored(text, r) != text]
+    removals: list[Removal] = pending[:MAX_REMOVALS_SHOWN]
+    return render(
+        request,
+        "memory.html",
+        title="Memory",
+        status=status,
+        text=text,
+        saved=saved,
+        version=version_of(text),
+        removals=removals,
+        changes=changes or [],
+    )
 
 
 async def edit_page(request: web.Request) -> web.StreamResponse:
@@ -115,11 +179,11 @@ def _edit_form(
 
 async def save(request: web.Request) -> web.StreamResponse:
     form = await request.post()
-    text, based_on = str(form.get("text", "")), str(form.get("version", ""))
-    base = str(form.get("base", ""))
+    text, based_on = lf(str(form.get("text", ""))), str(form.get("version", ""))
+    base = lf(str(form.get("base", "")))
     memory = services(request).memory
     lock = services(request).memory_lock
-    outcome = await lock.run(save_memory, memory, based_on, text.replace("\r\n", "\n"))
+    outcome = await lock.run(save_memory, memory, based_on, text)
     if outcome.written:
         raise web.HTTPSeeOther("/memory?saved=1")
     # Refused: show what changed underneath since the form was opened; the owner's text stays
@@ -172,33 +236,65 @@ async def versions_page(request: web.Request) -> web.StreamResponse:
 async def version_page(request: web.Request) -> web.StreamResponse:
     memory = services(request).memory
     path = _version_path(memory, request.match_info["name"])
+    return await _version_view(request, path, await asyncio.to_thread(memory.read_memory))
 
-    def read() -> tuple[str, str]:
-        return path.read_text(encoding="utf-8", errors="replace"), memory.read_memory()
 
+async def _version_view(
+    request: web.Request,
+    path: Path,
+    current: str,
+    *,
+    meanwhile: list[DiffLine] | None = None,
+    status: int = 200,
+) -> web.Response:
     try:
-        old, current = await asyncio.to_thread(read)
+        old = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise web.HTTPNotFound(text="no such version") from None
     return render(
         request,
         "memory_version.html",
         title=f"Version {path.name}",
+        status=status,
         name=path.name,
         text=old,
+        current=current,
+        version=version_of(current),
         changes=diff(old, current, path.name, "MEMORY.md now"),
+        meanwhile=meanwhile or [],
     )
+
+
+def _changed_since(form_base: str, based_on: str, current: str) -> list[DiffLine]:
+    """What changed between the page the owner saw and MEMORY.md now."""
+    base = form_base if version_of(form_base) == based_on else ""
+    return diff(base, current, "MEMORY.md when you opened the page", "MEMORY.md now")
 
 
 async def restore(request: web.Request) -> web.StreamResponse:
     memory = services(request).memory
     path = _version_path(memory, request.match_info["name"])
-
-    def restore_version() -> None:
-        memory.replace_memory(path.read_text(encoding="utf-8", errors="replace"))
-
+    form = await request.post()
+    based_on, base = str(form.get("version", "")), lf(str(form.get("base", "")))
     try:
-        await services(request).memory_lock.run(restore_version)
+        outcome = await services(request).memory_lock.run(restore_version, memory, based_on, path)
     except FileNotFoundError:  # pruned meanwhile by a newer save
         raise web.HTTPNotFound(text="no such version") from None
-    raise web.HTTPSeeOther("/memory?saved=restored")
+    if outcome.written:
+        raise web.HTTPSeeOther("/memory?saved=restored")
+    meanwhile = _changed_since(base, based_on, outcome.current)
+    return await _version_view(request, path, outcome.current, meanwhile=meanwhile, status=409)
+
+
+async def restore_removed(request: web.Request) -> web.StreamResponse:
+    memory = services(request).memory
+    form = await request.post()
+    based_on, base = str(form.get("version", "")), lf(str(form.get("base", "")))
+    lock = services(request).memory_lock
+    outcome = await lock.run(restore_lines, memory, based_on, request.match_info["id"])
+    if outcome is None:
+        raise web.HTTPNotFound(text="no such removal")
+    if outcome.written:
+        raise web.HTTPSeeOther("/memory?saved=lines")
+    changes = _changed_since(base, based_on, outcome.current)
+    return await _memory_view(request, outcome.current, changes=changes, status=409)

@@ -4,14 +4,20 @@ event loop, owned by the daemon through `Dashboard.start()` / `stop()`.
 Every request passes these checks before a page sees it (see `auth.py` for the token):
 - security headers on every response, errors included (CSP with no inline script, no
   framing, no sniffing, no referrer, no caching);
-- the Host header names this machine when bound to loopback (a DNS-rebinding page cannot
-  talk to it);
+- when bound to loopback, the Host header names the site host (auth.site_host: a name
+  under .localhost derived from the token, so the cookie reaches no other port's listener;
+  a DNS-rebinding page cannot talk to it either); requests under any other name, 127.0.0.1
+  included, get 421 and learn nothing;
 - a session cookie naming a live server-side session (browser_sessions.py), except for the
   login page and the static files: pages redirect to `/login`, anything else (a script
   asking for JSON or a stream, a POST) gets 401; a task of the app sweeps out the sessions
   a rotated token or the idle timeout revoked, ending their open event streams;
 - on POST, PUT, PATCH and DELETE: no cross-site request (Sec-Fetch-Site, Origin) and, once
   logged in, the session's CSRF token in the `X-CSRF-Token` header or the `_csrf` field.
+
+`GET /proof?challenge=...` answers HMAC(nonce, challenge) with this run's nonce, which the
+gateway also writes to `<data_dir>/dashboard.json` (gateway/ops/rendezvous.py): how
+`clawgate dashboard` knows the listener on the port is this gateway before it makes a link.
 
 Pages are modules of this package listed in PAGE_MODULES, each exposing
 `routes(services) -> list[web.RouteDef]`; one not installed yet shows a placeholder.
@@ -25,6 +31,7 @@ import importlib
 import importlib.util
 import logging
 import mimetypes
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -49,7 +56,15 @@ from clawgate.gateway.dashboard.render import (
 )
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import WebChannel
+from clawgate.gateway.ops.rendezvous import (
+    PROOF_PATH,
+    DashboardRecord,
+    answer,
+    new_nonce,
+    record_path,
+)
 from clawgate.kernel.errors import ConfigError, PathOutsideRoot
+from clawgate.kernel.retry import Backoff
 from clawgate.kernel.storage import confine
 
 log = logging.getLogger(__name__)
@@ -66,9 +81,11 @@ PAGE_MODULES = (
     "jobs",
     "health",
 )
-PUBLIC_PREFIXES = ("/login", "/static/")
+PUBLIC_PREFIXES = ("/login", "/static/", PROOF_PATH)
+PROOF_NONCE = web.AppKey("proof_nonce", str)
+# How long to wait before trying a taken port again, after 1, 2, ... failures.
+BIND_BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0)
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -98,6 +115,7 @@ def build_app(services: DashboardServices, *, loopback: bool | None = None) -> w
     app.on_response_prepare.append(_security_headers)
     app.cleanup_ctx.append(_session_sweeper)
     app.router.add_get("/", _home)
+    app.router.add_get(PROOF_PATH, _proof)
     app.router.add_get("/static/{name:.+}", _static)
     for name in PAGE_MODULES:
         module_name = f"{__package__}.{name}"
@@ -134,9 +152,12 @@ async def _session_sweeper(app: web.Application) -> AsyncIterator[None]:
 
 @web.middleware
 async def _host_check(request: web.Request, handler: Handler) -> web.StreamResponse:
-    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-    if host not in LOOPBACK_NAMES:
-        raise web.HTTPMisdirectedRequest(text="this dashboard answers on loopback only")
+    host = request.host.rsplit(":", 1)[0].lower()
+    if host != request.app[SERVICES].auth.site_host():
+        # The answer must not name the site host: anyone on this machine can ask.
+        raise web.HTTPMisdirectedRequest(
+            text="open the dashboard through the link `clawgate dashboard` prints"
+        )
     return await handler(request)
 
 
@@ -183,6 +204,14 @@ async def _home(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther("/chat")
 
 
+async def _proof(request: web.Request) -> web.StreamResponse:
+    nonce = request.app.get(PROOF_NONCE)
+    challenge = request.query.get("challenge", "")
+    if nonce is None or not 32 <= len(challenge) <= 128:
+        raise web.HTTPNotFound()
+    return web.Response(text=answer(nonce, challenge))
+
+
 async def _static(request: web.Request) -> web.StreamResponse:
     try:
         path = confine(STATIC_DIR, request.match_info["name"])
@@ -203,15 +232,21 @@ def _placeholder(title: str) -> Handler:
 
 class Dashboard:
     """The dashboard server of one gateway. Built before the gateway starts (a setup error
-    stops the daemon with one line); `start` binds after the gateway runs (a port in use is
-    logged, the gateway keeps running); `stop` closes every connection."""
+    stops the daemon with one line); `start` binds after the gateway runs: a port in use is
+    logged once, recorded for `clawgate status` and doctor, and tried again with backoff
+    while the gateway keeps running; `stop` closes every connection. While it runs,
+    `<data_dir>/dashboard.json` says where it listens (or what keeps it from listening) and
+    holds this run's proof nonce."""
 
     def __init__(self, services: DashboardServices) -> None:
         self.services = services
         self.settings = services.config.dashboard
         self.url: str | None = None
         self._runner: web.AppRunner | None = None
+        self._retrying: asyncio.Task[None] | None = None
+        self._nonce = new_nonce()
         data_dir = services.config.root.data_dir
+        self._record_file = record_path(data_dir)
         if self.settings.enabled and not is_loopback(self.settings.host):
             if read_token(data_dir) is None:
                 raise ConfigError(
@@ -224,25 +259,63 @@ class Dashboard:
         if not self.settings.enabled:
             return
         ensure_token(self.services.config.root.data_dir, self.services.runtime.writer)
-        runner = web.AppRunner(build_app(self.services), access_log=None, shutdown_timeout=2.0)
+        error = await self._bind()
+        if error is None:
+            return
+        log.error(
+            "dashboard: cannot listen on %s:%d (%s): another process holds the port; stop it "
+            "or set [dashboard] port; the gateway runs on and tries again",
+            self.settings.host,
+            self.settings.port,
+            error,
+        )
+        self._retrying = asyncio.create_task(self._retry(), name="dashboard bind")
+
+    async def _bind(self) -> str | None:
+        """Listen, and record where; or record why not and return it."""
+        app = build_app(self.services)
+        app[PROOF_NONCE] = self._nonce
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:
             await web.TCPSite(runner, self.settings.host, self.settings.port).start()
         except OSError as exc:
             await runner.cleanup()
-            log.error(
-                "dashboard: cannot listen on %s:%d (%s); the gateway runs without it",
-                self.settings.host,
-                self.settings.port,
-                exc.strerror or exc,
-            )
-            return
+            error = exc.strerror or str(exc)
+            self._record(self.settings.host, self.settings.port, error)
+            return error
         self._runner = runner
         host, port = _first_address(runner.addresses)
         self.url = f"http://{host}:{port}/"
+        self._record(host.strip("[]"), port, None)
         log.info("dashboard listening on %s (log in with `clawgate dashboard`)", self.url)
+        return None
+
+    async def _retry(self) -> None:
+        failures = 1
+        while True:
+            await asyncio.sleep(BIND_BACKOFF.delay(failures))
+            if await self._bind() is None:
+                return
+            failures += 1
+
+    def _record(self, host: str, port: int, error: str | None) -> None:
+        record = DashboardRecord(
+            pid=os.getpid(), host=host, port=port, nonce=self._nonce, error=error
+        )
+        try:
+            self.services.runtime.writer.replace(self._record_file, record.model_dump_json())
+        except OSError as exc:  # `clawgate dashboard` will say it cannot prove the gateway
+            log.warning("dashboard: cannot write %s: %s", self._record_file, exc)
 
     async def stop(self) -> None:
+        retrying, self._retrying = self._retrying, None
+        if retrying is not None:
+            retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retrying
+        if self.settings.enabled:
+            self._record_file.unlink(missing_ok=True)
         runner, self._runner = self._runner, None
         if runner is not None:
             manager = self.services.manager

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from clawgate.gateway.ops.rendezvous import describe, read_record
 from clawgate.gateway.ops.status_file import disk_usage, read_status
 from clawgate.kernel.config import Config, load_config
 from clawgate.kernel.errors import ConfigError, one_line
@@ -102,6 +103,9 @@ def diagnose(
     if config is not None:
         findings.append(check_disk(config))
         findings.append(check_gateway(gateway_dir))
+        dashboard = read_record(gateway_dir)
+        if dashboard is not None:
+            findings.append((ok if dashboard.error is None else problem)(describe(dashboard)))
     return config, findings
 
 
