@@ -71,7 +71,10 @@ def texts_to(telegram: FakeTelegram, chat: int) -> list[str]:
 
 
 def session_lines(home: Path, chat: int) -> list[dict[str, Any]]:
+    """The chat's live transcript; none until /new's fresh one has its first line."""
     path = home / "workspace" / "sessions" / f"telegram_{chat}.jsonl"
+    if not path.exists():
+        return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
