@@ -45,8 +45,15 @@ from clawgate.agent.memory.consolidate import Consolidator
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.progress import ProgressWatchers, TurnProgress
-from clawgate.agent.session import Command, Message, Session, SessionStore, TurnError
-from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay
+from clawgate.agent.session import (
+    Command,
+    Message,
+    Session,
+    SessionStore,
+    Stopped,
+    TurnError,
+)
+from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay, stopped
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
@@ -138,6 +145,9 @@ class AgentLoop:
     async def handle(self, message: InboundMessage) -> OutboundMessage | None:
         """Answer one inbound message (a command or a model turn)."""
         session = await self.sessions.get(message.session_key)
+        if message.message_id and stopped(session, message.message_id):
+            log.info("%s: message %s was stopped by /stop", session.key, message.message_id)
+            return None  # re-delivered after a restart: its turn is over
         command = parse_command(message.text)
         if command is not None:
             if message.message_id and command_ran(session, message.message_id):
@@ -155,6 +165,15 @@ class AgentLoop:
             return await self._redelivered(message, session, seen)
         result = await self.run_turn(message, session)
         return self._outbound(message, result, session)
+
+    async def record_stop(self, message: InboundMessage) -> None:
+        """A /stop ended `message`'s turn (the dispatcher cancelled it): recorded, so neither a
+        re-delivered copy nor the next start runs it again."""
+        if not message.message_id:
+            return
+        session = await self.sessions.get(message.session_key)
+        self.sessions.append(session, Stopped(message_id=message.message_id))
+        await self.sessions.sync(session)
 
     async def _redelivered(
         self, message: InboundMessage, session: Session, user_seq: int

@@ -22,8 +22,11 @@ SIGTERM during long turns with messages queued behind them, and reports its own 
 "a full disk on Discord" (bench/soak_diskfull.py) fills and frees the Discord journal's own
 small filesystem under a running gateway, stopping it now and then while full.
 
+And two lanes of bench/soak_stop.py: /stop with messages queued behind the stopped turn
+(SIGTERM or kill -9 after it), and a double /new under a rate-limit wait (kill -9, replayed).
+
 Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
-     [--diskfull-rounds 8]
+     [--diskfull-rounds 8] [--stop-rounds 6]
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.soak_discord import report_discord, run_discord_lane
 from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
+from bench.soak_stop import StopTally, report_stop, run_double_new_lane, run_stop_lane
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import run_clawgate
@@ -253,6 +257,9 @@ async def main() -> int:
     parser.add_argument(
         "--diskfull-rounds", type=int, default=8, help="full-disk lane rounds (0: no such lane)"
     )
+    parser.add_argument(
+        "--stop-rounds", type=int, default=6, help="rounds of each soak_stop lane (0: none)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.budget
@@ -265,15 +272,22 @@ async def main() -> int:
             lanes.append(run_discord_lane(args.discord_stops, args.seed, deadline, Path(tmp)))
         if args.diskfull_rounds:
             lanes.append(run_diskfull_lane(args.diskfull_rounds, args.seed, deadline, Path(tmp)))
+        if args.stop_rounds:
+            lanes.append(run_stop_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
+            lanes.append(run_double_new_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
         done = await asyncio.gather(*lanes)
     telegram_ok = report(done[: args.lanes], time.monotonic() - started)
-    discord_ok = all(
+    others_ok = all(
         [
-            report_diskfull(tally) if isinstance(tally, FullDiskTally) else report_discord(tally)
+            report_diskfull(tally)
+            if isinstance(tally, FullDiskTally)
+            else report_stop(tally)
+            if isinstance(tally, StopTally)
+            else report_discord(tally)
             for tally in done[args.lanes :]
         ]
     )
-    return 0 if telegram_ok and discord_ok else 1
+    return 0 if telegram_ok and others_ok else 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ One JSON object a line (`id` names the record's id field: Telegram's "update", D
 
 `record` appends and fsyncs a batch and only then moves `high` (a failed or short write
 raises, and nothing advances). A channel marks a message answered just before the first
-request of its reply goes out (at most once). On start, whatever was journaled but never
+request of its reply goes out (at most once): the reply's message and the chat's earlier ones
+(`answered_through`), or, for a "Stopped." notice, the stopped message alone. On start, whatever was journaled but never
 answered is published again. A platform mark that was lost (Discord's damaged state.json) is
 rebuilt from `seen_through(chat)`: the last compaction's high, or the chat's newest record
 since, whichever is later; no message after it was ever answered.
@@ -105,9 +106,10 @@ class Journal:
                 await asyncio.to_thread(self._compact)
 
     async def answered_through(self, chat_id: str, record_id: int) -> None:
-        """A reply to `record_id` went out: a chat's messages are answered in order, one at a
-        time, so every earlier one of that chat is done too (a /stopped turn has no reply of
-        its own)."""
+        """A reply to `record_id` went out: a chat's messages run in order, one at a time, so
+        every earlier one of that chat has had its turn too (one replayed and skipped has no
+        reply of its own). Never for a "Stopped." notice: a /stop overtakes the queue, so
+        only the stopped message is marked (`answered`), never those queued behind it."""
         await self.answered(
             [u for u, m in self.pending.items() if m.chat_id == chat_id and u <= record_id]
         )

@@ -102,6 +102,10 @@ class OutboundMessage(BaseModel):
     text: str
     media: tuple[str, ...] = ()
     reply_to: str | None = None
+    # On the "Stopped." notice (whose reply_to is the /stop): the platform id of the message
+    # whose turn the /stop ended. A channel marks that message answered, and only that one:
+    # the messages queued behind it still get their turns.
+    stopped: str | None = None
     # True when the text explains a failure (model unreachable...) rather than answering;
     # the terminal channel exits non-zero on it, chat channels send it like any reply.
     is_error: bool = False

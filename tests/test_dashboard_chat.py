@@ -124,6 +124,8 @@ async def test_stop_cancels_the_running_turn(chat: DashboardClient, fake_llm: Fa
     await fake_llm.wait_for_requests(1)
     stop_id = await say(chat, "/stop")
 
+    # The cancelled turn ends (and is recorded as stopped) before the /stop is answered.
+    await events.until("turn_ended")
     stopped = await events.until("reply")
     assert stopped == {
         "type": "reply",
@@ -134,8 +136,6 @@ async def test_stop_cancels_the_running_turn(chat: DashboardClient, fake_llm: Fa
         "seq": None,
         "files": [],
     }
-    # The cancelled turn ends after the dispatcher answered the /stop.
-    await events.until("turn_ended")
     await say(chat, "are you there?")
     assert (await events.until("reply"))["text"] == "Back again."
     assert "too late" not in await chat.text("/chat")

@@ -23,6 +23,7 @@ from clawgate.agent.session.records import (
     Record,
     SessionHeader,
     State,
+    Stopped,
     ToolCall,
     TurnError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "State",
+    "Stopped",
     "StoredMessage",
     "ToolCall",
     "TurnError",

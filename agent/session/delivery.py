@@ -8,8 +8,14 @@ second copy is recognised, and its turn is neither run nor answered twice. The w
   only, it covers the moment between that and the delivery record.
 - delivered: a `Delivery` record with status "sent" names the reply's seq.
 - answered: handed out or delivered. An answered reply is never sent again.
+- stopped: a /stop ended the message's turn (a `Stopped` record names it); the "Stopped."
+  notice was its answer, so it is answered too, and never run again.
 - unanswered: the last user message carries a platform id and no reply followed it: the
   process died mid-turn. The gateway publishes it again at start (`unanswered`).
+
+A slash command is recognised the same way: its `Command` record names its platform id, and
+the ids of the commands a transcript ran are carried into the one /new starts after it, so a
+command replayed after a crash is skipped however many /new ran since.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from clawgate.agent.session.messages import StoredMessage
-from clawgate.agent.session.records import Command
+from clawgate.agent.session.records import Stopped
 from clawgate.agent.session.transcript import Session
 
 
@@ -47,8 +53,14 @@ def reply_to(session: Session, user_seq: int) -> StoredMessage | None:
 
 
 def command_ran(session: Session, message_id: str) -> bool:
-    """A slash command with this platform id already ran (a `Command` record names it)."""
-    return any(r.message_id == message_id for r in session.records_of(Command))
+    """A slash command with this platform id already ran, here or in a transcript a later
+    /new archived (a `Command` record named it)."""
+    return message_id in session.command_ids
+
+
+def stopped(session: Session, message_id: str) -> bool:
+    """A /stop ended the turn of the message with this platform id."""
+    return any(r.message_id == message_id for r in session.records_of(Stopped))
 
 
 class Replay(Enum):
@@ -87,6 +99,6 @@ def unanswered(session: Session) -> StoredMessage | None:
     last_user = session.last_user_message()
     if last_user is None or not last_user.message_id:
         return None
-    if reply_to(session, last_user.seq) is not None:
+    if reply_to(session, last_user.seq) is not None or stopped(session, last_user.message_id):
         return None
     return last_user

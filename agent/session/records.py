@@ -120,6 +120,9 @@ class SessionHeader(Line):
     # The last platform ids (-> seq) of the transcript /new archived, so a copy re-delivered
     # after /new is still recognised. Left out of the line when there are none.
     earlier_message_ids: dict[str, StrictInt] | None = None
+    # The same for the slash commands that transcript ran (the /new that archived it among
+    # them): a replayed command is skipped however many /new came after it.
+    earlier_command_ids: list[str] | None = None
 
 
 class State(Line):
@@ -159,6 +162,15 @@ class Command(Line):
 
     type: Literal["command"] = "command"
     name: str
+    message_id: str
+    timestamp: str | None = None
+
+
+class Stopped(Line):
+    """A /stop ended the turn of this platform message: its turn is over, answered by the
+    "Stopped." notice; a re-delivered copy must not run it again."""
+
+    type: Literal["stopped"] = "stopped"
     message_id: str
     timestamp: str | None = None
 
@@ -205,7 +217,15 @@ class OverLimit(Line):
 
 # What callers may append (the header is the store's to write).
 RecordKind = (
-    State | Delivery | TurnError | Command | Compaction | Consolidation | Archived | OverLimit
+    State
+    | Delivery
+    | TurnError
+    | Command
+    | Stopped
+    | Compaction
+    | Consolidation
+    | Archived
+    | OverLimit
 )
 Record = Annotated[RecordKind, Field(discriminator="type")]
 

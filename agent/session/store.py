@@ -201,6 +201,7 @@ class SessionStore:
             created_at=utc_now_iso(),
             first_seq=session.next_seq,
             earlier_message_ids=earlier or None,
+            earlier_command_ids=session.command_ids or None,
         )
         # The header has always been written with json's default separators; it stays so.
         line = json.dumps(header.model_dump(exclude_none=True), ensure_ascii=False)
@@ -280,6 +281,8 @@ class SessionStore:
             next_seq=session.next_seq,
             first_seq=session.next_seq,
             message_ids=dict(carried),
+            # Likewise a replayed command (two /new after a crash must not archive twice).
+            command_ids=session.command_ids[-CARRIED_MESSAGE_IDS:],
         )
         # The old object now stands for the archived transcript: a consolidation still running
         # on it appends its records there, never to the fresh file.

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import TypeVar
 from clawgate.agent.session.lines import parse_lines
 from clawgate.agent.session.messages import StoredMessage
 from clawgate.agent.session.records import (
+    Command,
     Consolidation,
     Delivery,
     MessageLine,
@@ -93,6 +94,7 @@ class Session:
         next_seq: int = 1,
         first_seq: int = 1,
         message_ids: dict[str, int] | None = None,
+        command_ids: Iterable[str] = (),
     ) -> None:
         self.key = key
         self.path = path
@@ -113,6 +115,8 @@ class Session:
         self.pins = 0
         # Platform message id -> seq of the user message that carried it (cold part aside).
         self._message_ids: dict[str, int] = dict(message_ids or {})
+        # Platform ids of the slash commands that ran, oldest first (kept across /new too).
+        self._command_ids: dict[str, None] = dict.fromkeys(command_ids)
         # Seqs of replies handed to the outbound queue by this process (see delivery.py).
         self.handed_out: set[int] = set()
         # (first seq it covers, trust) for each recorded trust, in file order: a `State` trust
@@ -192,6 +196,7 @@ class Session:
             self.first_seq = record.first_seq
             self.next_seq = max(self.next_seq, record.first_seq)
             self._message_ids.update(record.earlier_message_ids or {})
+            self._command_ids.update(dict.fromkeys(record.earlier_command_ids or ()))
         elif isinstance(record, State):
             self._state = self.state.with_record(record)
             self._consolidated = self._state.last_consolidated
@@ -200,6 +205,8 @@ class Session:
                 self.trust_marks.append((last + 1 if last else 0, record.trust))
         else:
             self._records.append(record)
+            if isinstance(record, Command):
+                self._command_ids[record.message_id] = None
             if isinstance(record, Consolidation):
                 # The covered range and the advance are one line: one write() lands both.
                 self._consolidated = max(self._consolidated, record.to_seq)
@@ -258,6 +265,12 @@ class Session:
             self.load_cold()
             return self._message_ids.get(message_id)
         return None
+
+    @property
+    def command_ids(self) -> list[str]:
+        """Platform ids of the slash commands that ran here or in the transcripts /new
+        archived before it (the last few), oldest first."""
+        return list(self._command_ids)
 
     def records_of(self, kind: type[R]) -> Iterator[R]:
         # Only delivery records are left in the cold part.

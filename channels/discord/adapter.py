@@ -327,8 +327,17 @@ class DiscordChannel(Channel):
         # records the failure in the session.
         chat_id = message.chat_id
         answering = _snowflake(message.reply_to)
+        stopped = _snowflake(message.stopped)
         try:
-            if answering is not None:
+            if stopped is not None:
+                # "Stopped." answers the stopped turn's message alone; its reply_to, the /stop,
+                # overtook the messages queued behind that turn, and they still run.
+                await until_stored(
+                    lambda: self.journal.answered([stopped]),
+                    f"discord: the answered mark of {stopped}",
+                    self._sleep,
+                )
+            elif answering is not None:
                 await until_stored(
                     lambda: self.journal.answered_through(chat_id, answering),
                     f"discord: the answered mark of {answering}",

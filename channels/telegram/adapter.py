@@ -420,23 +420,33 @@ class TelegramChannel(Channel):
         # the stored reply a second time. The cost: a kill during the send itself leaves that
         # reply stored but unsent. A send that finally fails is answered too: the manager
         # records the failure in the session.
-        await self._answered(message.chat_id, update_id)
+        if message.stopped is not None:
+            # "Stopped." answers the stopped turn's message alone (its reply_to, the /stop, was
+            # journaled as nothing to answer): what is queued behind it still runs.
+            stopped, _ = parse_message_id(message.stopped)
+            if stopped is not None:
+                await until_stored(
+                    lambda: self.journal.answered([stopped]),
+                    f"telegram: the answered mark of {stopped}",
+                    self._sleep,
+                )
+            self._typing.stop(message.chat_id)
+            if self._receiving and self.journal.waiting(message.chat_id):
+                self._typing.start(message.chat_id)
+        else:
+            await self._answered(message.chat_id, update_id)
         sender = self._agent_senders.get(message.agent or "", self._sender)
         await sender.send(chat, thread, message, quote_id)
 
     async def _answered(self, chat_id: str, update_id: int | None) -> None:
         if update_id is None:
-            # Not a reply to one message (a "Stopped." notice, a scheduled message).
+            # Not a reply to one message (a rate-limit notice, a scheduled message).
             self._typing.stop(chat_id)
             return
-        # Messages of one chat are answered in order, one at a time, so a reply to this
-        # update means every earlier one of the chat is done too (a /stopped turn has no
-        # reply of its own).
-        done = [
-            u for u, m in self.journal.pending.items() if m.chat_id == chat_id and u <= update_id
-        ]
+        # Messages of one chat run in order, one at a time, so when this update's reply goes
+        # out every earlier one's turn has ended too (a replayed one skipped without a reply).
         await until_stored(
-            lambda: self.journal.answered(done),
+            lambda: self.journal.answered_through(chat_id, update_id),
             f"telegram: the answered mark of {update_id}",
             self._sleep,
         )

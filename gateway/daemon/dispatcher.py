@@ -2,12 +2,18 @@
 bus): in order within a session, sessions in parallel up to a cap. Owns every running turn, so it is where /stop and shutdown act.
 
 On `submit` a `/stop` (any command whose `interrupts` is true, by the agent's own
-`parse_command`) cancels the session's running turn and is answered "Stopped."; every other
-message meets the per-sender rate limit (ratelimit.py): an owner's is queued and its turn
-waits for room in the window; anyone else's over the limit is queued to be kept, not
-answered (`keep_over_limit`), and only once it is stored does its channel hear it will not
-be answered. The channel hears each message's fate through `on_admitted`. Each session key
-has one FIFO and one worker task while it is busy; a global semaphore caps the turns running at once
+`parse_command`) cancels the session's running turn, and only that turn: the messages queued
+behind it still run, in order. Once the cancelled turn has ended, `on_stopped` records it (the
+agent's `record_stop`: a replay or a restart never runs it again) and the `/stop` is answered
+"Stopped." (reply_to: the /stop; `stopped`: the message whose turn ended, the only one a
+channel's journal may mark answered for it). A turn that finished before the cancel reached
+it was not stopped: the `/stop` then takes its place at the head of the queue, like a /stop
+with nothing running. Every other message meets the per-sender rate limit (ratelimit.py): an
+owner's is queued and its turn waits for room in the window; anyone else's over the limit is
+queued to be kept, not answered (`keep_over_limit`), and only once it is stored does its
+channel hear it will not be answered. The channel hears each message's fate through
+`on_admitted`. Each session key has one FIFO and one worker task while it is busy; a global
+semaphore caps the turns running at once
 (`agent.max_concurrent_turns`). Right before a turn the trust is decided again
 (`AccessPolicies.decide`, channels/access.py), so replays and queued messages get the trust the
 rules give now; a message no longer served is dropped and its channel told.
@@ -33,6 +39,8 @@ from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 log = logging.getLogger(__name__)
 
 Handler = Callable[[InboundMessage], Coroutine[Any, Any, OutboundMessage | None]]
+# Told of a message whose turn a /stop ended, before "Stopped." goes out.
+Stopped = Callable[[InboundMessage], Awaitable[None]]
 # Told of each message's fate: True once it is queued for a turn, False when it will not be
 # answered (kept over the rate limit, or no longer served by the access rules).
 Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
@@ -84,16 +92,21 @@ class Dispatcher:
         keep_over_limit: Keep,
         trusts: AccessPolicies | None = None,
         context: contextvars.Context | None = None,
+        on_stopped: Stopped | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be
         answered (the channels' typing indicator and journal act on it). `trusts` decides
         each message's trust right before its turn (replays and queued messages included);
         without it the channel's trust stands. `keep_over_limit` stores a message over the
-        rate limit without a turn. `context`: the one the session workers run in (a copy of
-        it each), e.g. one that names the agent in log lines."""
+        rate limit without a turn. `on_stopped` records a turn a /stop ended. `context`: the
+        one the session workers run in (a copy of it each), e.g. one that names the agent in
+        log lines."""
         self.bus = bus
         self._context = context
+        self._on_stopped = on_stopped
+        # Per session, the /stops that cancelled its running turn, answered once it has ended.
+        self._stops: dict[str, list[InboundMessage]] = {}
         self._trusts = trusts
         self._keep_over_limit = keep_over_limit
         self._handle = handle
@@ -114,7 +127,7 @@ class Dispatcher:
         command = parse_command(message.text)
         if command is not None and command.interrupts and message.session_key in self._turns:
             self._turns[message.session_key].cancel()
-            await self.bus.publish_outbound(_reply(message, "Stopped."))
+            self._stops.setdefault(message.session_key, []).append(message)
             return
         key = message.session_key
         if not self._is_owner(message) and not await self._within_limit(message):
@@ -249,16 +262,38 @@ class Dispatcher:
         except asyncio.CancelledError:
             turn.cancel()
             await asyncio.gather(turn, return_exceptions=True)
+            if stops := self._stops.pop(key, []):
+                await self._stopped(message, stops)  # shutdown came on top of a /stop
             raise
         finally:
             self._turns.pop(key, None)
+        stops = self._stops.pop(key, [])
         if turn.cancelled():
-            return None  # /stop already answered
+            if stops:
+                await self._stopped(message, stops)
+            return None
+        # Finished before the cancel reached it: each /stop is answered as with nothing running.
+        self._queues[key].extendleft(reversed(stops))
         exc = turn.exception()
         if exc is not None:
             log.error("%s: turn failed", key, exc_info=exc)
             return _reply(message, INTERNAL_ERROR, is_error=True)
         return turn.result()
+
+    async def _stopped(self, message: InboundMessage, stops: list[InboundMessage]) -> None:
+        """The turn of `message` ended by /stop: recorded, then each /stop answered; the
+        first names the stopped message, so its channel marks that one answered."""
+        if self._on_stopped is not None:
+            try:
+                await self._on_stopped(message)
+            except OSError as exc:
+                # Not recorded: a restart may run it again, as for a turn a crash cut off.
+                log.error("%s: the stop could not be recorded: %s", message.session_key, exc)
+        for n, stop in enumerate(stops):
+            notice = _reply(stop, "Stopped.")
+            if n == 0 and message.message_id:
+                notice = notice.model_copy(update={"stopped": message.message_id})
+            await self.bus.publish_outbound(notice)
 
     def running(self) -> int:
         """How many turns run right now."""

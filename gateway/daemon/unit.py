@@ -51,6 +51,7 @@ class AgentUnit:
             keep_over_limit=runtime.keep_over_limit,
             trusts=trusts,
             context=self._context,
+            on_stopped=runtime.loop.record_stop,
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:
