@@ -28,6 +28,7 @@ REDACTED = "[REDACTED]"
 # Shorter values are placeholders ("none", "ollama"), not secrets: replacing them would
 # garble ordinary words in every line.
 MIN_SECRET_LENGTH = 8
+SHORTEST_SHAPE = 19  # "sk-" and 16 more: the shortest value the shapes below match
 _SHAPES = (
     r"\b\d{6,12}:[A-Za-z0-9_-]{30,}",  # Telegram bot token
     r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI-style API key
@@ -62,8 +63,13 @@ class Redactor:
         bare = [_any_form(s, encoded=False) for s in kept] + list(_SHAPES)
         self._bare = re.compile("|".join(bare), re.IGNORECASE)
         self._shapes = re.compile("|".join(_SHAPES), re.IGNORECASE)
+        # Nothing shorter can match: every form of a secret is at least as long as the
+        # secret (its base64 is longer), and a token shape needs SHORTEST_SHAPE characters.
+        self._shortest = min([SHORTEST_SHAPE, *(len(secret) for secret in kept)])
 
     def __call__(self, text: str) -> str:
+        if len(text) < self._shortest:
+            return text  # most strings of a record (a role, a time stamp, an id)
         if any(marker in text for marker in self._markers):
             return self._encoded.sub(REDACTED, text)
         if self._needles:
@@ -80,9 +86,14 @@ class Redactor:
         if isinstance(value, str):
             return self(value)
         if isinstance(value, dict):
-            items = {key: self.data(item) for key, item in value.items()}
-            changed = any(items[key] is not item for key, item in value.items())
-            return items if changed else value
+            changed: dict[Any, Any] | None = None  # copied at the first change only
+            for key, item in value.items():
+                new = self.data(item)
+                if new is not item:
+                    if changed is None:
+                        changed = dict(value)
+                    changed[key] = new
+            return value if changed is None else changed
         if isinstance(value, list | tuple):
             parts = [self.data(item) for item in value]
             if all(new is old for new, old in zip(parts, value, strict=True)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clawgate.kernel import secrets as secrets_module
 from clawgate.kernel.secrets import REDACTED, Redactor
 from tests.fakes.llm import FakeLLM, error
 from tests.fakes.telegram import FakeTelegram
@@ -143,3 +145,14 @@ async def test_an_api_key_echoed_encoded_in_a_provider_error_reaches_no_reply_re
     for where, text in (("reply", reply), ("session", sessions), ("log", log)):
         assert not leaked(text, SECRET), (where, leaked(text, SECRET), text)
     assert not leaked(gateway.stderr, SECRET)
+
+
+def test_no_token_shape_matches_a_string_shorter_than_the_fast_path_skips() -> None:
+    # The redactor returns strings shorter than SHORTEST_SHAPE (and than every secret)
+    # untouched without running a pattern: each shape's shortest match must be that long.
+    for shape in secrets_module._SHAPES:
+        shortest = re._parser.parse(shape).getwidth()[0]  # type: ignore[attr-defined]
+        assert shortest >= secrets_module.SHORTEST_SHAPE, shape
+    redactor = Redactor(["hunter22"])
+    assert redactor("x hunter22") == "x [REDACTED]"
+    assert redactor("sk-" + "a" * 16) == "[REDACTED]"

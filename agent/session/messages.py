@@ -14,8 +14,6 @@ from typing import Any, Literal
 from clawgate.agent.session.records import MessageLine, ToolCall
 
 Role = Literal["user", "assistant", "tool"]
-# What a provider is sent of a stored message: seq, timestamp and message_id stay ours.
-_SENT_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 class StoredMessage:
@@ -64,12 +62,19 @@ class StoredMessage:
         return self._line.get("timestamp", "")
 
     def to_provider(self) -> dict[str, Any]:
-        """The message as a model provider is sent it (a new dict; content always set)."""
+        """The message as a model provider is sent it (a new dict; content always set; seq,
+        timestamp and message_id stay ours)."""
         line = self._line
-        sent: dict[str, Any] = {k: line[k] for k in _SENT_FIELDS if line.get(k) is not None}  # type: ignore[literal-required]
-        sent.setdefault("content", "")
-        if "tool_calls" in sent:
-            sent["tool_calls"] = [dict(call) for call in sent["tool_calls"]]
+        sent: dict[str, Any] = {"role": line["role"], "content": line.get("content") or ""}
+        calls = line.get("tool_calls")
+        if calls is not None:
+            sent["tool_calls"] = [dict(call) for call in calls]
+        call_id = line.get("tool_call_id")
+        if call_id is not None:
+            sent["tool_call_id"] = call_id
+        name = line.get("name")
+        if name is not None:
+            sent["name"] = name
         return sent
 
     def to_dict(self) -> dict[str, Any]:
