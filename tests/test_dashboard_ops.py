@@ -19,11 +19,13 @@ from clawgate.agent.usage import TurnUsage
 from clawgate.channels.groups import SeenGroups
 from clawgate.gateway.cron.models import JobsFile
 from clawgate.gateway.ops.logs import log_file_path
-from clawgate.kernel.config import CONFIG_ENV, AgentConfig, Config, HeartbeatConfig
+from clawgate.kernel.config import CONFIG_ENV, AgentConfig, ChannelsConfig, Config, HeartbeatConfig
 from clawgate.kernel.secrets import REDACTED
 from tests.dashboard_harness import DashboardClient, dashboard_client
 from tests.fakes.llm import FakeLLM, text
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import make_config
+from tests.telegram_world import telegram_config
 
 SECRET = "hunter2-correct-horse-battery"
 GROUP = "-100777"
@@ -358,3 +360,19 @@ async def test_the_channel_table_is_served_for_the_live_poll(ops: DashboardClien
     channels = (await response.json())["channels"]
     assert channels["test"]["state"] == "running"
     assert channels["test"]["restarts"] == 0
+
+
+async def test_approving_on_the_people_page_welcomes_the_person(
+    tmp_path: Path,
+    agent_config: AgentConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    telegram: FakeTelegram,
+) -> None:
+    """Issue #35: the dashboard's approve said nothing to the person, unlike the CLI's."""
+    channels = ChannelsConfig(telegram=telegram_config(telegram, allow_from=[]))
+    async with ops_client(tmp_path, agent_config, monkeypatch, channels=channels) as ops:
+        code = ops.services.pairing.request("telegram", "4242", "newcomer") or ""
+        response = await ops.post_form("/people/pairing/approve", {"code": code, "role": "owner"})
+        assert notice_of(response).endswith("(welcome sent)")
+        told = await telegram.next_message(4242)
+        assert told["text"] == "You are now the owner of this assistant. Send your message again."

@@ -320,6 +320,21 @@ async def test_mmr_keeps_near_duplicates_from_filling_the_top(tmp_path):
         await search.close()
 
 
+async def test_results_are_listed_by_the_score_they_show(tmp_path):
+    """Issue #35: MMR pushes a near-duplicate down, but the list must still read by score."""
+    ws = tmp_path / "ws"
+    write(ws, "2026-12-01.md", "- Miso the cat ate salmon food again today.\n")
+    write(ws, "2026-12-02.md", "- Miso the cat ate salmon food again today.\n")
+    write(ws, "MEMORY.md", "- Miso the cat is allergic to chicken.\n")
+    search = make_search(tmp_path, HashedEmbedder(), max_results=3, mmr_lambda=0.5)
+    try:
+        scores = [h.score for h in await search.search("Miso cat salmon food")]
+        assert len(scores) == 3
+        assert scores == sorted(scores, reverse=True)
+    finally:
+        await search.close()
+
+
 # Embedders --------------------------------------------------------------------------
 
 

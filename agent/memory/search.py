@@ -366,7 +366,8 @@ def _merge(
     terms_: tuple[str, ...],
     k: int,
 ) -> list[SearchHit]:
-    """The first k results in MMR order; a chunk of the same file and date that touches an
+    """The first k results MMR chose, listed by score (stable) so the printed scores descend;
+    a chunk of the same file and date that touches an
     earlier result (or is a blank line away) joins it, the result then spanning both,
     instead of taking a place."""
     merged: list[tuple[Candidate, int, int, list[ChunkRow]]] = []
@@ -398,4 +399,5 @@ def _merge(
                 why=head,
             )
         )
+    hits.sort(key=lambda hit: -hit.score)
     return hits

@@ -22,7 +22,7 @@ from yarl import URL
 from clawgate.channels.groups import SeenGroup
 from clawgate.channels.pairing import CODE_TTL_SECONDS, Approval
 from clawgate.gateway.dashboard.render import render, services
-from clawgate.gateway.setup import approvals
+from clawgate.gateway.setup import approvals, welcome
 from clawgate.kernel.config import Config, default_config_path, load_config
 from clawgate.kernel.errors import ClawgateError
 
@@ -127,6 +127,9 @@ def _done(message: str = "", *, error: str = "") -> web.HTTPSeeOther:
 Action = Callable[[dict[str, str]], str]
 
 
+WELCOME_TIMEOUT = 5.0
+
+
 async def _act(request: web.Request, action: Action) -> web.Response:
     """Run a decision on the posted form in a thread (file locks, atomic replaces); back to
     the page with its one line, or with the error a person can act on."""
@@ -148,7 +151,13 @@ async def approve(request: web.Request) -> web.Response:
         if role not in ROLES:
             raise web.HTTPBadRequest(text=f"unknown role {role!r}")
         approval = approvals.approve(svc.pairing, svc.config, form["code"], ROLES[role])
-        return f"approved {approval.who} as {approval.role}; they can chat now"
+        done = f"approved {approval.who} as {approval.role}; they can chat now"
+        # Same welcome as `clawgate pairing approve`; this worker thread has no loop of its
+        # own, and the short timeout keeps a slow platform from holding the page.
+        told = asyncio.run(welcome.tell_approved(svc.config, approval, WELCOME_TIMEOUT))
+        if told == "sent":
+            return f"{done} (welcome sent)"
+        return f"{done} (welcome not sent: {told})" if told else done
 
     return await _act(request, run)
 
