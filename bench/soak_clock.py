@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak_stop import READY, START_TIMEOUT, STEP_TIMEOUT, STOP_TIMEOUT, Home, wait_for
-from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule
 from clawgate.gateway.cron.store import CronStore
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.fakes.telegram import FakeTelegram
@@ -134,6 +133,9 @@ class ClockHome(Home):
         out, err = await asyncio.wait_for(child.communicate(), STEP_TIMEOUT)
         return out.decode() + err.decode()
 
+    def job_id(self) -> str:
+        return next(job.id for job in self.cron.load().jobs if job.name == "bank")
+
     def reminders(self) -> int:
         return sum(1 for x in self.sent() if x.endswith(REMINDER))
 
@@ -163,16 +165,15 @@ async def seed(home: ClockHome, notes: list[str]) -> list[Path]:
     then = time.time() - 3600
     for path in files:
         os.utime(path, (then, then))
+    # Due after the first round's gateway has started and scheduled it, before its jump.
     due = datetime.now(UTC) + timedelta(seconds=25)
-    job = CronJob(
-        id="bank",
-        name="bank",
-        schedule=Schedule(at=due),
-        timezone="UTC",
-        message="Remind me to call the bank",
-        deliver_to=f"telegram:{OWNER}",
+    code, said = await run_clawgate(
+        home.path,
+        *("--config", str(home.config), "cron", "add", "--name", "bank"),
+        *("--message", "Remind me to call the bank", "--at", due.isoformat()),
+        *("--to", f"telegram:{OWNER}"),
     )
-    home.cron.save(JobsFile(jobs=[job]))
+    assert code == 0, said
     return files
 
 
@@ -194,7 +195,9 @@ async def clock_round(
         await say(home, notes, f"{round_}-before", rng.randint(1, 3))
         if round_ == 0:  # the reminder is scheduled before its clock jumps past it
             await wait_for(
-                lambda: home.cron.state_path.exists() and "bank" in home.cron.load_state().jobs,
+                lambda: (
+                    home.cron.state_path.exists() and home.job_id() in home.cron.load_state().jobs
+                ),
                 START_TIMEOUT,
             )
         jump = JUMPS[round_ % len(JUMPS)] if round_ < len(JUMPS) else f"+{402 + 2 * round_}d"
@@ -231,7 +234,10 @@ async def run_clock_lane(rounds: int, seed_: int, deadline: float, base: Path) -
                 print(f"clock lane: time budget reached after {tally.rounds} rounds", flush=True)
                 break
             await clock_round(home, tally, rng, round_, notes)
-            print(f"clock lane round {tally.rounds:2d}: clock at {home.spec.read_text().strip()}")
+            print(
+                f"clock lane round {tally.rounds:2d}: clock at {home.spec.read_text().strip()}",
+                flush=True,
+            )
         await home.finish(tally, lambda: all(f"re: {n}" in home.sent() for n in notes))  # type: ignore[arg-type]
         answered = Counter(home.sent())
         tally.sent = len(notes)
@@ -250,9 +256,11 @@ async def run_clock_lane(rounds: int, seed_: int, deadline: float, base: Path) -
             tally.problems_seen.append(f"memory audit: {said.strip()[-600:]}")
         tally.reminder_sent = home.reminders()
         tally.files_gone = sum(1 for path in files if not path.exists())
-        job = home.cron.load().get("bank")
-        state = home.cron.load_state().jobs.get("bank")
-        print(f"clock lane: reminder job enabled={job.enabled if job else None} state={state}")
+        job = home.cron.load().get(home.job_id())
+        state = home.cron.load_state().jobs.get(job.id)
+        for sent in (x for x in home.sent() if x.endswith(REMINDER)):
+            print(f"clock lane: reminder sent: {sent!r}", flush=True)
+        print(f"clock lane: reminder job enabled={job.enabled} state={state}", flush=True)
     return tally
 
 
