@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.soak_clock import ClockTally, report_clock, run_clock_lane
 from bench.soak_discord import report_discord, run_discord_lane
 from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
 from bench.soak_stop import StopTally, report_stop, run_double_new_lane, run_stop_lane
@@ -260,6 +261,9 @@ async def main() -> int:
     parser.add_argument(
         "--stop-rounds", type=int, default=6, help="rounds of each soak_stop lane (0: none)"
     )
+    parser.add_argument(
+        "--clock-rounds", type=int, default=3, help="clock-jump lane rounds (0: no such lane)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.budget
@@ -275,6 +279,8 @@ async def main() -> int:
         if args.stop_rounds:
             lanes.append(run_stop_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
             lanes.append(run_double_new_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
+        if args.clock_rounds:
+            lanes.append(run_clock_lane(args.clock_rounds, args.seed, deadline, Path(tmp)))
         done = await asyncio.gather(*lanes)
     telegram_ok = report(done[: args.lanes], time.monotonic() - started)
     others_ok = all(
@@ -283,6 +289,8 @@ async def main() -> int:
             if isinstance(tally, FullDiskTally)
             else report_stop(tally)
             if isinstance(tally, StopTally)
+            else report_clock(tally)
+            if isinstance(tally, ClockTally)
             else report_discord(tally)
             for tally in done[args.lanes :]
         ]
