@@ -49,6 +49,8 @@ async def test_approving_a_stranger_in_the_browser_lets_them_chat(
         await click(browser, "#pending button[name='approve-allowed']")
         await browser.wait_for_text(".notice", f"approved telegram user {STRANGER} (@newcomer)")
         await browser.find(f"#approved tr[data-user='telegram:{STRANGER}']")
+        welcome = (await telegram.next_message(STRANGER, timeout=30))["text"]
+        assert welcome.endswith("Send your message again.")
 
         fake_llm.script(text("Welcome aboard."))
         telegram.user_says(STRANGER, "hello again", username="newcomer")
