@@ -41,13 +41,20 @@ class RecordingChannel(Channel):
         self._queue(message.chat_id).put_nowait(message)
 
     async def say(
-        self, text: str, *, chat_id: str = "1", trust: Trust = Trust.OWNER, sender: str = "Ann"
+        self,
+        text: str,
+        *,
+        chat_id: str = "1",
+        trust: Trust = Trust.OWNER,
+        sender: str = "Ann",
+        message_id: str | None = None,
     ) -> None:
+        """`message_id`: the platform's id, e.g. the same one again for a re-delivery."""
         await self.bus.publish_inbound(
             InboundMessage(
                 channel=self.name,
                 chat_id=chat_id,
-                message_id=uuid.uuid4().hex,
+                message_id=message_id or uuid.uuid4().hex,
                 sender_id=sender.lower(),
                 sender_name=sender,
                 text=text,

@@ -20,7 +20,6 @@ from clawgate.agent.session import (
     State,
     load_session,
 )
-from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.harness import Harness, make_config
@@ -54,20 +53,6 @@ async def seed(store: SessionStore) -> None:
     turn(store, session, "latest", "L")
 
 
-async def deliver(harness: Harness, message_id: str, said: str) -> None:
-    await harness.bus.publish_inbound(
-        InboundMessage(
-            channel="test",
-            chat_id="1",
-            message_id=message_id,
-            sender_id="ann",
-            sender_name="Ann",
-            text=said,
-            trust=Trust.OWNER,
-        )
-    )
-
-
 def user_lines(path: Path) -> list[str]:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     return [line["content"] for line in lines if line.get("role") == "user"]
@@ -90,11 +75,11 @@ async def test_a_redelivered_message_from_the_consolidated_part_is_recognised(
         assert session.cold is not None  # the reload left the consolidated turns on disk
 
         # Delivered long ago: nothing is sent, nothing stored.
-        await deliver(harness, "X", "remember the milk")
+        await harness.channel.say(message_id="X", text="remember the milk")
         # Replied but never sent: that stored reply goes out, the model is not asked again.
-        await deliver(harness, "U", "what about eggs")
+        await harness.channel.say(message_id="U", text="what about eggs")
         assert (await harness.channel.next_reply()).text == "re: what about eggs"
-        await deliver(harness, "Z", "and bread")
+        await harness.channel.say(message_id="Z", text="and bread")
         assert (await harness.channel.next_reply()).text == "re: and bread"
         await harness.gateway.default.dispatcher.wait_idle(10)
         await asyncio.sleep(0)

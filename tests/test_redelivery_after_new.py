@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.harness import Harness, make_config
@@ -24,20 +23,6 @@ def echo(body: dict[str, Any]) -> Reply:
     return text(f"re: {users[-1]['content']}")
 
 
-async def deliver(harness: Harness, message_id: str, said: str) -> None:
-    await harness.bus.publish_inbound(
-        InboundMessage(
-            channel="test",
-            chat_id="1",
-            message_id=message_id,
-            sender_id="ann",
-            sender_name="Ann",
-            text=said,
-            trust=Trust.OWNER,
-        )
-    )
-
-
 def user_lines(harness: Harness) -> list[dict[str, Any]]:
     path = harness.runtime.sessions.path_for(KEY)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -50,14 +35,14 @@ async def test_a_message_replayed_after_new_is_not_answered_again(
     fake_llm.handler = echo
     config = make_config(tmp_path, agent_config)
     async with Harness(config) as harness:
-        await deliver(harness, "X", "remember the milk")
+        await harness.channel.say(message_id="X", text="remember the milk")
         assert (await harness.channel.next_reply()).text == "re: remember the milk"
-        await deliver(harness, "N", "/new")
+        await harness.channel.say(message_id="N", text="/new")
         await harness.channel.next_reply()
 
         # The same process sees the copy: nothing is sent, nothing stored.
-        await deliver(harness, "X", "remember the milk")
-        await deliver(harness, "Y", "and eggs")
+        await harness.channel.say(message_id="X", text="remember the milk")
+        await harness.channel.say(message_id="Y", text="and eggs")
         assert (await harness.channel.next_reply()).text == "re: and eggs"
         assert [m["content"] for m in user_lines(harness)] == ["and eggs"]
         await harness.gateway.default.dispatcher.wait_idle(10)
@@ -65,8 +50,8 @@ async def test_a_message_replayed_after_new_is_not_answered_again(
     # A restart (the copy comes back when Telegram never got the acknowledgement): the fresh
     # transcript, loaded from disk, still knows X.
     async with Harness(config) as harness:
-        await deliver(harness, "X", "remember the milk")
-        await deliver(harness, "Z", "and bread")
+        await harness.channel.say(message_id="X", text="remember the milk")
+        await harness.channel.say(message_id="Z", text="and bread")
         assert (await harness.channel.next_reply()).text == "re: and bread"
         assert [m["content"] for m in user_lines(harness)] == ["and eggs", "and bread"]
         await harness.gateway.default.dispatcher.wait_idle(10)

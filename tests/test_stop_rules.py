@@ -11,27 +11,12 @@ from typing import Any
 
 from clawgate.agent.session import Command, Message, SessionStore, Stopped, load_session
 from clawgate.agent.session.delivery import command_ran, unanswered
-from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM, Reply, gate, text
 from tests.harness import Harness, make_config
 from tests.memory_helpers import is_consolidation, save
 
 KEY = "test:1"
-
-
-async def deliver(harness: Harness, message_id: str, said: str) -> None:
-    await harness.bus.publish_inbound(
-        InboundMessage(
-            channel="test",
-            chat_id="1",
-            message_id=message_id,
-            sender_id="ann",
-            sender_name="Ann",
-            text=said,
-            trust=Trust.OWNER,
-        )
-    )
 
 
 def echo(body: dict[str, Any]) -> Reply:
@@ -48,10 +33,10 @@ async def test_stop_ends_the_running_turn_only_and_names_it(
     fake_llm.script(gate(never, text("too late")))
     fake_llm.handler = echo
     async with Harness(make_config(tmp_path, agent_config)) as harness:
-        await deliver(harness, "A", "slow one")
+        await harness.channel.say(message_id="A", text="slow one")
         await fake_llm.wait_for_requests(1)
-        await deliver(harness, "B", "queued one")
-        await deliver(harness, "S", "/stop")
+        await harness.channel.say(message_id="B", text="queued one")
+        await harness.channel.say(message_id="S", text="/stop")
 
         stopped = await harness.channel.next_reply()
         assert (stopped.text, stopped.reply_to, stopped.stopped) == ("Stopped.", "S", "A")
@@ -59,8 +44,8 @@ async def test_stop_ends_the_running_turn_only_and_names_it(
         assert (queued.text, queued.reply_to, queued.stopped) == ("re: queued one", "B", None)
 
         # A copy of the stopped message (a channel's replay) is not run again.
-        await deliver(harness, "A", "slow one")
-        await deliver(harness, "C", "next")
+        await harness.channel.say(message_id="A", text="slow one")
+        await harness.channel.say(message_id="C", text="next")
         assert (await harness.channel.next_reply()).text == "re: next"
         assert len(fake_llm.requests) == 3
         session = await harness.runtime.sessions.get(KEY)
@@ -99,17 +84,17 @@ async def test_two_new_replayed_after_a_restart_are_skipped(
     fake_llm.handler = echo
     config = make_config(tmp_path, agent_config)
     async with Harness(config) as harness:
-        await deliver(harness, "N1", "/new")
+        await harness.channel.say(message_id="N1", text="/new")
         assert (await harness.channel.next_reply()).text == "New session started."
-        await deliver(harness, "N2", "/new")
+        await harness.channel.say(message_id="N2", text="/new")
         assert (await harness.channel.next_reply()).text == "New session started."
         assert (await harness.ask("hi")).text == "re: hi"
         archived = harness.runtime.sessions.list_archived()
 
     async with Harness(config) as harness:
-        await deliver(harness, "N1", "/new")
-        await deliver(harness, "N2", "/new")
-        await deliver(harness, "X", "still here?")
+        await harness.channel.say(message_id="N1", text="/new")
+        await harness.channel.say(message_id="N2", text="/new")
+        await harness.channel.say(message_id="X", text="still here?")
         assert (await harness.channel.next_reply()).text == "re: still here?"
         assert harness.runtime.sessions.list_archived() == archived
         session = await harness.runtime.sessions.get(KEY)
