@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -70,7 +70,6 @@ def onboard(
         ),
     ] = None,
 ) -> None:
-    import asyncio
     import os
 
     from pydantic import SecretStr
@@ -109,7 +108,7 @@ def onboard(
             return
         typer.echo("\nA few questions (Ctrl-C to stop; the answers are saved at the end).\n")
         asker = Asker(_interruptible(typer.prompt), _interruptible(typer.confirm), typer.echo)
-    answers = asyncio.run(
+    answers = _run_questions(
         run_setup(
             config_path,
             flags,
@@ -178,6 +177,25 @@ def _works(config_path: Path, no_check: bool) -> bool:
     for finding in findings:
         typer.echo(f"  {finding.message}")
     return all(finding.level == "ok" for finding in findings)
+
+
+def _run_questions(questions: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(questions)` with worker threads that leave Ctrl-C to the main thread. The
+    kernel hands SIGINT to any thread that does not block it; one caught by a worker (the
+    live checks' threads, a library's) leaves the prompt blocked in input() on the main
+    thread, waiting for a line."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    def leave_sigint_to_main() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    async def run() -> T:
+        workers = ThreadPoolExecutor(initializer=leave_sigint_to_main)
+        asyncio.get_running_loop().set_default_executor(workers)
+        return await questions
+
+    return asyncio.run(run())
 
 
 def _interruptible(ask: Callable[..., T]) -> Callable[..., T]:
