@@ -181,7 +181,7 @@ class AgentLoop:
         """A message seen before (a channel re-delivered it after a restart): answer it at most
         once. Delivered -> nothing; replied but not sent -> send that reply; never finished ->
         finish the turn without storing the message again."""
-        decision = replay(session, user_seq)
+        decision = replay(session, user_seq, message.message_id)
         if decision.action is Replay.ANSWERED:
             log.info("%s: message %s was already answered", session.key, message.message_id)
             return None

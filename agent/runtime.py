@@ -37,15 +37,16 @@ from clawgate.agent.session import (
     Delivery,
     OverLimit,
     SessionStore,
+    Streamed,
     load_session,
     read_key,
 )
-from clawgate.agent.session.delivery import unanswered
+from clawgate.agent.session.delivery import streamed, unanswered
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
-from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
+from clawgate.kernel.bus import InboundMessage, OutboundMessage, ReplyDraft, Trust
 from clawgate.kernel.config import Config
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
@@ -234,6 +235,14 @@ class AgentRuntime:
         )
         self.sessions.append(session, kept)
         await self.sessions.sync(session)
+
+    async def record_stream(self, draft: ReplyDraft) -> None:
+        """A channel is about to show the first piece of the reply to `draft.reply_to`: from
+        now on that message is answered (a `Streamed` record), whatever becomes of its turn.
+        One write() before the piece leaves, so a kill -9 after it cannot lose the record."""
+        session = await self.sessions.get(draft.session_key)
+        if not streamed(session, draft.reply_to):
+            self.sessions.append(session, Streamed(message_id=draft.reply_to))
 
     async def record_delivery(self, message: OutboundMessage, error: str | None) -> None:
         """Note in the session that a reply went out (or finally failed)."""

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
 
 from clawgate.kernel.areas import Reach, chat_area, safe_file_name
-from clawgate.kernel.bus import MessageBus, OutboundMessage, Trust
+from clawgate.kernel.bus import MessageBus, OutboundMessage, ReplyDraft, Trust
+
+# Told, before a live reply's first piece is posted, which message it answers (the gateway
+# records it in the session: a restart must not answer that message again).
+StreamOpened = Callable[[ReplyDraft], Awaitable[None]]
 
 
 def media_folder(trust: Trust, platform: str, chat: str) -> PurePosixPath:
@@ -51,6 +56,17 @@ class Channel(ABC):
     @abstractmethod
     async def send(self, message: OutboundMessage) -> None:
         """Deliver one reply, split and formatted for the platform."""
+
+    @property
+    def streams(self) -> bool:
+        """Whether it shows replies as they are written: only then are its turns streamed."""
+        return False
+
+    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
+        """The reply to `draft.reply_to` so far. A channel that shows replies as they are
+        written (channels/live.py) awaits `opened(draft)` before it posts the first piece;
+        the others ignore drafts and send the complete reply."""
+        return None
 
     async def close(self) -> None:
         """Release what sending holds (its connections). Called once after `stop`, when the

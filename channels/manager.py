@@ -16,6 +16,8 @@ channel, the refused one stays failed in status and is retried). `ChannelStates`
 Outbound: `run_outbound` sends each reply through its channel (the replying agent's bot,
 through `account_of`), with its text and any error redacted, and reports the outcome to
 `on_delivery` (the runtime's `record_delivery`: a `Delivery` record, sent or failed).
+`stream` hands a reply still being written to its channel, redacted the same way; a channel
+that shows it calls `on_stream_open` before its first piece (the runtime's `record_stream`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clawgate.channels.base import Channel
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.channels.base import Channel, StreamOpened
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError, CredentialsRejected
 from clawgate.kernel.retry import Backoff
 from clawgate.kernel.secrets import Redactor
@@ -129,6 +131,7 @@ class ChannelManager:
         clock: Callable[[], float] = time.time,
         redact: Redactor | None = None,
         account_of: AccountOf | None = None,
+        on_stream_open: StreamOpened | None = None,
     ) -> None:
         """`redact`: the gateway's redactor; every text sent and every error kept for
         status passes it (by default only token-shaped values are caught).
@@ -144,6 +147,7 @@ class ChannelManager:
         self._account_of = account_of
         # Called with (message, None) once sent, or (message, error) once given up on.
         self._on_delivery = on_delivery
+        self._on_stream_open = on_stream_open
         self._sleep = sleep
         self._clock = clock
         self.states = states if states is not None else ChannelStates()
@@ -214,7 +218,7 @@ class ChannelManager:
                 "%s: channel %s failed to take note", message.session_key, message.channel
             )
 
-    def _channel_of(self, message: InboundMessage | OutboundMessage) -> Channel | None:
+    def _channel_of(self, message: InboundMessage | OutboundMessage | ReplyDraft) -> Channel | None:
         if self._account_of is None:
             return self.channels.get(message.channel)
         return self.channels.get(self._account_of(message.agent, message.channel))
@@ -328,6 +332,25 @@ class ChannelManager:
                 log.error("%s: reply not delivered: %s", message.session_key, error)
         if self._on_delivery is not None:
             await self._on_delivery(message, error)
+
+    async def stream(self, draft: ReplyDraft) -> None:
+        """A reply so far, to its channel (which may show it or ignore it)."""
+        channel = self._channel_of(draft)
+        if channel is None:
+            return
+        text = self.redact(draft.text)
+        status = self.redact(draft.status) if draft.status else draft.status
+        if text != draft.text or status != draft.status:
+            draft = draft.model_copy(update={"text": text, "status": status})
+        try:
+            await channel.stream(draft, self._stream_opened)
+        except Exception:
+            # A preview that fails must not fail the turn: the complete reply still goes out.
+            log.exception("%s: live reply failed", draft.session_key)
+
+    async def _stream_opened(self, draft: ReplyDraft) -> None:
+        if self._on_stream_open is not None:
+            await self._on_stream_open(draft)
 
     async def run_outbound(self) -> None:
         """Deliver outbound messages until cancelled: chats in parallel (up to

@@ -126,6 +126,31 @@ class OutboundMessage(BaseModel):
         return agent_key(self.agent, self.session_key)
 
 
+class ReplyDraft(BaseModel):
+    """A reply still being written, for a channel that shows it as it grows (`streaming`).
+
+    Each draft is the whole reply so far, not a piece of it: a channel may skip any draft and
+    show only the latest. The complete reply still comes as an `OutboundMessage` with the
+    same `reply_to`; the channel turns what it showed into that one reply (one delivery).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    chat_id: str
+    # The platform id of the message being answered: the one reply this draft becomes.
+    reply_to: str
+    text: str = ""
+    # One short line for the tool step running now ("⏳ exec: ls -la"), shown under the text
+    # until the text goes on.
+    status: str | None = None
+    agent: str | None = None
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
 def agent_key(agent: str | None, session_key: str) -> str:
     """`agent/channel:chat`; the bare session key when no agent is named."""
     return f"{agent}/{session_key}" if agent else session_key

@@ -112,6 +112,9 @@ class _ChatChannelConfig(_Section):
     # with the next one that does, as context (0: none).
     group_context: int = Field(10, ge=0, le=100)
     proxy: str | None = None
+    # "edit": a reply shows while it is written, by editing one message (channels/live.py);
+    # "off": each reply is sent once it is complete.
+    streaming: Literal["edit", "off"] = "edit"
 
     @model_validator(mode="after")
     def _open_needs_star(self) -> _ChatChannelConfig:

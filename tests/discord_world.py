@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.discord import DiscordChannel, create_channel
@@ -38,6 +38,7 @@ class World:
         agent: AgentConfig,
         *,
         allow_guild: bool = True,
+        streaming: Literal["edit", "off"] = "off",
         **overrides: object,
     ) -> None:
         self.fake = fake
@@ -53,6 +54,8 @@ class World:
             allow_from=[OWNER],
             # A guild id serves all its channels; a channel id serves it and its threads.
             group_allow=[self.guild if allow_guild else self.general],
+            # Replies sent whole, as before streaming: the tests that stream say so.
+            streaming=streaming,
         )
         self.config: Config = make_config(
             tmp_path, agent, channels=ChannelsConfig(discord=self.discord), **overrides
@@ -118,6 +121,8 @@ class GatewayHome:
             "gateway_url": fake.gateway_url,
             "allow_from": [OWNER],
             "group_allow": [self.guild],
+            # Replies sent whole, as before streaming: the tests that stream say so.
+            "streaming": "off",
             **discord_options,
         }
         self.config = write_config(

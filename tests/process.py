@@ -72,6 +72,8 @@ def fake_telegram(telegram: FakeTelegram, chats: Iterable[int], **extra: Any) ->
         "base_file_url": telegram.base_file_url,
         "poll_timeout": 1,
         "allow_from": [str(chat) for chat in chats],
+        # Replies sent whole, as before streaming: the tests that stream say so.
+        "streaming": "off",
         **extra,
     }
 

@@ -114,12 +114,14 @@ class Homes:
             "gateway_url": discord.gateway_url,
             "allow_from": [OWNER],
             "group_allow": [self.guild],
+            "streaming": "off",  # whole replies: each answer is read as one message
         }
         work_telegram = {
             "token": WORK_TOKEN,
             "base_url": work_tg.base_url,
             "base_file_url": work_tg.base_file_url,
             "allow_from": [str(WORK_USER)],
+            "streaming": "off",
         }
 
         def section(name: str, values: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from clawgate.agent.session.records import (
     SessionHeader,
     State,
     Stopped,
+    Streamed,
     ToolCall,
     TurnError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "State",
     "Stopped",
     "StoredMessage",
+    "Streamed",
     "ToolCall",
     "TurnError",
     "load_session",

@@ -10,8 +10,12 @@ second copy is recognised, and its turn is neither run nor answered twice. The w
 - answered: handed out or delivered. An answered reply is never sent again.
 - stopped: a /stop ended the message's turn (a `Stopped` record names it); the "Stopped."
   notice was its answer, so it is answered too, and never run again.
-- unanswered: the last user message carries a platform id and no reply followed it: the
-  process died mid-turn. The gateway publishes it again at start (`unanswered`).
+- streamed: a channel began to show the reply while it was written (a `Streamed` record names
+  the message, written before the first piece showed). That shown reply is its answer, even
+  if the turn never finished: the channel finishes or marks it, and nothing answers again.
+- unanswered: the last user message carries a platform id, no reply followed it and none
+  began to show: the process died mid-turn. The gateway publishes it again at start
+  (`unanswered`).
 
 A slash command is recognised the same way: its `Command` record names its platform id, and
 the ids of the commands a transcript ran are carried into the one /new starts after it, so a
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from clawgate.agent.session.messages import StoredMessage
-from clawgate.agent.session.records import Stopped
+from clawgate.agent.session.records import Stopped, Streamed
 from clawgate.agent.session.transcript import Session
 
 
@@ -63,6 +67,11 @@ def stopped(session: Session, message_id: str) -> bool:
     return any(r.message_id == message_id for r in session.records_of(Stopped))
 
 
+def streamed(session: Session, message_id: str) -> bool:
+    """A reply to the message with this platform id began to show in its chat."""
+    return any(r.message_id == message_id for r in session.records_of(Streamed))
+
+
 class Replay(Enum):
     """What to do with a message whose platform id this session has already stored."""
 
@@ -79,8 +88,9 @@ class ReplayDecision:
     reply: StoredMessage | None = None  # the stored reply, for UNSENT
 
 
-def replay(session: Session, user_seq: int) -> ReplayDecision:
-    """The decision for a re-delivered copy of the user message stored at `user_seq`."""
+def replay(session: Session, user_seq: int, message_id: str = "") -> ReplayDecision:
+    """The decision for a re-delivered copy of the user message stored at `user_seq` (whose
+    platform id is `message_id`)."""
     if user_seq < session.first_seq:
         # Stored in a transcript /new has archived since: that conversation is closed.
         return ReplayDecision(Replay.SUPERSEDED)
@@ -91,14 +101,19 @@ def replay(session: Session, user_seq: int) -> ReplayDecision:
         return ReplayDecision(Replay.UNSENT, reply)
     if any(m.role == "user" for m in session.messages_after(user_seq)):
         return ReplayDecision(Replay.SUPERSEDED)
+    if message_id and streamed(session, message_id):
+        return ReplayDecision(Replay.ANSWERED)  # cut mid-stream: what showed is its reply
     return ReplayDecision(Replay.UNFINISHED)
 
 
 def unanswered(session: Session) -> StoredMessage | None:
-    """The last user message if it came with a platform id and no reply followed it."""
+    """The last user message if it came with a platform id, no reply followed it and none
+    began to show."""
     last_user = session.last_user_message()
     if last_user is None or not last_user.message_id:
         return None
     if reply_to(session, last_user.seq) is not None or stopped(session, last_user.message_id):
+        return None
+    if streamed(session, last_user.message_id):
         return None
     return last_user

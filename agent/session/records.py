@@ -175,6 +175,16 @@ class Stopped(Line):
     timestamp: str | None = None
 
 
+class Streamed(Line):
+    """A reply to this platform message began to show in its chat (a channel streams it)
+    before the turn ended: whatever happens to the turn, that message has its one reply, and
+    a restart never answers it again (the channel finishes or marks what it showed)."""
+
+    type: Literal["streamed"] = "streamed"
+    message_id: str
+    timestamp: str | None = None
+
+
 class Compaction(Line):
     """Messages up to `up_to_seq` are sent to the model as `summary` from now on."""
 
@@ -222,6 +232,7 @@ RecordKind = (
     | TurnError
     | Command
     | Stopped
+    | Streamed
     | Compaction
     | Consolidation
     | Archived

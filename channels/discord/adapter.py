@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel
+from clawgate.channels.base import Channel, StreamOpened
 from clawgate.channels.discord.catchup import catch_up, recover
 from clawgate.channels.discord.client import (
     CATCH_UP,
@@ -51,15 +52,17 @@ from clawgate.channels.discord.normalise import Normaliser
 from clawgate.channels.discord.sender import (
     RETRY_DELAYS,
     SEND_TIMEOUT,
+    LiveSurface,
     Sender,
     Typing,
 )
 from clawgate.channels.discord.state import Watermarks
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
+from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.unstored import Unstored, until_stored
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError
 from clawgate.kernel.storage import DiskWriter
 
@@ -105,6 +108,7 @@ class DiscordChannel(Channel):
         send_timeout: float = SEND_TIMEOUT,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
         workspaces: Mapping[str, Path] | None = None,
     ) -> None:
         """`workspaces`: on a bot several agents answer through, each agent's workspace by
@@ -148,6 +152,12 @@ class DiscordChannel(Channel):
         self._normaliser = Normaliser(
             config, policy, self._watermarks, MediaSaver(workspace, writer), self._sender.send_text
         )
+        self._live = LiveReplies(
+            LiveSurface(lambda: self._sender, self._quotes),
+            StreamLog(state_dir / "streams.jsonl", writer),
+            clock=clock,
+            sleep=sleep,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -180,6 +190,7 @@ class DiscordChannel(Channel):
             ready.cancel()
         if self._ready.is_set():
             log.info("discord: connected as %s", client.user)
+            await self._live.recover()
             return
         exc = self._task.exception()
         if exc is None:
@@ -215,6 +226,10 @@ class DiscordChannel(Channel):
         for message_id, message in due:
             log.info("discord: answering message %d, received before the last stop", message_id)
             await self.bus.publish_inbound(message)
+
+    async def close(self) -> None:
+        # Turns the shutdown cancelled leave their live replies marked, not hanging.
+        await self._live.cut_all()
 
     async def stop(self) -> None:
         # Sends keep working after stop: the gateway flushes replies of running turns later.
@@ -319,6 +334,33 @@ class DiscordChannel(Channel):
 
     # -- outbound --------------------------------------------------------------------------
 
+    @property
+    def streams(self) -> bool:
+        return self.config.streaming == "edit"
+
+    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
+        """A reply so far, shown live (channels/live.py)."""
+        if self.streams:
+            self._live.update(draft, lambda: self._opening(draft, opened))
+
+    async def _opening(self, draft: ReplyDraft, opened: StreamOpened) -> None:
+        """Before a live reply's first post: answered in the journal (the same rule as any
+        reply's first request), held open in the stream log, recorded in the session."""
+        answering = _snowflake(draft.reply_to)
+        if answering is not None:
+            await until_stored(
+                lambda: self.journal.answered_through(draft.chat_id, answering),
+                f"discord: the answered mark of {answering}",
+                self._sleep,
+            )
+        self._typing.stop(draft.chat_id)
+        await self._live.log.opened((draft.chat_id, draft.reply_to))
+        await opened(draft)
+
+    def _quotes(self, chat_id: str) -> bool:
+        """In a busy channel the reference shows whom we answer; in a DM it is noise."""
+        return chat_id in self._normaliser.group_chats
+
     async def send(self, message: OutboundMessage) -> None:
         # At most once: the journal hears of the answer before the first request goes out, so
         # a kill -9 after Discord took the reply never sends it again (the nonce only guards
@@ -328,6 +370,7 @@ class DiscordChannel(Channel):
         chat_id = message.chat_id
         answering = _snowflake(message.reply_to)
         stopped = _snowflake(message.stopped)
+        live = await self._live.take(chat_id, message.stopped or message.reply_to)
         try:
             if stopped is not None:
                 # "Stopped." answers the stopped turn's message alone; its reply_to, the /stop,
@@ -343,9 +386,15 @@ class DiscordChannel(Channel):
                     f"discord: the answered mark of {answering}",
                     self._sleep,
                 )
-            quote = chat_id in self._normaliser.group_chats
+            quote = self._quotes(chat_id)
             sender = self._agent_senders.get(message.agent or "", self._sender)
-            await sender.send(message, quote=quote)
+            if live is None:
+                await sender.send(message, quote=quote)
+            else:
+                try:
+                    await sender.finish_live(message, live.ref or "", live.shown, quote=quote)
+                finally:
+                    await self._live.finished(live)
         finally:
             self._typing.stop(chat_id)
             if answering is not None and self._receiving and self.journal.waiting(chat_id):

@@ -17,6 +17,7 @@ import discord
 
 from clawgate.channels.base import outbound_file
 from clawgate.channels.discord.client import bot_token, intents, point_at, short
+from clawgate.channels.live import STOPPED_LINE, error_tail, with_line
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line, tries
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2000
+# What a live message shows: room for the "…" and the status line.
+LIVE_LIMIT = 1900
 FILES_PER_MESSAGE = 10
 # Discord's upload limit for a bot in an unboosted server.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
@@ -61,6 +64,68 @@ class Sender:
 
     async def send(self, message: OutboundMessage, *, quote: bool) -> None:
         """Send one reply; with `quote`, its first message references the one it answers."""
+        plan = await self._plan(message)
+        if not plan:
+            log.warning("%s: empty reply not sent", message.session_key)
+            return
+        await self._send_plan(message, plan, quote=quote)
+
+    async def finish_live(
+        self, message: OutboundMessage, ref: str, shown: str, *, quote: bool
+    ) -> None:
+        """The live message `ref` (showing `shown`) made into `message`: its first part
+        edited in, the rest and the files sent as new messages. A stopped turn keeps what
+        showed with STOPPED_LINE under it; a failed one gets the error in place of its
+        unfinished line. If the message cannot be edited (deleted), `message` is sent anew."""
+        if message.stopped is not None or message.is_error:
+            ending = (
+                with_line(shown, STOPPED_LINE)
+                if message.stopped is not None
+                else error_tail(shown, message.text)
+            )
+            if not await self.edit(message.chat_id, ref, ending):
+                await self.send(message, quote=quote)
+            return
+        plan = await self._plan(message)
+        if plan and plan[0][0]:
+            first, files = plan[0]
+            if await self.edit(message.chat_id, ref, first):
+                plan, quote = ([("", files)] if files else []) + plan[1:], False
+        await self._send_plan(message, plan, quote=quote)
+
+    async def edit(self, chat_id: str, ref: str, content: str) -> bool:
+        """Replace message `ref`'s text; False when Discord no longer has it (or refuses).
+        An edit may be repeated, so any failure Discord may not have seen is retried;
+        rate limits are discord.py's to wait out."""
+
+        async def attempt() -> None:
+            try:
+                async with asyncio.timeout(self._send_timeout):
+                    async with self._rest_client() as client:
+                        target = client.get_partial_messageable(int(chat_id))
+                        await target.get_partial_message(int(ref)).edit(content=content)
+            except (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise Retry(short(exc)) from exc
+
+        try:
+            await retrying(
+                attempt,
+                attempts=len(self._retry_delays) + 1,
+                backoff=Backoff(schedule=self._retry_delays),
+                sleep=self._sleep,
+            )
+        except discord.HTTPException as exc:
+            log.warning("discord: message %s not edited: %s", ref, short(exc))
+            return False
+        except RetriesExhausted as exhausted:
+            raise ChannelError(
+                f"Discord did not take the edit after {tries(exhausted.attempts)}: "
+                f"{exhausted.last.reason}"
+            ) from exhausted.last.__cause__
+        return True
+
+    async def _plan(self, message: OutboundMessage) -> list[tuple[str, Files]]:
+        """The reply's messages: its text parts, its files on the last of them."""
         files, problems = await self._load_files(message)
         text = "\n".join(part for part in (message.text, *problems) if part)
         parts = split_message(text, MAX_MESSAGE_CHARS)
@@ -72,9 +137,11 @@ class Sender:
         if batches and plan:
             plan[-1] = (plan[-1][0], batches.pop(0))
         plan.extend(("", batch) for batch in batches)
-        if not plan:
-            log.warning("%s: empty reply not sent", message.session_key)
-            return
+        return plan
+
+    async def _send_plan(
+        self, message: OutboundMessage, plan: list[tuple[str, Files]], *, quote: bool
+    ) -> None:
         reference = None
         if message.reply_to and quote:
             reference = discord.MessageReference(
@@ -91,13 +158,22 @@ class Sender:
         for part in split_message(text, MAX_MESSAGE_CHARS):
             await self._send_part(chat_id, part, [], None)
 
+    async def post(self, chat_id: str, reply_to: str, text: str, *, quote: bool) -> str:
+        """One new message answering `reply_to` (referencing it with `quote`); its id."""
+        reference = None
+        if quote:
+            reference = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
+            )
+        return await self._send_part(chat_id, text, [], reference)
+
     async def _send_part(
         self,
         chat_id: str,
         content: str,
         files: Files,
         reference: discord.MessageReference | None,
-    ) -> None:
+    ) -> str:
         """Send one message; retry what Discord may not have received, never doubling it.
 
         Every attempt carries the same nonce with enforce_nonce, so when an attempt timed out
@@ -106,7 +182,7 @@ class Sender:
         """
         nonce = str(secrets.randbits(63))
 
-        async def attempt() -> None:
+        async def attempt() -> str:
             try:
                 async with asyncio.timeout(self._send_timeout):
                     async with self._rest_client() as client:
@@ -114,7 +190,7 @@ class Sender:
                             client.get_partial_messageable(int(chat_id))
                         )
                         assert isinstance(target, discord.abc.Messageable)
-                        await target.send(
+                        sent = await target.send(
                             content or None,
                             # None (no attachments) is accepted at run time, not by the stubs.
                             files=[discord.File(io.BytesIO(d), filename=n) for n, d in files]
@@ -126,6 +202,7 @@ class Sender:
                                 everyone=False, roles=False, users=True
                             ),
                         )
+                        return str(sent.id)
             except discord.LoginFailure as exc:
                 raise ChannelError("Discord rejected the bot token") from exc
             except (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -139,7 +216,7 @@ class Sender:
             )
 
         try:
-            await retrying(
+            return await retrying(
                 attempt,
                 attempts=len(self._retry_delays) + 1,
                 backoff=Backoff(schedule=self._retry_delays),
@@ -189,6 +266,24 @@ class Sender:
                 log.warning("discord: cannot attach %s: %s", item, exc)
                 problems.append(f"(could not attach {item}: {one_line(exc)})")
         return files, problems
+
+
+class LiveSurface:
+    """Live replies' posts and edits (channels/live.py); `quote(chat)` says whether a
+    chat's replies reference the message they answer (groups)."""
+
+    limit = LIVE_LIMIT
+
+    def __init__(self, sender: Callable[[], Sender], quote: Callable[[str], bool]) -> None:
+        self._sender = sender
+        self._quote = quote
+
+    async def post(self, chat_id: str, reply_to: str, text: str) -> str:
+        return await self._sender().post(chat_id, reply_to, text, quote=self._quote(chat_id))
+
+    async def edit(self, chat_id: str, ref: str, text: str) -> None:
+        if not await self._sender().edit(chat_id, ref, text):
+            raise ChannelError(f"Discord refused the edit of message {ref}")
 
 
 class Typing:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -28,17 +27,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel
+from clawgate.channels.base import Channel, StreamOpened
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import is_stop
+from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
-from clawgate.channels.telegram.sender import ApiCalls, Sender, Typing
+from clawgate.channels.telegram.raw_request import RawKeeping, raw_keeping_request
+from clawgate.channels.telegram.sender import ApiCalls, LiveSurface, Sender, Typing
 from clawgate.channels.unstored import Unstored, until_stored
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
 from clawgate.kernel.retry import Backoff, Retry, retrying
 from clawgate.kernel.storage import DiskWriter
@@ -129,6 +130,12 @@ class TelegramChannel(Channel):
             if path != workspace
         }
         self._typing = Typing(self._require_bot, interval=typing_interval, limit=typing_max)
+        self._live = LiveReplies(
+            LiveSurface(self._require_bot, calls),
+            StreamLog(state_dir / "streams.jsonl", writer),
+            clock=clock,
+            sleep=sleep,
+        )
         self._normaliser = Normaliser(
             config,
             policy,
@@ -168,6 +175,7 @@ class TelegramChannel(Channel):
             # Not fatal: the polling loop keeps trying, and the rest of the gateway runs.
             log.warning("telegram: cannot reach the Bot API yet (%s); retrying", one_line(exc))
         self._receiving = True
+        await self._live.recover()
         for update_id, message in replay:
             log.info("telegram: answering update %d, fetched before the last stop", update_id)
             await self._publish(message)
@@ -188,6 +196,8 @@ class TelegramChannel(Channel):
             self._poll_request = None
 
     async def close(self) -> None:
+        # Turns the shutdown cancelled leave their live replies marked, not hanging.
+        await self._live.cut_all()
         request, self._send_request = self._send_request, None
         if request is not None:
             with contextlib.suppress(Exception):
@@ -200,7 +210,7 @@ class TelegramChannel(Channel):
         if self.config.token is None:
             raise ChannelError("telegram: no token configured ([channels.telegram] token)")
         proxy = self.config.proxy
-        self._poll_request = _raw_keeping_request(read_timeout=self._read_timeout, proxy=proxy)
+        self._poll_request = raw_keeping_request(read_timeout=self._read_timeout, proxy=proxy)
         # Typing actions and replies to several chats go out side by side.
         self._send_request = HTTPXRequest(
             connection_pool_size=16,
@@ -318,7 +328,7 @@ class TelegramChannel(Channel):
 
         bot = self._require_bot()
         request = self._poll_request
-        if not isinstance(request, _RawKeeping):
+        if not isinstance(request, RawKeeping):
             raise ChannelError("telegram: channel is not started")
         request.last_payload = None
         try:
@@ -411,9 +421,27 @@ class TelegramChannel(Channel):
 
     # -- sending ---------------------------------------------------------------------------
 
+    @property
+    def streams(self) -> bool:
+        return self.config.streaming == "edit"
+
+    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
+        """A reply so far, shown live (channels/live.py)."""
+        if self.streams:
+            self._live.update(draft, lambda: self._opening(draft, opened))
+
+    async def _opening(self, draft: ReplyDraft, opened: StreamOpened) -> None:
+        """Before a live reply's first post: answered in the journal (the same rule as any
+        reply's first request), held open in the stream log, recorded in the session."""
+        update_id, _ = parse_message_id(draft.reply_to)
+        await self._answered(draft.chat_id, update_id)
+        await self._live.log.opened((draft.chat_id, draft.reply_to))
+        await opened(draft)
+
     async def send(self, message: OutboundMessage) -> None:
         chat, thread = split_chat_id(message.chat_id)
         update_id, quote_id = parse_message_id(message.reply_to)
+        live = await self._live.take(message.chat_id, message.stopped or message.reply_to)
         # At most once: the journal hears of the answer before the first request goes out.
         # Telegram cannot de-duplicate a send, so marking it afterwards would let a kill -9
         # between Telegram taking the reply and the journal line replay the update and send
@@ -436,7 +464,13 @@ class TelegramChannel(Channel):
         else:
             await self._answered(message.chat_id, update_id)
         sender = self._agent_senders.get(message.agent or "", self._sender)
-        await sender.send(chat, thread, message, quote_id)
+        if live is None:
+            await sender.send(chat, thread, message, quote_id)
+            return
+        try:
+            await sender.finish_live(chat, thread, live.ref or "", live.shown, message, quote_id)
+        finally:
+            await self._live.finished(live)
 
     async def _answered(self, chat_id: str, update_id: int | None) -> None:
         if update_id is None:
@@ -453,31 +487,3 @@ class TelegramChannel(Channel):
         self._typing.stop(chat_id)
         if self._receiving and any(m.chat_id == chat_id for m in self.journal.pending.values()):
             self._typing.start(chat_id)
-
-
-class _RawKeeping:
-    """Marker base: the poll request that keeps the body of its last response."""
-
-    last_payload: bytes | None = None
-
-    def last_result(self) -> Any:
-        """The `result` of the last response, as JSON, or None."""
-        try:
-            body = json.loads(self.last_payload or b"null")
-        except ValueError:
-            return None
-        return body.get("result") if isinstance(body, dict) else None
-
-
-def _raw_keeping_request(**options: Any) -> HTTPXRequest:
-    """An HTTPXRequest for getUpdates that keeps the raw body of its last response, so a
-    batch PTB fails to parse can still be read update by update."""
-    from telegram.request import HTTPXRequest
-
-    class RawKeepingRequest(_RawKeeping, HTTPXRequest):
-        async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-            status, payload = await super().do_request(*args, **kwargs)
-            self.last_payload = payload
-            return status, payload
-
-    return RawKeepingRequest(**options)

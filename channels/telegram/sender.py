@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from clawgate.channels.base import outbound_file
+from clawgate.channels.live import STOPPED_LINE, SlowDown, error_tail, with_line
 from clawgate.channels.telegram.format import render_parts
-from clawgate.channels.telegram.ids import split_chat_id
+from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line, tries
 from clawgate.kernel.retry import Backoff, RetriesExhausted, Retry, retrying
@@ -34,6 +35,9 @@ BotRef = Callable[[], "Bot"]
 # 1, 2, 4 ... s after a network failure, at most 30 s; a 429's retry_after up to 5 minutes.
 BACKOFF = Backoff(first=1.0, factor=2.0, cap=30.0, after_cap=300.0)
 MAX_PHOTO_BYTES = 10 * 1024 * 1024
+# What a live message shows, in characters: room under Telegram's 4096 UTF-16 units for the
+# "…" and the status line, and for a few characters that count twice.
+LIVE_LIMIT = 3500
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".webp"}
 
 
@@ -101,6 +105,69 @@ class Sender:
         for path in message.media:
             await self._send_file(chat, thread, message, path)
 
+    async def finish_live(
+        self,
+        chat: int,
+        thread: int | None,
+        ref: str,
+        shown: str,
+        message: OutboundMessage,
+        quote_id: int | None,
+    ) -> None:
+        """The live message `ref` (showing `shown`) made into `message`: its first part
+        edited in as HTML, the rest sent as new messages. A stopped turn keeps what showed
+        with STOPPED_LINE under it; a failed one gets the error in place of its unfinished
+        line. If the message cannot be edited (deleted), `message` is sent anew instead."""
+        if message.stopped is not None or message.is_error:
+            ending = (
+                with_line(shown, STOPPED_LINE)
+                if message.stopped is not None
+                else error_tail(shown, message.text)
+            )
+            if not await self._edit(chat, ref, ending, ending, html=False):
+                await self.send(chat, thread, message, quote_id)
+            return
+        parts = render_parts(message.text)
+        reply_parameters = _reply_parameters(chat, quote_id)
+        if parts and await self._edit(chat, ref, *parts[0], html=True):
+            parts, reply_parameters = parts[1:], None
+        for html_part, plain_part in parts:
+            await self._send_part(chat, thread, html_part, plain_part, reply_parameters)
+            reply_parameters = None
+        for path in message.media:
+            await self._send_file(chat, thread, message, path)
+
+    async def _edit(self, chat: int, ref: str, html_text: str, plain: str, *, html: bool) -> bool:
+        """Edit message `ref`; False when Telegram refuses (the message is gone)."""
+        from telegram.error import BadRequest
+
+        bot = self._bot()
+
+        async def edit(text: str, mode: str | None) -> None:
+            try:
+                await self._calls.run(
+                    lambda: bot.edit_message_text(
+                        text, chat_id=chat, message_id=int(ref), parse_mode=mode
+                    ),
+                    "editMessageText",
+                )
+            except BadRequest as exc:
+                if "not modified" not in str(exc).lower():
+                    raise
+
+        try:
+            try:
+                await edit(html_text, "HTML" if html else None)
+            except BadRequest as exc:
+                if not html or "can't parse entities" not in str(exc).lower():
+                    raise
+                log.info("telegram: HTML rejected (%s); editing in plain text", exc)
+                await edit(plain, None)
+        except BadRequest as exc:
+            log.warning("telegram: live message %s not edited (%s); sending anew", ref, exc)
+            return False
+        return True
+
     async def reply_plain(self, chat: int, text: str) -> None:
         """A best-effort plain message (the pairing reply); a failure is only logged."""
         bot = self._bot()
@@ -164,6 +231,44 @@ class Sender:
                 ),
                 "sendDocument",
             )
+
+
+class LiveSurface:
+    """Live replies' plain posts and edits (channels/live.py). An edit is not retried: a 429
+    becomes SlowDown, and the next edit carries the latest text anyway."""
+
+    limit = LIVE_LIMIT
+
+    def __init__(self, bot: BotRef, calls: ApiCalls) -> None:
+        self._bot = bot
+        self._calls = calls
+
+    async def post(self, chat_id: str, reply_to: str, text: str) -> str:
+        chat, thread = split_chat_id(chat_id)
+        _, quote_id = parse_message_id(reply_to)
+        bot = self._bot()
+        sent = await self._calls.run(
+            lambda: bot.send_message(
+                chat,
+                text,
+                message_thread_id=thread,
+                reply_parameters=_reply_parameters(chat, quote_id),
+            ),
+            "sendMessage",
+        )
+        return str(sent.message_id)
+
+    async def edit(self, chat_id: str, ref: str, text: str) -> None:
+        from telegram.error import BadRequest, RetryAfter
+
+        chat, _ = split_chat_id(chat_id)
+        try:
+            await self._bot().edit_message_text(text, chat_id=chat, message_id=int(ref))
+        except RetryAfter as exc:
+            raise SlowDown(_retry_after_seconds(exc)) from exc
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise
 
 
 class Typing:

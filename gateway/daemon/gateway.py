@@ -16,11 +16,18 @@ from clawgate.channels.manager import ChannelManager, ChannelStates
 from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.gateway.daemon.routing import Router
+from clawgate.gateway.daemon.streaming import StreamRelay
 from clawgate.gateway.daemon.unit import AgentUnit
 from clawgate.gateway.ops.housekeeping import sweep
 from clawgate.gateway.ops.status_file import StatusWriter
 from clawgate.kernel.agent_configs import PLATFORMS
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, agent_key
+from clawgate.kernel.bus import (
+    InboundMessage,
+    MessageBus,
+    OutboundMessage,
+    ReplyDraft,
+    agent_key,
+)
 from clawgate.kernel.config import Config
 
 log = logging.getLogger(__name__)
@@ -70,7 +77,11 @@ class Gateway:
             states=channel_states,
             redact=agents[0][0].redact,
             account_of=router.account_for if router is not None else None,
+            on_stream_open=self._record_stream,
         )
+        # Turns on the platforms whose channels show replies as they are written stream.
+        relay = StreamRelay(self.manager)
+        streaming = {c.name for c in self.manager.channels.values() if c.streams}
         self.units: dict[str, AgentUnit] = {}
         for agent_runtime, agent_bus in agents:
             unit = AgentUnit(
@@ -84,6 +95,7 @@ class Gateway:
                 named_logs=router is not None and len(agents) > 1,
             )
             self.units[unit.name] = unit
+            relay.attach(agent_runtime.loop.progress, streaming)
         if router is not None:
             first = self.units[router.root.default_agent]
         else:
@@ -197,6 +209,11 @@ class Gateway:
         unit = self._unit(message.agent)
         if unit is not None:
             await unit.runtime.record_delivery(message, error)
+
+    async def _record_stream(self, draft: ReplyDraft) -> None:
+        unit = self._unit(draft.agent)
+        if unit is not None:
+            await unit.runtime.record_stream(draft)
 
     async def _end_tasks(self) -> None:
         """Cancel what still runs and close the TaskGroup, which raises if a task crashed."""

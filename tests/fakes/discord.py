@@ -97,6 +97,8 @@ class FakeDiscord(LoopbackServer):
         self.channels: dict[str, dict[str, Any]] = {}
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.sent: list[SentMessage] = []
+        # Every edit that took, in order: channel_id, id, content.
+        self.edits: list[dict[str, Any]] = []
         self.typing: Counter[str] = Counter()
         self.requests: list[str] = []  # "METHOD /path" of every REST call
         self.identifies = 0
@@ -136,6 +138,9 @@ class FakeDiscord(LoopbackServer):
         app.router.add_get(f"{api}/channels/{{channel_id}}", self._get_channel)
         app.router.add_get(f"{api}/channels/{{channel_id}}/messages", self._get_messages)
         app.router.add_post(f"{api}/channels/{{channel_id}}/messages", self._post_message)
+        app.router.add_patch(
+            f"{api}/channels/{{channel_id}}/messages/{{message_id}}", self._patch_message
+        )
         app.router.add_post(f"{api}/channels/{{channel_id}}/typing", self._typing)
         app.router.add_get("/attachments/{file_id}/{filename}", self._attachment)
         app.router.add_get("/gateway", self._gateway)
@@ -294,6 +299,17 @@ class FakeDiscord(LoopbackServer):
             await ws.close(code=code)
 
     # -- what the test reads ---------------------------------------------------------------
+
+    def delete_message(self, channel_id: str, message_id: str) -> None:
+        """The user deletes a message the bot sent."""
+        history = self.history[str(channel_id)]
+        history[:] = [m for m in history if m["id"] != str(message_id)]
+
+    def content_of(self, channel_id: str, message_id: str) -> str:
+        """What a message shows now (its last edit)."""
+        message = self._find(str(channel_id), str(message_id))
+        assert message is not None, f"no message {message_id} in {channel_id}"
+        return str(message["content"])
 
     def sent_to(self, channel_id: str) -> list[SentMessage]:
         return [m for m in self.sent if m.channel_id == str(channel_id)]
@@ -536,6 +552,22 @@ class FakeDiscord(LoopbackServer):
             await asyncio.wait({with_stop}, timeout=60)
             with_stop.cancel()
             return web.Response(status=503)
+        return _json(message)
+
+    async def _patch_message(self, request: web.Request) -> web.Response:
+        if (refused := await self._guard(request)) is not None:
+            return refused
+        channel_id = request.match_info["channel_id"]
+        message = self._find(channel_id, request.match_info["message_id"])
+        if message is None:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        content = (await request.json()).get("content") or ""
+        if len(content) > MAX_CONTENT or not content:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        message["content"] = content
+        message["edited_timestamp"] = _iso(int(time.time() * 1000))
+        self.edits.append({"channel_id": channel_id, "id": message["id"], "content": content})
+        await self._notify()
         return _json(message)
 
     # -- gateway ---------------------------------------------------------------------------

@@ -94,6 +94,8 @@ class Cut:
 
     reply: Text | ToolCalls
     error: Error | None = None
+    # Streamed: the first half goes out, then nothing until `hold` is set, then the error.
+    hold: asyncio.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -173,10 +175,13 @@ def pause(event: asyncio.Event, reply: Text | ToolCalls, after: int = 2) -> Paus
     return Paused(after, event, reply)
 
 
-def cut(reply: Text | ToolCalls, error: Error | None = None) -> Cut:
+def cut(
+    reply: Text | ToolCalls, error: Error | None = None, hold: asyncio.Event | None = None
+) -> Cut:
     """`reply`, cut off mid-way: half the JSON body (or half the SSE chunks), then the
-    connection closes without the rest; with `error`, a stream sends it as an event and ends."""
-    return Cut(reply, error)
+    connection closes without the rest; with `error`, a stream sends it as an event and ends
+    (once `hold` is set, if given)."""
+    return Cut(reply, error, hold)
 
 
 def garbage(body: str = '{"id": "chatcmpl-x", "choices": [{"message": ') -> Garbage:
@@ -308,7 +313,7 @@ class FakeLLM(LoopbackServer):
         if isinstance(reply, Garbage):
             return web.Response(body=reply.body.encode(), content_type="application/json")
         if isinstance(reply, Cut):
-            return await self._cut(request, body, reply.reply, reply.error)
+            return await self._cut(request, body, reply.reply, reply.error, reply.hold)
         pause = None
         if isinstance(reply, Paused):
             pause, reply = reply, reply.reply
@@ -355,6 +360,7 @@ class FakeLLM(LoopbackServer):
         body: dict[str, Any],
         reply: Text | ToolCalls,
         error: Error | None = None,
+        hold: asyncio.Event | None = None,
     ) -> web.StreamResponse:
         if body.get("stream"):
             chunks = [f"data: {json.dumps(c)}\n\n".encode() async for c in _chunks(body, reply)]
@@ -367,6 +373,8 @@ class FakeLLM(LoopbackServer):
         response = web.StreamResponse(headers={"Content-Type": content_type, **headers})
         await response.prepare(request)
         await response.write(head)
+        if hold is not None and body.get("stream") and await self._held(hold):
+            return response
         if error is not None and body.get("stream"):
             event = {"error": {"message": error.message, "type": error.type, "code": error.code}}
             await response.write(f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode())

@@ -18,6 +18,7 @@ import json
 import re
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +151,12 @@ class FakeTelegram(LoopbackServer):
         self.handed_out: list[int] = []
         self.confirmed_offset = 0
         self.sent: list[dict[str, Any]] = []
+        # Every edit that took, in order: chat_id, message_id, text, parse_mode, at.
+        self.edits: list[dict[str, Any]] = []
+        # What an edit's `at` is read from: a test on virtual time passes its clock.
+        self.clock: Callable[[], float] = time.monotonic
+        # When each message the bot sent was posted, by (chat_id, message_id), on `clock`.
+        self.posted_at: dict[tuple[int, int], float] = {}
         self.actions: list[dict[str, Any]] = []
         self.commands: list[dict[str, Any]] = []
         self.calls: Counter[str] = Counter()
@@ -274,6 +281,14 @@ class FakeTelegram(LoopbackServer):
         """Queue an update exactly as given (after its update_id), e.g. one a client library
         cannot parse; returns its update_id."""
         return self._add_update(body)
+
+    def delete_message(self, chat_id: int, message_id: int) -> None:
+        """The user deletes a message the bot sent."""
+        del self._messages[chat_id][message_id]
+
+    def text_of(self, chat_id: int, message_id: int) -> str:
+        """What a message the bot sent shows now (its last edit)."""
+        return str(self._messages[chat_id][message_id].get("text", ""))
 
     def break_method(self, method: str, status: int, description: str) -> None:
         """Fail every `method` call with `status` until `mend(method)`."""
@@ -438,7 +453,35 @@ class FakeTelegram(LoopbackServer):
         stored = self._messages.get(chat_id, {}).get(message_id)
         if stored is None:
             raise ApiError(400, "Bad Request: message to edit not found")
-        stored["text"] = params.get("text", "")
+        raw = params.get("text", "")
+        parse_mode = params.get("parse_mode")
+        text = raw
+        if parse_mode == "HTML":
+            try:
+                text = parse_html(raw)
+            except HTMLError as exc:
+                raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if utf16_len(text) > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        if text == stored.get("text"):
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        stored["text"] = text
+        self.edits.append(
+            {
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "text": text,
+                "parse_mode": parse_mode,
+                "at": self.clock(),
+            }
+        )
         return stored
 
     async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
@@ -493,6 +536,7 @@ class FakeTelegram(LoopbackServer):
             **record,
         }
         self.sent.append(record)
+        self.posted_at[chat_id, message_id] = self.clock()
         self._queue(chat_id).put_nowait(record)
         message: dict[str, Any] = {
             "message_id": message_id,
