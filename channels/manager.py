@@ -218,6 +218,18 @@ class ChannelManager:
                 "%s: channel %s failed to take note", message.session_key, message.channel
             )
 
+    async def turn_started(self, message: InboundMessage) -> None:
+        """Tell the message's channel its turn starts now (an optional `turn_started`)."""
+        hook = getattr(self._channel_of(message), "turn_started", None)
+        if hook is None:
+            return
+        try:
+            await hook(message)
+        except Exception:
+            log.exception(
+                "%s: channel %s failed to take note", message.session_key, message.channel
+            )
+
     def _channel_of(self, message: InboundMessage | OutboundMessage | ReplyDraft) -> Channel | None:
         if self._account_of is None:
             return self.channels.get(message.channel)

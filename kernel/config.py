@@ -115,6 +115,8 @@ class _ChatChannelConfig(_Section):
     # "edit": a reply shows while it is written, by editing one message (channels/live.py);
     # "off": each reply is sent once it is complete.
     streaming: Literal["edit", "off"] = "edit"
+    # 👀 on a message when its turn starts, then a mark for how it ended (channels/reactions.py).
+    reactions: bool = True
 
     @model_validator(mode="after")
     def _open_needs_star(self) -> _ChatChannelConfig:

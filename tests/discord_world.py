@@ -39,6 +39,7 @@ class World:
         *,
         allow_guild: bool = True,
         streaming: Literal["edit", "off"] = "off",
+        reactions: bool = False,
         **overrides: object,
     ) -> None:
         self.fake = fake
@@ -56,6 +57,7 @@ class World:
             group_allow=[self.guild if allow_guild else self.general],
             # Replies sent whole, as before streaming: the tests that stream say so.
             streaming=streaming,
+            reactions=reactions,
         )
         self.config: Config = make_config(
             tmp_path, agent, channels=ChannelsConfig(discord=self.discord), **overrides
@@ -123,6 +125,7 @@ class GatewayHome:
             "group_allow": [self.guild],
             # Replies sent whole, as before streaming: the tests that stream say so.
             "streaming": "off",
+            "reactions": False,
             **discord_options,
         }
         self.config = write_config(

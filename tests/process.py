@@ -74,6 +74,7 @@ def fake_telegram(telegram: FakeTelegram, chats: Iterable[int], **extra: Any) ->
         "allow_from": [str(chat) for chat in chats],
         # Replies sent whole, as before streaming: the tests that stream say so.
         "streaming": "off",
+        "reactions": False,
         **extra,
     }
 

@@ -49,6 +49,7 @@ def telegram_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
         "group_allow": [str(GROUP)],
         # Replies sent whole, as before streaming: the tests that stream say so.
         "streaming": "off",
+        "reactions": False,
     }
     values.update(overrides)
     return TelegramConfig(**values)

@@ -115,6 +115,7 @@ class Homes:
             "allow_from": [OWNER],
             "group_allow": [self.guild],
             "streaming": "off",  # whole replies: each answer is read as one message
+            "reactions": False,
         }
         work_telegram = {
             "token": WORK_TOKEN,
@@ -122,6 +123,7 @@ class Homes:
             "base_file_url": work_tg.base_file_url,
             "allow_from": [str(WORK_USER)],
             "streaming": "off",
+            "reactions": False,
         }
 
         def section(name: str, values: dict[str, Any]) -> list[str]:

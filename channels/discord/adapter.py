@@ -53,6 +53,7 @@ from clawgate.channels.discord.sender import (
     RETRY_DELAYS,
     SEND_TIMEOUT,
     LiveSurface,
+    Reactor,
     Sender,
     Typing,
 )
@@ -61,6 +62,7 @@ from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
 from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.pairing import PairingStore
+from clawgate.channels.reactions import DISCORD_MARKS, StatusReactions
 from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError
@@ -158,6 +160,9 @@ class DiscordChannel(Channel):
             clock=clock,
             sleep=sleep,
         )
+        self._reactions = StatusReactions(
+            self.name, Reactor(lambda: self._sender), DISCORD_MARKS, enabled=config.reactions
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -230,6 +235,7 @@ class DiscordChannel(Channel):
     async def close(self) -> None:
         # Turns the shutdown cancelled leave their live replies marked, not hanging.
         await self._live.cut_all()
+        await self._reactions.close()
 
     async def stop(self) -> None:
         # Sends keep working after stop: the gateway flushes replies of running turns later.
@@ -361,7 +367,23 @@ class DiscordChannel(Channel):
         """In a busy channel the reference shows whom we answer; in a DM it is noise."""
         return chat_id in self._normaliser.group_chats
 
+    async def turn_started(self, message: InboundMessage) -> None:
+        if message.message_id and not message.text.startswith("/"):
+            self._reactions.started(message.chat_id, message.message_id)
+
     async def send(self, message: OutboundMessage) -> None:
+        """One reply, then the status reaction on the message it answers."""
+        failed = None if message.stopped else message.is_error
+        try:
+            await self._send(message)
+        except Exception:
+            failed = True
+            raise
+        finally:
+            if answered := message.stopped or message.reply_to:
+                await self._reactions.ended(message.chat_id, answered, failed=failed)
+
+    async def _send(self, message: OutboundMessage) -> None:
         # At most once: the journal hears of the answer before the first request goes out, so
         # a kill -9 after Discord took the reply never sends it again (the nonce only guards
         # retries within this process). The cost: a kill during the send itself leaves that

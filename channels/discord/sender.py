@@ -18,6 +18,7 @@ import discord
 from clawgate.channels.base import outbound_file
 from clawgate.channels.discord.client import bot_token, intents, point_at, short
 from clawgate.channels.live import STOPPED_LINE, error_tail, with_line
+from clawgate.channels.reactions import ReactionRefused
 from clawgate.channels.split import split_message
 from clawgate.kernel.bus import OutboundMessage
 from clawgate.kernel.errors import ChannelError, PathOutsideRoot, one_line, tries
@@ -101,7 +102,7 @@ class Sender:
         async def attempt() -> None:
             try:
                 async with asyncio.timeout(self._send_timeout):
-                    async with self._rest_client() as client:
+                    async with self.rest_client() as client:
                         target = client.get_partial_messageable(int(chat_id))
                         await target.get_partial_message(int(ref)).edit(content=content)
             except (discord.DiscordServerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -185,7 +186,7 @@ class Sender:
         async def attempt() -> str:
             try:
                 async with asyncio.timeout(self._send_timeout):
-                    async with self._rest_client() as client:
+                    async with self.rest_client() as client:
                         target = client.get_channel(int(chat_id)) or (
                             client.get_partial_messageable(int(chat_id))
                         )
@@ -230,7 +231,7 @@ class Sender:
             ) from exhausted.last.__cause__
 
     @contextlib.asynccontextmanager
-    async def _rest_client(self) -> AsyncIterator[discord.Client]:
+    async def rest_client(self) -> AsyncIterator[discord.Client]:
         """The running client; while stopped (shutdown flush, restart backoff) a short-lived
         REST-only login, so replies of turns that finish after stop() still go out."""
         client = self._client()
@@ -284,6 +285,28 @@ class LiveSurface:
     async def edit(self, chat_id: str, ref: str, text: str) -> None:
         if not await self._sender().edit(chat_id, ref, text):
             raise ChannelError(f"Discord refused the edit of message {ref}")
+
+
+class Reactor:
+    """Status reactions (channels/reactions.py): the bot's own reaction removed, the next
+    added (discord.py waits out the reaction routes' rate limits)."""
+
+    def __init__(self, sender: Callable[[], Sender]) -> None:
+        self._sender = sender
+
+    async def react(
+        self, chat_id: str, message_id: str, emoji: str | None, previous: str | None
+    ) -> None:
+        try:
+            async with self._sender().rest_client() as client:
+                target = client.get_partial_messageable(int(chat_id))
+                message = target.get_partial_message(int(message_id))
+                if previous is not None and client.user is not None:
+                    await message.remove_reaction(previous, client.user)
+                if emoji is not None:
+                    await message.add_reaction(emoji)
+        except discord.Forbidden as exc:
+            raise ReactionRefused(short(exc)) from exc
 
 
 class Typing:

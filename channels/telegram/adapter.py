@@ -28,16 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import Channel, StreamOpened
-from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import is_stop
 from clawgate.channels.live import LiveReplies, StreamLog
-from clawgate.channels.pairing import PairingStore
+from clawgate.channels.reactions import TELEGRAM_MARKS, StatusReactions
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
 from clawgate.channels.telegram.normalise import BotIdentity, Normaliser
 from clawgate.channels.telegram.raw_request import RawKeeping, raw_keeping_request
-from clawgate.channels.telegram.sender import ApiCalls, LiveSurface, Sender, Typing
+from clawgate.channels.telegram.sender import ApiCalls, LiveSurface, Reactor, Sender, Typing
 from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
     from telegram import Bot, Update
     from telegram.request import HTTPXRequest
 
-    from clawgate.kernel.config import Config, TelegramConfig
+    from clawgate.kernel.config import TelegramConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,26 +67,6 @@ TYPING_INTERVAL = 4.0
 TYPING_MAX = 120.0
 # Polling that has failed without a success for this long is shown as failing.
 FAILING_AFTER = 60.0
-
-
-def create_channel(
-    channel_config: TelegramConfig, bus: MessageBus, config: Config, **options: Any
-) -> TelegramChannel:
-    # httpx logs every request URL at INFO, and a Bot API URL contains the token.
-    httpx_log = logging.getLogger("httpx")
-    if httpx_log.level == logging.NOTSET:
-        httpx_log.setLevel(logging.WARNING)
-    store = PairingStore(config.pairing_file)
-    groups = SeenGroups(config.data_dir / "groups.json")
-    policy = AccessPolicy("telegram", channel_config, store, seen_groups=groups)
-    return TelegramChannel(
-        channel_config,
-        bus,
-        policy=policy,
-        workspace=config.workspace,
-        state_dir=config.data_dir / "channels" / "telegram",
-        **options,
-    )
 
 
 class TelegramChannel(Channel):
@@ -135,6 +114,9 @@ class TelegramChannel(Channel):
             StreamLog(state_dir / "streams.jsonl", writer),
             clock=clock,
             sleep=sleep,
+        )
+        self._reactions = StatusReactions(
+            self.name, Reactor(self._require_bot), TELEGRAM_MARKS, enabled=config.reactions
         )
         self._normaliser = Normaliser(
             config,
@@ -198,6 +180,7 @@ class TelegramChannel(Channel):
     async def close(self) -> None:
         # Turns the shutdown cancelled leave their live replies marked, not hanging.
         await self._live.cut_all()
+        await self._reactions.close()
         request, self._send_request = self._send_request, None
         if request is not None:
             with contextlib.suppress(Exception):
@@ -438,7 +421,23 @@ class TelegramChannel(Channel):
         await self._live.log.opened((draft.chat_id, draft.reply_to))
         await opened(draft)
 
+    async def turn_started(self, message: InboundMessage) -> None:
+        if message.message_id and not message.text.startswith("/"):
+            self._reactions.started(message.chat_id, message.message_id)
+
     async def send(self, message: OutboundMessage) -> None:
+        """One reply, then the status reaction on the message it answers."""
+        failed = None if message.stopped else message.is_error
+        try:
+            await self._send(message)
+        except Exception:
+            failed = True
+            raise
+        finally:
+            if answered := message.stopped or message.reply_to:
+                await self._reactions.ended(message.chat_id, answered, failed=failed)
+
+    async def _send(self, message: OutboundMessage) -> None:
         chat, thread = split_chat_id(message.chat_id)
         update_id, quote_id = parse_message_id(message.reply_to)
         live = await self._live.take(message.chat_id, message.stopped or message.reply_to)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from clawgate.channels.base import outbound_file
 from clawgate.channels.live import STOPPED_LINE, SlowDown, error_tail, with_line
+from clawgate.channels.reactions import ReactionRefused
 from clawgate.channels.telegram.format import render_parts
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.kernel.bus import OutboundMessage
@@ -269,6 +270,28 @@ class LiveSurface:
         except BadRequest as exc:
             if "not modified" not in str(exc).lower():
                 raise
+
+
+class Reactor:
+    """Status reactions (channels/reactions.py) through setMessageReaction; a bot has one
+    reaction per message, so each replaces the last."""
+
+    def __init__(self, bot: BotRef) -> None:
+        self._bot = bot
+
+    async def react(
+        self, chat_id: str, message_id: str, emoji: str | None, previous: str | None
+    ) -> None:
+        from telegram.error import BadRequest, Forbidden
+
+        chat, _ = split_chat_id(chat_id)
+        _, telegram_id = parse_message_id(message_id)
+        if telegram_id is None:
+            return
+        try:
+            await self._bot().set_message_reaction(chat, telegram_id, reaction=emoji)
+        except (BadRequest, Forbidden) as exc:
+            raise ReactionRefused(one_line(exc)) from exc
 
 
 class Typing:

@@ -44,6 +44,8 @@ Stopped = Callable[[InboundMessage], Awaitable[None]]
 # Told of each message's fate: True once it is queued for a turn, False when it will not be
 # answered (kept over the rate limit, or no longer served by the access rules).
 Admitted = Callable[[InboundMessage, bool], Awaitable[None]]
+# Told of each message whose turn starts now (the channel shows it: a status reaction).
+TurnStarts = Callable[[InboundMessage], Awaitable[None]]
 # Stores a message over the rate limit, marked, without a turn (AgentRuntime.keep_over_limit).
 Keep = Callable[[InboundMessage], Awaitable[None]]
 INTERNAL_ERROR = "Sorry, something went wrong on my side (it has been logged). Please try again."
@@ -93,18 +95,21 @@ class Dispatcher:
         trusts: AccessPolicies | None = None,
         context: contextvars.Context | None = None,
         on_stopped: Stopped | None = None,
+        on_turn: TurnStarts | None = None,
     ) -> None:
         """`rate_limiter` replaces the one built from `messages_per_minute` (0 = off), e.g.
         one with a clock a test moves. `on_admitted` hears whether each message will be
         answered (the channels' typing indicator and journal act on it). `trusts` decides
         each message's trust right before its turn (replays and queued messages included);
         without it the channel's trust stands. `keep_over_limit` stores a message over the
-        rate limit without a turn. `on_stopped` records a turn a /stop ended. `context`: the
+        rate limit without a turn. `on_stopped` records a turn a /stop ended; `on_turn` hears
+        of each turn as it starts. `context`: the
         one the session workers run in (a copy of it each), e.g. one that names the agent in
         log lines."""
         self.bus = bus
         self._context = context
         self._on_stopped = on_stopped
+        self._on_turn = on_turn
         # Per session, the /stops that cancelled its running turn, answered once it has ended.
         self._stops: dict[str, list[InboundMessage]] = {}
         self._trusts = trusts
@@ -225,6 +230,8 @@ class Dispatcher:
                     continue
                 await self._owner_room(current)
                 async with self._slots:
+                    if self._on_turn is not None:
+                        await self._on_turn(current)
                     reply = await self._run_one(key, current)
                 if reply is not None:
                     await self.bus.publish_outbound(reply)

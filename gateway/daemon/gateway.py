@@ -89,6 +89,7 @@ class Gateway:
                 agent_bus,
                 trusts=_trusts(agent_runtime.config, router),
                 on_admitted=self.manager.admitted,
+                on_turn=self.manager.turn_started,
                 rate_limiter=rate_limiter,
                 scheduler=scheduler,
                 scheduler_options=scheduler_options,

@@ -11,7 +11,7 @@ from typing import Any
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.channels.access import AccessPolicies
 from clawgate.gateway.cron.scheduler import CronScheduler
-from clawgate.gateway.daemon.dispatcher import Admitted, Dispatcher
+from clawgate.gateway.daemon.dispatcher import Admitted, Dispatcher, TurnStarts
 from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.gateway.ops.logs import agent_context
 from clawgate.kernel.bus import MessageBus, agent_key
@@ -25,6 +25,7 @@ class AgentUnit:
         *,
         trusts: AccessPolicies,
         on_admitted: Admitted,
+        on_turn: TurnStarts | None = None,
         rate_limiter: RateLimiter | None = None,
         scheduler: bool = False,
         scheduler_options: Mapping[str, Any] | None = None,
@@ -52,6 +53,7 @@ class AgentUnit:
             trusts=trusts,
             context=self._context,
             on_stopped=runtime.loop.record_stop,
+            on_turn=on_turn,
         )
         self.scheduler: CronScheduler | None = None
         if scheduler:

@@ -97,6 +97,9 @@ class FakeDiscord(LoopbackServer):
         self.channels: dict[str, dict[str, Any]] = {}
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.sent: list[SentMessage] = []
+        # The bot's own reactions by (channel_id, message_id); channels that refuse them.
+        self.reactions: dict[tuple[str, str], set[str]] = {}
+        self.reactions_refused: set[str] = set()
         # Every edit that took, in order: channel_id, id, content.
         self.edits: list[dict[str, Any]] = []
         self.typing: Counter[str] = Counter()
@@ -138,6 +141,9 @@ class FakeDiscord(LoopbackServer):
         app.router.add_get(f"{api}/channels/{{channel_id}}", self._get_channel)
         app.router.add_get(f"{api}/channels/{{channel_id}}/messages", self._get_messages)
         app.router.add_post(f"{api}/channels/{{channel_id}}/messages", self._post_message)
+        reaction = f"{api}/channels/{{channel_id}}/messages/{{message_id}}/reactions/{{emoji}}/@me"
+        app.router.add_put(reaction, self._react)
+        app.router.add_delete(reaction, self._react)
         app.router.add_patch(
             f"{api}/channels/{{channel_id}}/messages/{{message_id}}", self._patch_message
         )
@@ -553,6 +559,22 @@ class FakeDiscord(LoopbackServer):
             with_stop.cancel()
             return web.Response(status=503)
         return _json(message)
+
+    async def _react(self, request: web.Request) -> web.Response:
+        if (refused := await self._guard(request)) is not None:
+            return refused
+        channel_id = request.match_info["channel_id"]
+        if channel_id in self.reactions_refused:
+            return _json({"message": "Missing Permissions", "code": 50013}, status=403)
+        if self._find(channel_id, request.match_info["message_id"]) is None:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        mine = self.reactions.setdefault((channel_id, request.match_info["message_id"]), set())
+        if request.method == "PUT":
+            mine.add(request.match_info["emoji"])
+        else:
+            mine.discard(request.match_info["emoji"])
+        await self._notify()
+        return web.Response(status=204)
 
     async def _patch_message(self, request: web.Request) -> web.Response:
         if (refused := await self._guard(request)) is not None:

@@ -120,6 +120,10 @@ class _Failure:
     retry_after: float | None = None
 
 
+# Part of the emoji a bot may react with (Telegram's list has neither ✅ nor ⚠️).
+REACTION_EMOJI = frozenset("👍👎❤🔥🥰👏😁🤔🤯😱🤬😢🎉🤩🙏👌🕊🤡🥱👀🤝✍🤗🫡🎅🎄☃💅🤪🗿🆒💯")
+
+
 @dataclass
 class _Stall:
     seconds: float
@@ -155,6 +159,10 @@ class FakeTelegram(LoopbackServer):
         self.edits: list[dict[str, Any]] = []
         # What an edit's `at` is read from: a test on virtual time passes its clock.
         self.clock: Callable[[], float] = time.monotonic
+        # The bot's reaction on each message, by (chat_id, message_id): its emoji, [] if taken
+        # back; chats that refuse reactions (a group without the permission).
+        self.reactions: dict[tuple[int, int], list[str]] = {}
+        self.reactions_refused: set[int] = set()
         # When each message the bot sent was posted, by (chat_id, message_id), on `clock`.
         self.posted_at: dict[tuple[int, int], float] = {}
         self.actions: list[dict[str, Any]] = []
@@ -483,6 +491,20 @@ class FakeTelegram(LoopbackServer):
             }
         )
         return stored
+
+    async def _m_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        chat_id = _json(params["chat_id"])
+        if chat_id in self.reactions_refused:
+            raise ApiError(400, "Bad Request: REACTIONS_UNAVAILABLE")
+        reaction = _json(params.get("reaction")) or []
+        emoji = []
+        for kind in reaction:
+            # Only emoji from Telegram's list: anything else (✅ arrives as a custom emoji).
+            if kind.get("type") != "emoji" or kind.get("emoji") not in REACTION_EMOJI:
+                raise ApiError(400, "Bad Request: REACTION_INVALID")
+            emoji.append(kind["emoji"])
+        self.reactions[chat_id, _json(params["message_id"])] = emoji
+        return True
 
     async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
         return self._upload(params, "photo")
