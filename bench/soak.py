@@ -22,11 +22,15 @@ SIGTERM during long turns with messages queued behind them, and reports its own 
 "a full disk on Discord" (bench/soak_diskfull.py) fills and frees the Discord journal's own
 small filesystem under a running gateway, stopping it now and then while full.
 
+Two streaming lanes (bench/soak_stream.py), one per chat platform, kill -9 the gateway while
+replies stream into a DM and a group: no note lost or answered twice, every partial reply
+finished or marked cut; they print edits per reply and first token -> first visible text.
+
 And two lanes of bench/soak_stop.py: /stop with messages queued behind the stopped turn
 (SIGTERM or kill -9 after it), and a double /new under a rate-limit wait (kill -9, replayed).
 
 Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
-     [--diskfull-rounds 8] [--stop-rounds 6]
+     [--diskfull-rounds 8] [--stop-rounds 6] [--clock-rounds 3] [--stream-rounds 8]
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -50,6 +54,7 @@ from bench.soak_clock import ClockTally, report_clock, run_clock_lane
 from bench.soak_discord import report_discord, run_discord_lane
 from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
 from bench.soak_stop import StopTally, report_stop, run_double_new_lane, run_stop_lane
+from bench.soak_stream import StreamTally, report_stream, run_stream_lane
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import run_clawgate
@@ -264,6 +269,9 @@ async def main() -> int:
     parser.add_argument(
         "--clock-rounds", type=int, default=3, help="clock-jump lane rounds (0: no such lane)"
     )
+    parser.add_argument(
+        "--stream-rounds", type=int, default=8, help="rounds of each streaming lane (0: none)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.budget
@@ -281,6 +289,10 @@ async def main() -> int:
             lanes.append(run_double_new_lane(args.stop_rounds, args.seed, deadline, Path(tmp)))
         if args.clock_rounds:
             lanes.append(run_clock_lane(args.clock_rounds, args.seed, deadline, Path(tmp)))
+        for platform in ("telegram", "discord") if args.stream_rounds else ():
+            lanes.append(
+                run_stream_lane(platform, args.stream_rounds, args.seed, deadline, Path(tmp))
+            )
         done = await asyncio.gather(*lanes)
     telegram_ok = report(done[: args.lanes], time.monotonic() - started)
     others_ok = all(
@@ -291,6 +303,8 @@ async def main() -> int:
             if isinstance(tally, StopTally)
             else report_clock(tally)
             if isinstance(tally, ClockTally)
+            else report_stream(tally)
+            if isinstance(tally, StreamTally)
             else report_discord(tally)
             for tally in done[args.lanes :]
         ]

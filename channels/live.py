@@ -116,6 +116,10 @@ class StreamLog:
         """The replies left open by the last run, in the order they opened."""
         return await asyncio.to_thread(self._load)
 
+    def holds(self, key: Key) -> bool:
+        """Whether the reply is open in the log."""
+        return key in self._open
+
     async def opened(self, key: Key) -> None:
         await self._add({"open": key[1], "chat": key[0]}, sync=True)
         self._open.add(key)
@@ -188,7 +192,6 @@ class LiveReply:
         self.key = key
         self.ref: str | None = None  # the platform id of the message, once posted
         self.shown = ""  # the reply's text as the message last showed it
-        self.opened = False  # `opening` ran: the message counts as answered
         self._text = ""
         self._status: str | None = None
         self._surface = surface
@@ -264,7 +267,6 @@ class LiveReply:
         self._busy = True
         try:
             await self._opening()
-            self.opened = True
             text, view = self._views()
             self.ref = await self._surface.post(self.chat_id, self.reply_to, view)
             self._noted(text, view)
@@ -333,7 +335,7 @@ class LiveReplies:
         if wait > 0 and live.ref is not None:
             await self._sleep(wait)
         if live.ref is None:
-            if live.opened:
+            if self.log.holds(live.key):  # opened, never shown: the reply goes out whole
                 await self.log.done(live.key)
             return None
         return live

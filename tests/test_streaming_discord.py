@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clawgate.channels.live import STOPPED_LINE
+from clawgate.channels.live import CUT_LINE, STOPPED_LINE
 from clawgate.channels.split import split_message
 from clawgate.kernel.config import AgentConfig
-from tests.discord_world import OWNER, World
+from tests.discord_world import OWNER, GatewayHome, World
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.harness import wait_until
@@ -159,3 +160,35 @@ async def test_streaming_off_sends_the_reply_whole(
         assert (await fake.next_message(world.owner_dm)).content == WORDS
     assert fake.edits == []
     assert not fake_llm.requests[-1].get("stream")
+
+
+async def test_kill_9_mid_stream_leaves_one_message_marked_cut_and_answers_nothing_twice(
+    tmp_path: Path, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    home = GatewayHome(tmp_path, fake, fake_llm, streaming="edit")
+    held = asyncio.Event()
+    fake_llm.handler = lambda body: pause(held, text(f"re: first {WORDS}"), after=12)
+    streams = tmp_path / "data" / "channels" / "discord" / "streams.jsonl"
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log("channel discord ready", 30)
+        await home.say(home.owner_dm, "note-first")
+        live = await fake.next_message(home.owner_dm, timeout=60)
+        await wait_until(lambda: '"shown"' in streams.read_text(), timeout=10)
+        gateway.send_signal(signal.SIGKILL)
+        assert await gateway.wait(25) == -signal.SIGKILL
+    asked = len(fake_llm.requests)
+
+    fake_llm.handler = lambda body: text("A fresh answer.")
+    async with home.gateway() as gateway:
+        await gateway.wait_for_log("channel discord ready", 30)
+        await wait_until(
+            lambda: fake.content_of(home.owner_dm, live.id).endswith(CUT_LINE), timeout=20
+        )
+        await home.say(home.owner_dm, "note-second")
+        reply = await fake.next_message(home.owner_dm, timeout=60)
+        gateway.send_signal(signal.SIGTERM)
+        assert await gateway.wait(25) == 0
+    assert reply.content == "A fresh answer."
+    assert len(fake_llm.requests) == asked + 1
+    assert fake.sent_to(home.owner_dm) == [live, reply]
+    assert fake.content_of(home.owner_dm, live.id).startswith(live.content.rstrip())

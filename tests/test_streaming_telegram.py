@@ -253,3 +253,32 @@ async def test_kill_9_mid_stream_leaves_one_message_marked_cut_and_answers_nothi
     assert len(fake_llm.requests) == asked + 1
     assert telegram.messages_to(OWNER) == [live, reply]
     assert telegram.text_of(OWNER, live["message_id"]).startswith(live["text"].rstrip())
+
+
+async def test_a_forum_topic_streams_in_its_topic(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    release = asyncio.Event()
+    fake_llm.script(pause(release, text(WORDS), after=12))
+    async with TelegramGateway(config, virtual_time=True):
+        telegram.user_says(GROUP, f"{MENTION} tell me", chat_type="supergroup", thread_id=7)
+        live = await telegram.next_message(GROUP)
+        release.set()
+        await wait_until(lambda: telegram.text_of(GROUP, live["message_id"]) == WORDS)
+    assert live["message_thread_id"] == 7
+    assert telegram.messages_to(GROUP) == [live]
+
+
+async def test_a_secret_the_model_writes_never_shows_even_half_written(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    secret = "sk-test-secret"  # the configured model key: the redactor knows it
+    release = asyncio.Event()
+    fake_llm.script(pause(release, text(f"Your key is {secret} and {WORDS}"), after=5))
+    async with TelegramGateway(config, virtual_time=True):
+        telegram.user_says(OWNER, "what is my key?")
+        live = await telegram.next_message(OWNER)
+        release.set()
+        await wait_until(lambda: telegram.text_of(OWNER, live["message_id"]).endswith("word79"))
+    shown = [live["text"], *(e["text"] for e in telegram.edits)]
+    assert not any("sk-test" in s or "secret" in s for s in shown)

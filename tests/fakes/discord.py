@@ -100,6 +100,8 @@ class FakeDiscord(LoopbackServer):
         # The bot's own reactions by (channel_id, message_id); channels that refuse them.
         self.reactions: dict[tuple[str, str], set[str]] = {}
         self.reactions_refused: set[str] = set()
+        # When each message the bot sent was posted (time.monotonic), by id.
+        self.posted_at: dict[str, float] = {}
         # Every edit that took, in order: channel_id, id, content.
         self.edits: list[dict[str, Any]] = []
         self.typing: Counter[str] = Counter()
@@ -550,6 +552,7 @@ class FakeDiscord(LoopbackServer):
             message["id"], channel_id, content, tuple(files), reference and str(reference), nonce
         )
         self.sent.append(sent)
+        self.posted_at[message["id"]] = time.monotonic()
         self._queue(channel_id).put_nowait(sent)
         await self._notify()
         if self._take_lost_response(request):

@@ -88,6 +88,14 @@ class Paused:
 
 
 @dataclass(frozen=True)
+class Dripped:
+    """Streamed one chunk every `every` seconds, as a model writes (whole if not streamed)."""
+
+    every: float
+    reply: Text | ToolCalls
+
+
+@dataclass(frozen=True)
 class Cut:
     """The answer starts, then the connection closes half-way through its body (or, with
     `error`, a stream goes on with that error event, as OpenAI reports a failure mid-way)."""
@@ -105,7 +113,7 @@ class Garbage:
     body: str
 
 
-Reply = Text | ToolCalls | Error | Hang | Delayed | Gated | Paused | Cut | Garbage
+Reply = Text | ToolCalls | Error | Hang | Delayed | Gated | Paused | Dripped | Cut | Garbage
 Handler = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
 
 
@@ -173,6 +181,11 @@ def pause(event: asyncio.Event, reply: Text | ToolCalls, after: int = 2) -> Paus
     """`reply`, streamed up to `after` chunks (the role chunk counts), then held until
     `event` is set: a test sees a partial answer for as long as it likes."""
     return Paused(after, event, reply)
+
+
+def drip(every: float, reply: Text | ToolCalls) -> Dripped:
+    """`reply` streamed one chunk (a word) every `every` seconds."""
+    return Dripped(every, reply)
 
 
 def cut(
@@ -314,14 +327,16 @@ class FakeLLM(LoopbackServer):
             return web.Response(body=reply.body.encode(), content_type="application/json")
         if isinstance(reply, Cut):
             return await self._cut(request, body, reply.reply, reply.error, reply.hold)
-        pause = None
+        pause, every = None, 0.0
+        if isinstance(reply, Dripped):
+            every, reply = reply.every, reply.reply
         if isinstance(reply, Paused):
             pause, reply = reply, reply.reply
             if not body.get("stream") and await self._held(pause.event):
                 return web.Response(status=503, text="fake LLM stopping")
         assert isinstance(reply, Text | ToolCalls)
         if body.get("stream"):
-            return await self._stream(request, body, reply, pause)
+            return await self._stream(request, body, reply, pause, every)
         return web.json_response(_completion(body, reply))
 
     async def _held(self, event: asyncio.Event) -> bool:
@@ -341,12 +356,15 @@ class FakeLLM(LoopbackServer):
         body: dict[str, Any],
         reply: Text | ToolCalls,
         pause: Paused | None = None,
+        every: float = 0.0,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         sent = 0
         async for chunk in _chunks(body, reply):
             if pause is not None and sent == pause.after and await self._held(pause.event):
+                return response
+            if every and sent > 1 and await self._until_stopping(every):
                 return response
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
             sent += 1
