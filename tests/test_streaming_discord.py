@@ -18,7 +18,7 @@ from clawgate.channels.split import split_message
 from clawgate.kernel.config import AgentConfig
 from tests.discord_world import OWNER, GatewayHome, World
 from tests.fakes.discord import FakeDiscord
-from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
+from tests.fakes.llm import FakeLLM, cut, error, gate, pause, text, tool_call
 from tests.harness import wait_until
 from tests.telegram_world import Sleeps
 
@@ -192,3 +192,26 @@ async def test_kill_9_mid_stream_leaves_one_message_marked_cut_and_answers_nothi
     assert len(fake_llm.requests) == asked + 1
     assert fake.sent_to(home.owner_dm) == [live, reply]
     assert fake.content_of(home.owner_dm, live.id).startswith(live.content.rstrip())
+
+
+async def test_a_model_error_mid_stream_replaces_the_unfinished_line_with_the_error(
+    fake: FakeDiscord, tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    once = agent_config.model_copy(update={"max_retries": 0})
+    world = World(fake, tmp_path, once, streaming="edit")
+    failed = asyncio.Event()
+    lines = "\n".join(f"line {n} of the answer" for n in range(12))
+    fake_llm.script(cut(text(lines), error(400, "the model broke"), hold=failed))
+    async with world.running(**virtual()):
+        await owner_says(world, fake, "tell me")
+        live = await fake.next_message(world.owner_dm)
+        failed.set()
+        await wait_until(lambda: bool(fake.edits) and "line" not in last_line(fake))
+    head, _, error_line = fake.content_of(world.owner_dm, live.id).rpartition("\n\n")
+    assert lines.startswith(head) and head.startswith("line 0")
+    assert error_line and "line" not in error_line
+    assert fake.sent_to(world.owner_dm) == [live]
+
+
+def last_line(fake: FakeDiscord) -> str:
+    return str(fake.edits[-1]["content"]).splitlines()[-1]

@@ -15,6 +15,7 @@ import pytest
 
 from clawgate.channels.live import CUT_LINE, STOPPED_LINE
 from clawgate.channels.split import split_message
+from clawgate.gateway.daemon.ratelimit import RateLimiter
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config
 from tests.fakes.llm import FakeLLM, cut, error, gate, pause, text, tool_call
 from tests.fakes.telegram import FakeTelegram
@@ -282,3 +283,21 @@ async def test_a_secret_the_model_writes_never_shows_even_half_written(
         await wait_until(lambda: telegram.text_of(OWNER, live["message_id"]).endswith("word79"))
     shown = [live["text"], *(e["text"] for e in telegram.edits)]
     assert not any("sk-test" in s or "secret" in s for s in shown)
+
+
+async def test_the_rate_limit_counts_a_streamed_reply_as_one_message(
+    config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    # Two messages a minute for a group member: two questions whose replies stream with
+    # several edits each are both answered, and nothing is held over the limit.
+    fake_llm.script(text(f"one {WORDS}"), text(f"two {WORDS}"))
+    limiter = RateLimiter(2, clock=lambda: 0.0)
+    async with TelegramGateway(config, virtual_time=True, rate_limiter=limiter):
+        for said in ("first", "second"):
+            telegram.user_says(GROUP, f"{MENTION} {said}", chat_type="supergroup", user_id=2002)
+            live = await telegram.next_message(GROUP)
+            await wait_until(
+                lambda live=live: telegram.text_of(GROUP, live["message_id"]).endswith("word79")
+            )
+    assert len(telegram.messages_to(GROUP)) == 2
+    assert of_type(config, "over_limit", GROUP) == []
