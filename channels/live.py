@@ -82,7 +82,7 @@ class Surface(Protocol):
 
 
 def with_line(text: str, line: str) -> str:
-    """`text` and one line under it, in a message of at most `limit` characters' worth."""
+    """`text` with one line under it (the line alone when there is no text)."""
     return f"{text.rstrip()}\n\n{line}" if text.strip() else line
 
 
