@@ -219,6 +219,8 @@ class FakeLLM(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         self.transcription_requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
+        # The usage reported with each chat answer, in order (what a ledger should record).
+        self.usages: list[dict[str, int]] = []
         self.handler: Handler | None = None
         self.unscripted = 0
         self._queue: deque[Reply] = deque()
@@ -315,6 +317,7 @@ class FakeLLM(LoopbackServer):
             if not body.get("stream") and await self._held(pause.event):
                 return web.Response(status=503, text="fake LLM stopping")
         assert isinstance(reply, Text | ToolCalls)
+        self.usages.append(_usage(body, reply))
         if body.get("stream"):
             return await self._stream(request, body, reply, pause)
         return web.json_response(_completion(body, reply))
