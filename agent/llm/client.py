@@ -172,7 +172,7 @@ class LLMClient:
         except OSError as exc:
             log.error("cannot write the usage ledger: %s", exc)
         if self._budget is not None:
-            await self._budget.after_call()
+            await self._budget.after_call(model)
 
     async def check_model(self, model: str) -> str | None:
         """None when `model` can serve this gateway, else one line saying why not.

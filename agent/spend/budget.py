@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-from clawgate.agent.spend.ledger import Ledger, Sums
+from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.spend.scope import SCHEDULED, CallTag
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import BudgetConfig
@@ -44,6 +45,39 @@ class Notices(BaseModel):
 
 def _usd(value: float) -> str:
     return f"${value:.2f}"
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One of the agent's caps as it stands now."""
+
+    name: str  # the config key under budget.
+    period: str  # the day or month it counts
+    used: float
+    limit: float
+    until: str  # when it rolls over, in words
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.period}"
+
+    def _shown(self, value: float) -> str:
+        return _tokens(value) if self.name == "daily_tokens" else _usd(value)
+
+    def reached(self, owner_exempt: bool) -> str:
+        exempt = " (your own chats go on)" if owner_exempt else ""
+        return (
+            f"[budget] budget.{self.name} reached ({self._shown(self.used)} of "
+            f"{self._shown(self.limit)} for {self.period}): model calls stop until "
+            f"{self.until}{exempt}."
+        )
+
+    def warning(self) -> str:
+        share = int(100 * self.used / self.limit) if self.limit else 100
+        return (
+            f"[budget] {share} % of budget.{self.name} used ({self._shown(self.used)} of "
+            f"{self._shown(self.limit)} for {self.period})."
+        )
 
 
 class Budget:
@@ -91,65 +125,56 @@ class Budget:
         text = _chat_text(refused.key)
         return text if await self._once(f"chat:{refused.key}", text, None) else None
 
-    async def after_call(self) -> None:
-        """Warn the owner once when a cap of the agent is 80 % used."""
+    async def after_call(self, model: str) -> None:
+        """Tell the owner once when a cap of the agent is 80 % used, and once when it is
+        reached (also by calls it does not stop: the owner's own, with `owner_exempt`)."""
         if not self.active:
             return
-        today = self.ledger.today()
-        totals = await self.ledger.totals()
-        day, month = totals.day(today), totals.month(today)
-        c = self.config
-        checks = [
-            ("daily_usd", today.isoformat(), day.usd, c.daily_usd, _usd),
-            ("monthly_usd", today.strftime("%Y-%m"), month.usd, c.monthly_usd, _usd),
-            ("daily_tokens", today.isoformat(), day.tokens, c.daily_tokens, _tokens),
-        ]
-        for name, period, spent, cap, shown in checks:
-            if cap is None or cap <= 0 or spent < WARN_AT * cap:
-                continue
-            text = (
-                f"[budget] {int(100 * spent / cap)} % of budget.{name} used "
-                f"({shown(spent)} of {shown(cap)} for {period})."
-            )
-            await self._once(f"warn:{name}:{period}", text, self._notify_owner)
+        for cap in await self._agent_caps(model):
+            if cap.used >= cap.limit:
+                await self._once(
+                    f"owner:{cap.key}", cap.reached(self.config.owner_exempt), self._notify_owner
+                )
+            elif cap.used >= WARN_AT * cap.limit:
+                await self._once(f"warn:{cap.key}", cap.warning(), self._notify_owner)
 
-    async def _hit(self, tag: CallTag, model: str) -> tuple[str, str] | None:
-        """(notice key, the owner's line) of the first cap this call would exceed."""
+    async def _agent_caps(self, model: str) -> list[Cap]:
+        """The agent's caps that apply to a call of `model`: USD when it has a price, else
+        the day's tokens."""
         today = self.ledger.today()
         totals = await self.ledger.totals()
         await self.ledger.prices.load()
-        priced = self.ledger.prices.price(model) is not None
-        c = self.config
         day, month = totals.day(today), totals.month(today)
+        c = self.config
+        wanted: list[tuple[str, str, float, float | None, str]]
+        if self.ledger.prices.price(model) is None:
+            wanted = [("daily_tokens", today.isoformat(), day.tokens, c.daily_tokens, "tomorrow")]
+        else:
+            wanted = [
+                ("daily_usd", today.isoformat(), day.usd, c.daily_usd, "tomorrow"),
+                ("monthly_usd", f"{today:%Y-%m}", month.usd, c.monthly_usd, "next month"),
+            ]
+        return [Cap(n, p, used, cap, u) for n, p, used, cap, u in wanted if cap is not None]
+
+    async def _hit(self, tag: CallTag, model: str) -> tuple[str, str] | None:
+        """(notice key, the owner's line) of the first cap this call would exceed."""
+        c = self.config
         key = tag.session_key
-        if priced and key and tag.trust is not Trust.OWNER and c.per_chat_daily_usd is not None:
-            spent = totals.chat(today, key)
-            if spent.usd >= c.per_chat_daily_usd:
+        if key and tag.trust is not Trust.OWNER and c.per_chat_daily_usd is not None:
+            today = self.ledger.today()
+            spent = (await self.ledger.totals()).chat(today, key)
+            await self.ledger.prices.load()
+            priced = self.ledger.prices.price(model) is not None
+            if priced and spent.usd >= c.per_chat_daily_usd:
                 return (
                     f"per_chat_daily_usd:{today}:{key}",
                     f"[budget] {key} reached budget.per_chat_daily_usd "
                     f"({_usd(spent.usd)} of {_usd(c.per_chat_daily_usd)} today): no model "
                     "calls for that chat until tomorrow.",
                 )
-        caps: list[tuple[str, str, Sums, float | None, str]] = []
-        if priced:
-            caps.append(("daily_usd", today.isoformat(), day, c.daily_usd, "tomorrow"))
-            caps.append(
-                ("monthly_usd", today.strftime("%Y-%m"), month, c.monthly_usd, "next month")
-            )
-        else:
-            caps.append(("daily_tokens", today.isoformat(), day, c.daily_tokens, "tomorrow"))
-        for name, period, sums, cap, until in caps:
-            used: float = sums.tokens if name == "daily_tokens" else sums.usd
-            if cap is None or used < cap:
-                continue
-            shown = _tokens if name == "daily_tokens" else _usd
-            exempt = " (your own chats go on)" if c.owner_exempt else ""
-            return (
-                f"{name}:{period}",
-                f"[budget] budget.{name} reached ({shown(used)} of {shown(cap)} for "
-                f"{period}): model calls stop until {until}{exempt}.",
-            )
+        for cap in await self._agent_caps(model):
+            if cap.used >= cap.limit:
+                return cap.key, cap.reached(c.owner_exempt)
         return None
 
     async def _once(self, key: str, text: str, send: OwnerNotice | None) -> bool:

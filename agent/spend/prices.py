@@ -76,9 +76,12 @@ def read_cost_map() -> Mapping[str, Any]:
 class PriceBook:
     """Prices of model names as configured (`openai/gpt-4o-mini`)."""
 
-    def __init__(self, overrides: Mapping[str, ModelPrice]) -> None:
+    def __init__(
+        self, overrides: Mapping[str, ModelPrice], cost_map: Mapping[str, Any] | None = None
+    ) -> None:
+        """`cost_map`: given (doctor reads it itself), or read by `load`."""
         self._overrides = {name: _from_override(p) for name, p in overrides.items()}
-        self._map: Mapping[str, Any] | None = None
+        self._map = cost_map
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
