@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from clawgate.agent.spend.prices import read_cost_map
+from clawgate.agent.llm import LLMClient
+from clawgate.agent.spend.ledger import Ledger
+from clawgate.agent.spend.prices import PriceBook, read_cost_map
+from clawgate.agent.spend.scope import tagged
+from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ModelPrice
 from tests.fakes.llm import text
-from tests.harness import Harness, make_config
+from tests.harness import Harness, make_config, wait_until
+from tests.memory_helpers import save
 
 
 @pytest.fixture(params=["direct", "litellm"])
@@ -79,3 +85,82 @@ async def test_a_compaction_carries_its_purpose(tmp_path, fake_llm, agent_config
         assert reply.text.startswith("Compacted")
     purposes = [line["purpose"] for line in ledger_lines(config.data_dir)]
     assert purposes.count("chat") == 3 and "compaction" in purposes
+
+
+def ledger_for(data_dir: Path) -> Ledger:
+    return Ledger(data_dir, agent="main", prices=PriceBook({}))
+
+
+async def test_a_streamed_call_with_cached_tokens_is_priced_at_the_cache_rate(
+    tmp_path, fake_llm, agent_config
+):
+    ledger = ledger_for(tmp_path)
+    config = agent_config.model_copy(update={"model": "openai/gpt-4o-mini"})
+    client = LLMClient(config, ledger=ledger)
+    fake_llm.cached_tokens = 3
+    fake_llm.script(text("streamed words here"))
+    pieces: list[str] = []
+
+    async def on_delta(delta: Any) -> None:
+        pieces.append(delta.text)
+
+    with tagged("chat", session_key="telegram:7", trust=Trust.ALLOWED):
+        response = await client.chat(
+            [{"role": "user", "content": "one two three four five"}],
+            on_delta=on_delta,
+        )
+    await client.aclose()
+    assert response.content == "streamed words here" and pieces
+    [usage] = fake_llm.usages
+    [record] = ledger_lines(tmp_path)
+    entry = read_cost_map()["gpt-4o-mini"]
+    fresh = usage["prompt_tokens"] - 3
+    expected = (
+        fresh * entry["input_cost_per_token"]
+        + 3 * entry["cache_read_input_token_cost"]
+        + usage["completion_tokens"] * entry["output_cost_per_token"]
+    )
+    assert (record["cached_tokens"], record["trust"], record["session_key"]) == (
+        3,
+        "allowed",
+        "telegram:7",
+    )
+    assert record["cost_usd"] == pytest.approx(expected)
+
+
+async def test_embeddings_and_transcriptions_are_recorded_with_their_purpose(
+    tmp_path, fake_llm, agent_config
+):
+    ledger = ledger_for(tmp_path)
+    client = LLMClient(agent_config, ledger=ledger)
+    audio = tmp_path / "voice.ogg"
+    audio.write_bytes(b"\0" * 50)
+    with tagged(session_key="telegram:7", trust=Trust.OWNER):
+        await client.embed(["buy milk", "walk the dog"], model="openai/embed-small")
+        await client.transcribe(audio, model="openai/whisper-1")
+    await client.aclose()
+    embedding, transcription = ledger_lines(tmp_path)
+    assert (embedding["purpose"], embedding["model"]) == ("embedding", "openai/embed-small")
+    assert embedding["input_tokens"] == 5 and embedding["session_key"] == "telegram:7"
+    assert embedding["cost_usd"] is None and embedding["price_unknown"] is True
+    assert (transcription["purpose"], transcription["model"]) == (
+        "transcription",
+        "openai/whisper-1",
+    )
+    # Whisper is priced per second of audio, which the response does not tell: unknown.
+    assert transcription["cost_usd"] is None and transcription["price_unknown"] is True
+
+
+async def test_a_consolidation_carries_its_purpose(tmp_path, fake_llm, agent_config):
+    config = make_config(tmp_path, agent_config)
+    async with Harness(config) as harness:
+        fake_llm.script(text("Lisbon in May sounds good."))
+        await harness.ask("I plan a trip to Lisbon in May")
+        fake_llm.script(save())
+        assert (await harness.ask("/new")).text == "New session started."
+        await wait_until(
+            lambda: any(r["purpose"] == "consolidation" for r in ledger_lines(config.data_dir))
+        )
+    chat, consolidation = ledger_lines(config.data_dir)
+    assert chat["purpose"] == "chat" and consolidation["session_key"] == "test:1"
+    assert consolidation["trust"] == "owner"
