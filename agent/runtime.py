@@ -44,7 +44,6 @@ from clawgate.agent.session import (
 from clawgate.agent.session.delivery import unanswered
 from clawgate.agent.spend.budget import Budget, OwnerNotice
 from clawgate.agent.spend.ledger import Ledger
-from clawgate.agent.spend.prices import PriceBook
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
@@ -109,14 +108,7 @@ class AgentRuntime:
         sessions = SessionStore(
             workspace / "sessions", writer=writer, redact=Redactor(config.secrets())
         )
-        ledger = Ledger(
-            config.data_dir,
-            agent=config.agent_name,
-            prices=PriceBook(config.agent.prices),
-            timezone=config.agent.timezone,
-            writer=writer,
-            clock=clock,
-        )
+        ledger = Ledger.for_config(config, writer=writer, clock=clock)
         notify = _owner_notice(outbox, config.heartbeat.deliver_to)
         budget = Budget(config.budget, ledger, notify_owner=notify, writer=writer)
         llm = llm or LLMClient(config.agent, ledger=ledger, budget=budget)

@@ -283,6 +283,9 @@ async def test_online_checks_pass_against_the_fakes(
     assert dc.startswith("discord: /users/@me ok: claw (id ")
     [request] = fake_llm.requests
     assert request["max_tokens"] <= 5
+    [ledger] = (config.data_dir / "usage").glob("*.jsonl")
+    [record] = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert (record["purpose"], record["model"]) == ("check", "openai/fake-model")
     assert telegram.calls["getMe"] == 1
     assert discord.count("GET /users/@me") == 1
 

@@ -25,6 +25,7 @@ from clawgate.agent.spend.prices import PriceBook
 from clawgate.agent.spend.records import UsageRecord
 from clawgate.agent.spend.scope import CallTag
 from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
+from clawgate.kernel.config import Config
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,22 @@ class Ledger:
         self._writer = writer or DiskWriter()
         self._totals: Totals | None = None
         self._lock = asyncio.Lock()
+
+    @classmethod
+    def for_config(
+        cls, config: Config, *, writer: DiskWriter | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> Ledger:
+        """The ledger of the agent `config` is for (its data_dir, name, prices, time zone):
+        the runtime's, and the CLI's for the calls it makes itself (`doctor --online`,
+        `memory search` with a provider's embedder). Appends from two processes are safe."""
+        return cls(
+            config.data_dir,
+            agent=config.agent_name,
+            prices=PriceBook(config.agent.prices),
+            timezone=config.agent.timezone,
+            writer=writer,
+            clock=clock,
+        )
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.wall(), UTC)
