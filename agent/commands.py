@@ -140,7 +140,7 @@ class CommandHandler:
                     f"Tokens (last turn): {usage.get('total_tokens', 0)}"
                     f" (prompt {usage.get('prompt_tokens', 0)},"
                     f" completion {usage.get('completion_tokens', 0)})",
-                    *await self._heartbeat_line(),
+                    *(await self._heartbeat_line() if owner else []),
                     *self._channel_lines(message.trust.is_owner),
                 ]
             )

@@ -30,6 +30,7 @@ async def test_usage_in_chat_is_for_the_owner_only(tmp_path, fake_llm, agent_con
         report = (await harness.ask("/usage")).text
         refused = (await harness.ask("/usage", chat_id="-5", trust=Trust.GROUP)).text
         status = (await harness.ask("/status")).text
+        group_status = (await harness.ask("/status", chat_id="-5", trust=Trust.GROUP)).text
     assert len(fake_llm.requests) == calls  # none of these asked the model
     ledger = next((config.data_dir / "usage").glob("*.jsonl"))
     records = [json.loads(line) for line in ledger.read_text().splitlines()]
@@ -39,6 +40,7 @@ async def test_usage_in_chat_is_for_the_owner_only(tmp_path, fake_llm, agent_con
     assert "test:1" in report and "test:-5" in report
     assert refused == "Only the owner can see the usage."
     assert "Heartbeat today: $0.0000, 0 model calls" in status
+    assert "Heartbeat" not in group_status  # what the owner spends is the owner's business
 
 
 async def test_the_usage_command_sums_by_chat_with_unknown_prices(tmp_path, fake_llm, agent_config):
