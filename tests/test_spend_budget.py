@@ -7,9 +7,16 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import pytest
+
+from clawgate.agent.spend.budget import Budget
+from clawgate.agent.spend.ledger import Ledger
+from clawgate.agent.spend.prices import PriceBook
+from clawgate.agent.spend.scope import CallTag
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.clock import Clock
 from clawgate.kernel.config import BudgetConfig, HeartbeatConfig, ModelPrice
+from clawgate.kernel.errors import OverBudget
 from tests.fakes.llm import text
 from tests.harness import Harness, make_config
 
@@ -121,3 +128,36 @@ async def test_without_a_price_the_days_tokens_are_capped(tmp_path, fake_llm, ag
         owner = await harness.channel.next_reply(OWNER_CHAT)
         assert "budget.daily_tokens reached" in owner.text and "tokens of 10 tokens" in owner.text
         assert len(fake_llm.requests) == calls
+
+
+async def test_the_monthly_cap_holds_until_the_month_rolls_over(tmp_path):
+    time = MovableClock()  # 2026-12-05
+    ledger = Ledger(
+        tmp_path,
+        agent="main",
+        prices=PriceBook({"openai/m": ModelPrice(input_per_mtok=1e6, output_per_mtok=0)}),
+        clock=time.clock(),
+    )
+    told: list[str] = []
+
+    async def owner(text: str) -> None:
+        told.append(text)
+
+    budget = Budget(BudgetConfig(monthly_usd=10, owner_exempt=False), ledger, notify_owner=owner)
+    tag = CallTag("cron", "cron:daily", Trust.OWNER)
+    await budget.check(tag, "openai/m")
+    await ledger.record(tag, "openai/m", {"prompt_tokens": 6, "completion_tokens": 0})
+    time.now += 20 * 24 * 3600  # 2026-12-25: another day, the same month
+    await budget.check(tag, "openai/m")
+    await ledger.record(tag, "openai/m", {"prompt_tokens": 6, "completion_tokens": 0})
+    await budget.after_call("openai/m")
+    assert told == [
+        "[budget] budget.monthly_usd reached ($12.00 of $10.00 for 2026-12): model calls "
+        "stop until next month."
+    ]
+    with pytest.raises(OverBudget) as refused:
+        await budget.check(tag, "openai/m")
+    assert refused.value.key == "monthly_usd:2026-12"
+    time.now += 7 * 24 * 3600  # 2027-01-01
+    await budget.check(tag, "openai/m")  # a new month: calls go on
+    assert len(told) == 1
