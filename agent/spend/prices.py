@@ -10,6 +10,7 @@ must not pay litellm's seconds and memory to price a call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import logging
@@ -64,7 +65,13 @@ def read_cost_map() -> Mapping[str, Any]:
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return {}
-    path = Path(next(iter(spec.submodule_search_locations))) / COST_MAP_FILE
+    return _bundled(Path(next(iter(spec.submodule_search_locations))) / COST_MAP_FILE)
+
+
+@functools.cache
+def _bundled(path: Path) -> Mapping[str, Any]:
+    """The installed package's file, parsed once per process: it is megabytes that never
+    change while the process runs, and every agent of a gateway reads the same one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
