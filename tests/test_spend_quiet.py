@@ -14,6 +14,7 @@ import pytest
 from clawgate.gateway.cron.heartbeat import Heartbeat, heartbeat_tasks
 from clawgate.gateway.cron.models import StateFile
 from clawgate.kernel.config import AgentConfig, Config, HeartbeatConfig, ModelPrice
+from tests.dashboard_harness import dashboard_client
 from tests.fakes.llm import FakeLLM, text
 from tests.scheduler_harness import TARGET, SchedulerHarness, a_job, make, write_jobs
 
@@ -139,3 +140,19 @@ async def test_a_condition_follows_the_exec_rules(
     result = await running.scheduler.run_job("wipe")
     assert result.text.startswith("skipped: condition not run: command refused by the deny list")
     assert len(fake_llm.requests) == calls
+
+
+async def test_a_skipped_run_shows_as_skipped_not_failed(config: Config, fake_llm: FakeLLM) -> None:
+    async with dashboard_client(config, scheduler=True) as dashboard:
+        fake_llm.script(text("Hi."))
+        await dashboard.harness.ask("hello")
+        scheduler = dashboard.harness.gateway.default.scheduler
+        assert scheduler is not None
+        write_jobs(scheduler.store, a_job("watch", condition="false"))
+        await scheduler.check_files()
+        assert (await scheduler.run_job("watch")).text.startswith("skipped")
+        page = await dashboard.text("/jobs")
+    row = page.split('data-job="watch"')[1].split("</tr>")[0]
+    assert "runs only if <code>false</code> exits 0" in row
+    assert '<span class="badge">skipped</span>' in row
+    assert '<div class="muted">condition exited 1</div>' in row

@@ -72,6 +72,8 @@ def cron_list(
             f"-> {job.deliver_to}",
             "enabled" if job.enabled else "disabled",
         ]
+        if job.condition:
+            parts.append(f"only if {job.condition!r} exits 0")
         if run and run.next_run and job.enabled:
             parts.append(
                 f"next {run.next_run.astimezone(job.tz(config.agent.timezone)):%Y-%m-%d %H:%M}"
