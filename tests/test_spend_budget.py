@@ -19,6 +19,7 @@ from clawgate.kernel.config import BudgetConfig, HeartbeatConfig, ModelPrice
 from clawgate.kernel.errors import OverBudget
 from tests.fakes.llm import text
 from tests.harness import Harness, make_config
+from tests.scheduler_harness import SchedulerHarness, a_job, make, write_jobs
 
 OWNER_CHAT = "9"  # heartbeat.deliver_to: where the owner's notices go
 GROUP = "-5"
@@ -161,3 +162,19 @@ async def test_the_monthly_cap_holds_until_the_month_rolls_over(tmp_path):
     time.now += 7 * 24 * 3600  # 2027-01-01
     await budget.check(tag, "openai/m")  # a new month: calls go on
     assert len(told) == 1
+
+
+async def test_cron_runs_are_capped_even_for_the_owner(tmp_path, fake_llm, agent_config):
+    dollar_a_token = ModelPrice(input_per_mtok=1_000_000, output_per_mtok=1_000_000)
+    agent = agent_config.model_copy(update={"prices": {"openai/fake-model": dollar_a_token}})
+    config = make(tmp_path, agent, budget=BudgetConfig(daily_usd=1))
+    async with SchedulerHarness(config) as harness:
+        fake_llm.script(text("Hi."))
+        assert (await harness.ask("hello")).text == "Hi."  # the owner's chat goes on
+        write_jobs(harness.store, a_job("news"))
+        await harness.scheduler.check_files()
+        calls = len(fake_llm.requests)
+        result = await harness.scheduler.run_job("news")
+        assert not result.ok and result.error is not None
+        assert result.error.startswith("[budget] budget.daily_usd reached")
+        assert len(fake_llm.requests) == calls
