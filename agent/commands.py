@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,6 +12,8 @@ from clawgate.agent.context import ContextBuilder
 from clawgate.agent.guard import ContextGuard
 from clawgate.agent.memory.tokens import estimate_messages
 from clawgate.agent.session import Session, SessionStore
+from clawgate.agent.spend.ledger import Ledger
+from clawgate.agent.spend.report import Row, chat_summary
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage
@@ -22,6 +25,7 @@ HELP = """Commands:
 /stop - cancel the turn that is running
 /model [NAME] - show or switch this session's model
 /status - model, session, trust and message counts
+/usage - what the model cost today and this month (owner only)
 /compact - summarise the older part of this session to free context space
 /context - where the context window goes
 /help - this list"""
@@ -29,13 +33,14 @@ HELP = """Commands:
 # The answer to a message with no text and no attachment: no model call guesses at it.
 EMPTY_MESSAGE = "Your message was empty. Send some text, or /help for commands."
 
-COMMANDS = ("new", "stop", "model", "status", "compact", "context", "help")
+COMMANDS = ("new", "stop", "model", "status", "usage", "compact", "context", "help")
 # What these change is shared by everyone in a group (and costs the owner money), so in a
 # group or an `allowed` chat only the owner may run them.
 OWNER_ONLY = {
     "new": "Only the owner can start a new session here.",
     "model": "Only the owner can change the model here.",
     "compact": "Only the owner can compact this session here.",
+    "usage": "Only the owner can see the usage.",
 }
 
 
@@ -88,6 +93,8 @@ class CommandHandler:
     tools: ToolRegistry
     tools_config: ToolsConfig
     usage: TurnUsage
+    # The agent's spend ledger, for /usage and /status; None where nothing records (tests).
+    ledger: Ledger | None = None
     # The daemon's channel states; None where there is nothing to report (`clawgate agent`).
     channel_status: ChannelStatus | None = None
     # Called after /new moved a transcript aside (the memory system archives it from there).
@@ -133,6 +140,7 @@ class CommandHandler:
                     f"Tokens (last turn): {usage.get('total_tokens', 0)}"
                     f" (prompt {usage.get('prompt_tokens', 0)},"
                     f" completion {usage.get('completion_tokens', 0)})",
+                    *(await self._heartbeat_line() if owner else []),
                     *self._channel_lines(message.trust.is_owner),
                 ]
             )
@@ -148,9 +156,32 @@ class CommandHandler:
             return f"Compacted {count} older messages into a summary (the transcript keeps them)."
         if name == "context":
             return await self._context_report(message, session)
+        if name == "usage":
+            return await self._usage_report()
         if name == "start":
             return "Hi! I'm your assistant. Send me a message, or /help for commands."
         return HELP
+
+    async def _usage_report(self) -> str:
+        if self.ledger is None:
+            return "No usage is recorded here."
+        today = self.ledger.today()
+        records = await asyncio.to_thread(self.ledger.read, today)
+        return chat_summary(records, today, self.ledger.zone)
+
+    async def _heartbeat_line(self) -> list[str]:
+        """What the heartbeat's model calls cost today (its budget leak shows here first)."""
+        if self.ledger is None:
+            return []
+        sums = (await self.ledger.totals()).purpose(self.ledger.today(), "heartbeat")
+        row = Row(
+            "heartbeat",
+            calls=sums.calls,
+            cost_usd=sums.usd,
+            unknown_tokens=sums.unpriced_tokens,
+            unknown_calls=sums.unpriced_calls,
+        )
+        return [f"Heartbeat today: {row.cost}, {sums.calls} model calls"]
 
     def _channel_lines(self, owner: bool) -> list[str]:
         if self.channel_status is None:

@@ -19,6 +19,8 @@ from clawgate.agent.llm import LLMClient
 from clawgate.agent.memory.consolidate import format_messages
 from clawgate.agent.memory.tokens import message_tokens, tail_within
 from clawgate.agent.session import Compaction, Session, SessionStore, StoredMessage
+from clawgate.agent.spend.scope import tagged
+from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import ContextTooLarge
 
 log = logging.getLogger(__name__)
@@ -135,10 +137,12 @@ class ContextGuard:
             body = f"Earlier summary:\n{previous.summary}\n\nThen:\n{body}"
         # Keep the summary request itself inside the window, with room for the summary.
         body = tail_within(body, self.limit * 3 // 4)
-        response = await self.llm.chat(
-            [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}],
-            model=model,
-        )
+        trust = session.state.trust or Trust.ALLOWED
+        with tagged("compaction", session_key=session.key, trust=trust):
+            response = await self.llm.chat(
+                [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}],
+                model=model,
+            )
         summary = (response.content or "").strip()
         if not summary:
             raise ContextTooLarge("the model returned an empty summary")

@@ -54,12 +54,14 @@ from clawgate.agent.session import (
     TurnError,
 )
 from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay, stopped
+from clawgate.agent.spend.budget import Budget
+from clawgate.agent.spend.scope import SCHEDULED, current, purpose_of_channel, tagged
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ContextTooLarge, ModelUnavailable, one_line
+from clawgate.kernel.errors import ContextTooLarge, ModelUnavailable, OverBudget, one_line
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ class TurnResult:
     is_error: bool = False
     seq: int | None = None  # seq of the persisted assistant reply, if any
     usage: dict[str, int] = field(default_factory=dict)
+    silent: bool = False  # nothing to send (a budget notice the chat already had)
 
 
 # The running turn's time limit, so a cancelled tool call's result can say why it stopped.
@@ -122,6 +125,7 @@ class AgentLoop:
         guard: ContextGuard,
         memory: MemoryStore,
         usage: TurnUsage,
+        budget: Budget,
         outbox: Outbox | None = None,
     ) -> None:
         self.config = config
@@ -135,6 +139,7 @@ class AgentLoop:
         self.guard = guard
         self.memory = memory
         self.usage = usage
+        self.budget = budget
         # None outside a gateway (benchmarks): send_file then says it cannot send.
         self.outbox = outbox
         self._secrets = tuple(config.secrets())
@@ -194,7 +199,9 @@ class AgentLoop:
 
     def _outbound(
         self, message: InboundMessage, result: TurnResult, session: Session | None = None
-    ) -> OutboundMessage:
+    ) -> OutboundMessage | None:
+        if result.silent:
+            return None
         if session is not None and result.seq is not None:
             # Until the delivery record lands, this is what stops a re-delivered copy of the
             # message from sending the same reply a second time.
@@ -242,10 +249,14 @@ class AgentLoop:
         scope = asyncio.timeout(limit)
         _turn_limit.set(scope)
         progress = self.progress.for_turn(message)
-        with session.pinned():
+        purpose = purpose_of_channel(message.channel)
+        with session.pinned(), tagged(purpose, session_key=session.key, trust=message.trust):
             try:
                 async with scope:
+                    await self.budget.check(current(), self._model(message, session))
                     return await self._tool_loop(message, session, progress)
+            except OverBudget as exc:
+                return await self._over_budget(session, exc)
             except OSError as exc:
                 if scope.expired():
                     # Whatever a tool was doing, the dispatcher's slot is free again.
@@ -288,7 +299,7 @@ class AgentLoop:
             now=datetime.now(UTC),
             incoming_text=message.text,
         )
-        model = self.commands.model_for(session)
+        model = self._model(message, session)
         total: dict[str, int] = {}
         level = 0  # 0: as is; 1: tool results cut; 2: compacted (raised on each overflow)
         steps = 0
@@ -312,6 +323,8 @@ class AgentLoop:
             except ContextTooLarge as exc:
                 log.warning("%s: %s", session.key, exc)
                 return self._too_long(session)
+            except OverBudget:
+                raise
             except ModelUnavailable as exc:
                 if images and not isinstance(exc, ModelMisconfigured):
                     # Most likely a model without vision: the text and file note still work.
@@ -334,6 +347,21 @@ class AgentLoop:
         )
         self.sessions.append(session, TurnError(error="max_tool_iterations reached"))
         return TurnResult(note, is_error=False, usage=total)
+
+    def _model(self, message: InboundMessage, session: Session) -> str:
+        """Scheduled turns use `heartbeat.model` when set; chats their session's model."""
+        scheduled = message.channel in SCHEDULED and self.config.heartbeat.model
+        return scheduled or self.commands.model_for(session)
+
+    async def _over_budget(self, session: Session, exc: OverBudget) -> TurnResult:
+        """A cap stops this turn: the message stays stored, the chat hears it once, and
+        later messages get no reply until the period rolls over."""
+        log.info("%s: no model call: %s", session.key, exc)
+        self.sessions.append(session, TurnError(error=f"over budget: {exc.key}"))
+        if current().purpose in SCHEDULED:
+            return TurnResult(str(exc), is_error=True)
+        notice = await self.budget.chat_notice(exc)
+        return TurnResult(notice or "", is_error=True, silent=notice is None)
 
     def _too_long(self, session: Session) -> TurnResult:
         self.sessions.append(session, TurnError(error="context window exceeded"))
@@ -383,21 +411,15 @@ class AgentLoop:
         scratch = [*truncate_tool_results(messages), {"role": "user", "content": prompt}]
         try:
             for _ in range(FLUSH_MAX_STEPS):
-                response = await self.llm.chat(scratch, tools=schemas, model=model)
+                with tagged("flush"):
+                    response = await self.llm.chat(scratch, tools=schemas, model=model)
                 if not response.tool_calls:
                     return
                 scratch.append(
                     {
                         "role": "assistant",
                         "content": response.content or "",
-                        "tool_calls": [
-                            {
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments},
-                            }
-                            for c in response.tool_calls
-                        ],
+                        "tool_calls": _calls(response),
                     }
                 )
                 for call in response.tool_calls:
@@ -422,14 +444,7 @@ class AgentLoop:
         ctx: ToolContext,
         progress: TurnProgress | None = None,
     ) -> None:
-        calls = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in response.tool_calls
-        ]
+        calls = _calls(response)
         self.sessions.append(
             session, Message(role="assistant", content=response.content or "", tool_calls=calls)
         )
@@ -474,3 +489,11 @@ def _add_usage(total: dict[str, int], response: LLMResponse) -> None:
     for name, value in response.usage.items():
         if isinstance(value, int):
             total[name] = total.get(name, 0) + value
+
+
+def _calls(response: LLMResponse) -> list[dict[str, Any]]:
+    """The response's tool calls as an assistant message carries them."""
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in response.tool_calls
+    ]

@@ -5,7 +5,8 @@
 the memory tools and the gateway's `extra_tools` such as `cron`), memory store and
 consolidator, context builder, context guard, commands, loop - and hands collaborators to
 constructors; nothing is set afterwards and nothing is module-global, so a gateway holds
-one runtime per agent. Its lifecycle: `start` finishes what a crash interrupted (HISTORY.md
+one runtime per agent. Spend is wired here too: the agent's ledger and budget
+(agent/spend/) go into the model client, so every call it makes is recorded and capped. Its lifecycle: `start` finishes what a crash interrupted (HISTORY.md
 entries without their record, archives without their `archived` record), `unanswered`
 finds user messages a dead process never answered so the gateway can publish them again,
 `record_delivery` writes the `Delivery` record of each reply (made durable with the
@@ -42,11 +43,14 @@ from clawgate.agent.session import (
     read_key,
 )
 from clawgate.agent.session.delivery import streamed, unanswered
+from clawgate.agent.spend.budget import Budget, OwnerNotice
+from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, ReplyDraft, Trust
+from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
 from clawgate.kernel.config import Config
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
@@ -72,6 +76,8 @@ class AgentRuntime:
     consolidator: Consolidator
     loop: AgentLoop
     search: MemorySearch
+    ledger: Ledger
+    budget: Budget
 
     @property
     def redact(self) -> Redactor:
@@ -90,18 +96,23 @@ class AgentRuntime:
         channel_status: ChannelStatus | None = None,
         shared_memory: Mapping[str, MemorySearch] | None = None,
         llm: LLMClient | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
         `extra_tools` beyond the built-in ones (the gateway's `cron`); a test may pass the
-        model client (one serving a FunctionModel), else one is made from the config."""
+        model client (one serving a FunctionModel), else one is made from the config, and
+        the clock the budget's days are counted by."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
         sessions = SessionStore(
             workspace / "sessions", writer=writer, redact=Redactor(config.secrets())
         )
-        llm = llm or LLMClient(config.agent)
+        ledger = Ledger.for_config(config, writer=writer, clock=clock)
+        notify = _owner_notice(outbox, config.heartbeat.deliver_to)
+        budget = Budget(config.budget, ledger, notify_owner=notify, writer=writer)
+        llm = llm or LLMClient(config.agent, ledger=ledger, budget=budget)
         # The search index is derived data under data_dir; it opens on the first search.
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
@@ -135,6 +146,7 @@ class AgentRuntime:
             tools=tools,
             tools_config=config.tools,
             usage=usage,
+            ledger=ledger,
             channel_status=channel_status,
             on_archived=(lambda old, _path: consolidator.schedule_archive(old),),
             check_model=llm.check_model,
@@ -151,6 +163,7 @@ class AgentRuntime:
             guard=guard,
             memory=memory,
             usage=usage,
+            budget=budget,
             outbox=outbox,
         )
         return cls(
@@ -165,6 +178,8 @@ class AgentRuntime:
             consolidator,
             loop,
             search,
+            ledger,
+            budget,
         )
 
     async def start(self) -> None:
@@ -254,3 +269,15 @@ class AgentRuntime:
         else:
             self.sessions.append(session, Delivery(seq=message.seq, status="failed", error=error))
         self.sessions.sync_later(session)  # with the session's next turn: one fsync per turn
+
+
+def _owner_notice(outbox: Outbox | None, owner_chat: str) -> OwnerNotice | None:
+    """Budget notices go to the owner's private chat (`heartbeat.deliver_to`)."""
+    if outbox is None or ":" not in owner_chat:
+        return None
+    channel, chat_id = owner_chat.split(":", 1)
+
+    async def send(text: str) -> None:
+        await outbox(OutboundMessage(channel=channel, chat_id=chat_id, text=text))
+
+    return send

@@ -23,7 +23,7 @@ MAIN = "main"
 # Names end up in paths (<data_dir>/agents/<name>) and session keys (work/telegram:1).
 AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 # The top-level sections an agent may override key by key.
-SECTIONS = ("channels", "tools", "memory", "cron", "heartbeat", "limits")
+SECTIONS = ("channels", "tools", "memory", "cron", "heartbeat", "limits", "budget")
 PLATFORMS = ("telegram", "discord")
 
 

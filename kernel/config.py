@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from clawgate.kernel.agent_configs import check_agents, derive_agent
-from clawgate.kernel.config_hints import did_you_mean, provider_missing
+from clawgate.kernel.config_hints import check_model_names, did_you_mean
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -47,6 +47,12 @@ class _Section(BaseModel):
     # Numbers become strings where a string is expected: an all-digit secret or id given
     # through the environment parses as JSON to a number.
     model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
+
+
+class ModelPrice(_Section):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_per_mtok: float | None = Field(None, ge=0)  # None: cached tokens cost as input
 
 
 class AgentConfig(_Section):
@@ -79,6 +85,8 @@ class AgentConfig(_Section):
     # e.g. "openai/whisper-1"; empty: voice messages reach the model as a file with a note.
     transcription_model: str = ""
     timezone: str = "UTC"
+    # USD per million tokens by model name, over litellm's offline cost map (agent/spend/).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @field_validator("timezone")
     @classmethod
@@ -193,6 +201,8 @@ class HeartbeatConfig(_Section):
     active_hours: str = "08:00-22:00"
     # The owner's private chat, e.g. "telegram:123"; empty = no heartbeat deliveries.
     deliver_to: str = ""
+    # The model of heartbeat and cron turns (a cheaper one); empty: the agent's model.
+    model: str = ""
 
     @field_validator("active_hours")
     @classmethod
@@ -202,6 +212,18 @@ class HeartbeatConfig(_Section):
         if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
             raise ValueError('use "HH:MM-HH:MM", e.g. "08:00-22:00"')
         return value
+
+
+class BudgetConfig(_Section):
+    """Spend caps of one agent (agent/spend/budget.py); None: no cap."""
+
+    daily_usd: float | None = Field(None, ge=0)
+    monthly_usd: float | None = Field(None, ge=0)
+    per_chat_daily_usd: float | None = Field(None, ge=0)  # each group or `allowed` chat
+    # The owner's own chats are never stopped (heartbeat and cron runs still are).
+    owner_exempt: bool = True
+    # The day's cap in tokens while the model in use has no known price.
+    daily_tokens: int | None = Field(None, ge=0)
 
 
 class LimitsConfig(_Section):
@@ -280,6 +302,7 @@ class AgentSpec(AgentConfig):
     cron: CronConfig | None = None
     heartbeat: HeartbeatConfig | None = None
     limits: LimitsConfig | None = None
+    budget: BudgetConfig | None = None
 
     @field_validator("workspace")
     @classmethod
@@ -306,6 +329,7 @@ class Config(_Section):
     cron: CronConfig = Field(default_factory=CronConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
@@ -474,21 +498,5 @@ def load_config(
             f"{_error_source(exc, path, overrides)}: "
             f"{describe_validation(exc, whole='config')}{hint}"
         ) from None
-    _check_model_names(config, path, overrides)
+    check_model_names(config, path, overrides)
     return config
-
-
-def _check_model_names(config: Config, path: Path, overrides: dict[tuple[str, ...], str]) -> None:
-    """Every configured chat model names its provider (ConfigError naming the key)."""
-    sections: list[tuple[tuple[str, ...], AgentConfig]] = [(("agent",), config.agent)]
-    sections += [(("agents", name), spec) for name, spec in config.agents.items()]
-    for where, agent in sections:
-        names = [("model", agent.model)]
-        names += [(f"fallback_models.{i}", n) for i, n in enumerate(agent.fallback_models)]
-        for key, name in names:
-            problem = provider_missing(name)
-            if problem is None:
-                continue
-            loc = (*where, *key.split("."))
-            source = overrides.get(loc) or overrides.get(loc[:-1]) or str(path)
-            raise ConfigError(f"{source}: invalid value for '{'.'.join(loc)}': {problem}")

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from typing import Any, get_args, get_origin
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from pydantic import BaseModel
+
+from clawgate.kernel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from clawgate.kernel.config import AgentConfig, Config
 
 MODEL_EXAMPLE = "openai/gpt-4o-mini"
 
@@ -65,3 +71,24 @@ def provider_missing(name: str) -> str | None:
     if not name or "/" in name.strip("/"):
         return None
     return f"{name!r} names no provider: write it as provider/name, e.g. {MODEL_EXAMPLE!r}"
+
+
+def check_model_names(config: Config, path: Path, overrides: dict[tuple[str, ...], str]) -> None:
+    """Every configured chat model names its provider (ConfigError naming the key)."""
+    sections: list[tuple[tuple[str, ...], AgentConfig]] = [(("agent",), config.agent)]
+    sections += [(("agents", name), spec) for name, spec in config.agents.items()]
+    checks: list[tuple[tuple[str, ...], list[tuple[str, str]]]] = [
+        (("heartbeat",), [("model", config.heartbeat.model)])
+    ]
+    for where, agent in sections:
+        names = [("model", agent.model)]
+        names += [(f"fallback_models.{i}", n) for i, n in enumerate(agent.fallback_models)]
+        checks.append((where, names))
+    for where, names in checks:
+        for key, name in names:
+            problem = provider_missing(name)
+            if problem is None:
+                continue
+            loc = (*where, *key.split("."))
+            source = overrides.get(loc) or overrides.get(loc[:-1]) or str(path)
+            raise ConfigError(f"{source}: invalid value for '{'.'.join(loc)}': {problem}")

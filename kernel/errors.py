@@ -16,7 +16,8 @@
      └── ModelError                 the model endpoint
           └── ModelUnavailable      unreachable, refused, or out of retries
                ├── ContextOverflow      the provider says the request exceeds the window
-               └── ModelMisconfigured   a key, model name or api_base is wrong
+               ├── ModelMisconfigured   a key, model name or api_base is wrong
+               └── OverBudget           a spend cap is reached: no call until it rolls over
 
     Exception                       outcomes handled where they happen, never shown raw
      ├── ToolError                  the model caused it; "Error: ..." goes back to the model
@@ -116,6 +117,15 @@ class ContextOverflow(ModelUnavailable):
 
 class ModelMisconfigured(ModelUnavailable):
     """A setting is wrong (key, model name, api_base): waiting and retrying cannot help."""
+
+
+class OverBudget(ModelUnavailable):
+    """A budget cap (agent/spend/budget.py) stops model calls for the call's scope; `key`
+    names the cap and period ("daily_usd:2026-12-05", "per_chat_daily_usd:...:telegram:1")."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class ToolError(Exception):

@@ -15,6 +15,7 @@ from clawgate.channels.base import Channel
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
 from clawgate.kernel.config import AgentConfig, Config
 from clawgate.kernel.storage import DiskWriter
 
@@ -93,10 +94,12 @@ class Harness:
         extra_tools: Sequence[Tool] = (),
         extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
         llm: LLMClient | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         **gateway_options: Any,
     ) -> None:
         """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
-        the model client, when not the one the config describes (a FunctionModel's)."""
+        the model client, when not the one the config describes (a FunctionModel's);
+        `clock`: the runtime's (the budget's days)."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
@@ -106,6 +109,7 @@ class Harness:
             extra_tools=extra_tools,
             outbox=self.bus.publish_outbound,
             llm=llm,
+            clock=clock,
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
         self.gateway = Gateway(

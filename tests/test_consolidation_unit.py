@@ -148,7 +148,7 @@ async def test_the_entry_and_its_log_line_are_durable_before_the_record(
     await consolidation_run(config, disk)
     writes = disk.writes
     record = writes.index(("write", "test_1.jsonl"))
-    day = next(name for kind, name in writes if name[:2] == "20")
+    day = next(name for kind, name in writes if name[:2] == "20" and name.endswith(".md"))
     assert writes.index(("write", "MEMORY.md")) < writes.index(("write", "HISTORY.md"))
     assert writes.index(("fsync", "HISTORY.md")) < record
     assert writes.index(("fsync", day)) < record

@@ -11,10 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from clawgate.gateway.cron.heartbeat import heartbeat_tasks, is_heartbeat_ok, within_hours
+from clawgate.gateway.cron.heartbeat import heartbeat_tasks, is_heartbeat_ok
 from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule, StateFile, new_job
 from clawgate.gateway.cron.store import CronStore, add_job, remove_job, set_enabled
 from clawgate.gateway.cron.triggers import fire_times, next_fire_time
+from clawgate.gateway.cron.windows import within_hours
 from clawgate.kernel.errors import CronError
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -49,6 +49,7 @@ GETS = [
     "/people",
     "/people/channels.json",
     "/jobs",
+    "/spend",
     "/health",
     "/health/doctor",
     "/health/logs.json",

@@ -283,6 +283,9 @@ async def test_online_checks_pass_against_the_fakes(
     assert dc.startswith("discord: /users/@me ok: claw (id ")
     [request] = fake_llm.requests
     assert request["max_tokens"] <= 5
+    [ledger] = (config.data_dir / "usage").glob("*.jsonl")
+    [record] = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert (record["purpose"], record["model"]) == ("check", "openai/fake-model")
     assert telegram.calls["getMe"] == 1
     assert discord.count("GET /users/@me") == 1
 
@@ -363,3 +366,24 @@ async def run_doctor_online(home: Path, config: Path) -> tuple[int, str]:
     stdout, _ = await asyncio.wait_for(process.communicate(), timeout=90)
     assert process.returncode is not None
     return process.returncode, stdout.decode()
+
+
+def test_doctor_says_when_unknown_prices_are_capped_by_tokens(tmp_path: Path) -> None:
+    config = healthy_setup(tmp_path)
+    findings = run(config)
+    assert "every configured model has a known price" in [f.message for f in findings]
+
+    text = config.read_text().replace("openai/gpt-4o-mini", "openai/my-local-model")
+    config.write_text(text + "[budget]\ndaily_usd = 2.0\n")
+    [unknown] = problems(run(config))
+    assert unknown.startswith("no price known for openai/my-local-model")
+    assert "budget.daily_usd cannot count them" in unknown
+    assert "budget notices for the owner go to the log only" in " ".join(notes(run(config)))
+
+    config.write_text(text + "[budget]\ndaily_tokens = 200000\n")
+    findings = run(config)
+    assert problems(findings) == []
+    assert any(
+        "caps their calls by tokens (budget.daily_tokens = 200,000 a day)" in m
+        for m in notes(findings)
+    )

@@ -77,6 +77,12 @@ async def test_soft_threshold_runs_one_silent_flush(tmp_path, fake_llm, agent_co
     stored = load_session(harness.runtime.sessions.path_for("test:1"), "test:1")
     assert all("NO_REPLY" not in str(m.content) for m in stored.messages)
     assert all("about to be compacted" not in str(m.content) for m in stored.messages)
+    ledger = [
+        json.loads(line)["purpose"]
+        for path in (config.data_dir / "usage").glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert sorted(ledger) == ["chat", "chat", "flush", "flush"]  # the flush's two calls
 
 
 async def test_oversized_tool_result_is_cut_in_what_is_sent(tmp_path, fake_llm, agent_config):

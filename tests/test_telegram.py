@@ -73,7 +73,14 @@ async def test_owner_gets_the_model_reply_as_html(
     assert last_user_content(fake_llm) == "hi there"
     assert "(trust: owner)" in (fake_llm.last_system_prompt() or "")
     assert {"chat_id": OWNER, "action": "typing", "message_thread_id": None} in telegram.actions
-    assert [c["command"] for c in telegram.commands] == ["new", "stop", "help", "status", "model"]
+    assert [c["command"] for c in telegram.commands] == [
+        "new",
+        "stop",
+        "help",
+        "status",
+        "model",
+        "usage",
+    ]
     session = config.workspace / "sessions" / f"telegram_{OWNER}.jsonl"
     records = [json.loads(line) for line in session.read_text().splitlines()]
     assert any(r.get("type") == "delivery" and r.get("status") == "sent" for r in records)

@@ -6,13 +6,16 @@ agent/llm/routing.py decides which path serves each model name; each path speaks
 protocol of agent/llm/protocol.py and describes its own failures, agent/llm/failures.py
 alone decides what they mean, and agent/llm/wrappers.py retries one model and falls back
 to the next. So retries, fallbacks and the one-line messages are the same whichever path
-served a call. Failures leave this module as `ModelUnavailable` (or `ContextOverflow`,
+served a call. It is also the one place every call passes: with a `Ledger` each call that
+returned is recorded (agent/spend/), with a `Budget` each chat and transcription is checked
+first, both for the session and purpose the caller tagged (agent/spend/scope.py). Failures leave this module as `ModelUnavailable` (or `ContextOverflow`,
 `ModelMisconfigured`); the API key never appears in them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,11 +27,15 @@ from clawgate.agent.llm.protocol import LLMResponse, Model, ModelRequest
 from clawgate.agent.llm.routing import Router
 from clawgate.agent.llm.stream import OnDelta, Relay
 from clawgate.agent.llm.wrappers import Fallback, Retrying, RetryPolicy
+from clawgate.agent.spend.budget import Budget
+from clawgate.agent.spend.ledger import Ledger
+from clawgate.agent.spend.scope import current, tagged
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ModelUnavailable
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Provider text can name hosts, keys or request details: a shared chat never reads it.
 GENERIC_FAILURE = (
@@ -65,10 +72,14 @@ class LLMClient:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         models: Sequence[Model] = (),
+        ledger: Ledger | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._config = config
         self._sleep = sleep
         self._in_process = tuple(models)
+        self._ledger = ledger
+        self._budget = budget
         api_key = config.api_key.get_secret_value() if config.api_key else None
         self._scrub = Scrubber(api_key)
         self._litellm = LitellmLib()
@@ -144,8 +155,24 @@ class LLMClient:
         )
         relay = Relay(on_delta, self._config.request_timeout) if on_delta is not None else None
         names = [model or self._config.model, *self._config.fallback_models]
+        if self._budget is not None:
+            await self._budget.check(current(), names[0])
         models = [Retrying(self._router.model(name, request), self._policy) for name in names]
-        return await Fallback(models, self._scrub).complete(request, relay)
+        response = await Fallback(models, self._scrub).complete(request, relay)
+        await self._meter(response.model, response.usage)
+        return response
+
+    async def _meter(self, model: str, usage: dict[str, int]) -> None:
+        """The call's ledger record and the budget's 80 % warning. A record the disk refuses
+        is logged, not raised: the answer was paid for and is worth more than its line."""
+        if self._ledger is None:
+            return
+        try:
+            await self._ledger.record(current(), model, usage)
+        except OSError as exc:
+            log.error("cannot write the usage ledger: %s", exc)
+        if self._budget is not None:
+            await self._budget.after_call(model)
 
     async def check_model(self, model: str) -> str | None:
         """None when `model` can serve this gateway, else one line saying why not.
@@ -163,9 +190,10 @@ class LLMClient:
         probe = self._config.model_copy(
             update={"model": model, "fallback_models": [], "max_retries": 0}
         )
-        client = LLMClient(probe, sleep=self._sleep, models=self._in_process)
+        client = LLMClient(probe, sleep=self._sleep, models=self._in_process, ledger=self._ledger)
         try:
-            await client.chat([{"role": "user", "content": "ping"}], max_tokens=1)
+            with tagged("check"):
+                await client.chat([{"role": "user", "content": "ping"}], max_tokens=1)
             return None
         except ModelMisconfigured as refused:
             if "agent.model" in str(refused):
@@ -182,14 +210,22 @@ class LLMClient:
         if not texts:
             return []
         path = self._router.litellm(model)
-        return await self._once(Retrying(path, self._policy), lambda: path.embed(texts))
+        vectors, usage = await self._once(Retrying(path, self._policy), lambda: path.embed(texts))
+        with tagged("embedding"):
+            await self._meter(model, usage)
+        return vectors
 
     async def transcribe(self, path: Path, *, model: str) -> str:
         """Speech to text through litellm (e.g. `openai/whisper-1`); same retry policy."""
-        data = await asyncio.to_thread(path.read_bytes)
-        speech = self._router.litellm(model)
-        retrying = Retrying(speech, self._policy)
-        return await self._once(retrying, lambda: speech.transcribe(path.name, data))
+        with tagged("transcription"):
+            if self._budget is not None:
+                await self._budget.check(current(), model)
+            data = await asyncio.to_thread(path.read_bytes)
+            speech = self._router.litellm(model)
+            retrying = Retrying(speech, self._policy)
+            text, usage = await self._once(retrying, lambda: speech.transcribe(path.name, data))
+            await self._meter(model, usage)
+        return text
 
     async def _once(self, model: Retrying, attempt: Callable[[], Awaitable[T]]) -> T:
         """One litellm call for one model, with our retries and no fallbacks."""

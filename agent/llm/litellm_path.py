@@ -29,6 +29,7 @@ from clawgate.agent.llm.protocol import (
     ModelRequest,
     ToolCallPiece,
     tool_call,
+    usage_from,
 )
 
 log = logging.getLogger("clawgate.agent.llm")
@@ -136,16 +137,16 @@ class LitellmModel:
             if aclose is not None:
                 await aclose()
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order."""
+    async def embed(self, texts: list[str]) -> tuple[list[list[float]], dict[str, int]]:
+        """One vector per text, in order, and the usage the provider reported."""
         response = await self._lib.get().aembedding(input=texts, **self._params)
         items = sorted(response.data, key=lambda item: _get(item, "index") or 0)
-        return [list(_get(item, "embedding")) for item in items]
+        return [list(_get(item, "embedding")) for item in items], _usage(response)
 
-    async def transcribe(self, filename: str, data: bytes) -> str:
-        """Speech to text (e.g. `openai/whisper-1`)."""
+    async def transcribe(self, filename: str, data: bytes) -> tuple[str, dict[str, int]]:
+        """Speech to text (e.g. `openai/whisper-1`), and the usage the provider reported."""
         response = await self._lib.get().atranscription(file=(filename, data), **self._params)
-        return str(getattr(response, "text", None) or "").strip()
+        return str(getattr(response, "text", None) or "").strip(), _usage(response)
 
     def failure(self, exc: Exception) -> Failure:
         """`exc` as a Failure: what kind of provider failure litellm's type says it is."""
@@ -175,7 +176,13 @@ def _get(item: Any, name: str) -> Any:
 
 def _usage(response: Any) -> dict[str, int]:
     usage = getattr(response, "usage", None)
-    return {key: int(getattr(usage, key, 0) or 0) for key in USAGE_KEYS}
+    if isinstance(usage, dict):  # some responses (transcriptions) keep it a plain dict
+        return usage_from(usage)
+    counts = {key: int(getattr(usage, key, 0) or 0) for key in USAGE_KEYS}
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    if isinstance(cached, int) and cached:
+        counts["cached_tokens"] = cached
+    return counts
 
 
 def _response(response: Any, model: str) -> LLMResponse:

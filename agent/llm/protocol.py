@@ -106,10 +106,15 @@ class Model(Protocol):
 
 
 def usage_from(counts: Any) -> dict[str, int]:
-    """The three token counts from a usage mapping a provider sent (missing ones 0)."""
+    """The three token counts from a usage mapping a provider sent (missing ones 0), and
+    `cached_tokens` (OpenAI's prompt_tokens_details) when the provider reports any."""
     if not isinstance(counts, dict):
         return dict.fromkeys(USAGE_KEYS, 0)
-    return {key: int(counts.get(key) or 0) for key in USAGE_KEYS}
+    usage = {key: int(counts.get(key) or 0) for key in USAGE_KEYS}
+    details = counts.get("prompt_tokens_details")
+    if isinstance(details, dict) and details.get("cached_tokens"):
+        usage["cached_tokens"] = int(details["cached_tokens"])
+    return usage
 
 
 def tool_call(call_id: str | None, name: str | None, arguments: Any) -> ToolCall:

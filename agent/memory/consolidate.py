@@ -45,6 +45,7 @@ from clawgate.agent.session import (
     SessionStore,
     StoredMessage,
 )
+from clawgate.agent.spend.scope import tagged
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import ConsolidationRefused, ModelUnavailable, one_line
@@ -356,13 +357,18 @@ class Consolidator:
             {"role": "user", "content": "\n\n".join(parts)},
         ]
         forced = {"type": "function", "function": {"name": "save_memory"}}
-        try:
-            response = await self.llm.chat(messages, tools=[SAVE_MEMORY_TOOL], tool_choice=forced)
-        except ModelUnavailable as exc:
-            if "tool_choice" not in str(exc).lower() and "tool choice" not in str(exc).lower():
-                raise
-            # Some providers refuse a forced tool choice; the prompt asks for the call anyway.
-            response = await self.llm.chat(messages, tools=[SAVE_MEMORY_TOOL])
+        trust = Trust.OWNER if owner else session.state.trust or Trust.ALLOWED
+        with tagged("consolidation", session_key=session.key, trust=trust):
+            try:
+                response = await self.llm.chat(
+                    messages, tools=[SAVE_MEMORY_TOOL], tool_choice=forced
+                )
+            except ModelUnavailable as exc:
+                text = str(exc).lower()
+                if "tool_choice" not in text and "tool choice" not in text:
+                    raise
+                # Some providers refuse a forced tool choice; the prompt asks for the call anyway.
+                response = await self.llm.chat(messages, tools=[SAVE_MEMORY_TOOL])
         if response.finish_reason == "length":
             raise ConsolidationRefused("the answer was cut off (finish_reason length)")
         entry, update = validate(extract_arguments(response), current, owner=owner)

@@ -318,6 +318,25 @@ async def _end_call(
 async def run_command(command: str, ctx: ToolContext) -> str:
     """Run `command` under /bin/sh in its own session; when the shell exits, the timeout
     passes or the call is cancelled, kill everything it started and stop reading."""
+    body, code = await _run(command, ctx)
+    status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return f"{body or '(no output)'}\n{status}"
+
+
+async def exit_status(command: str, ctx: ToolContext) -> int | None:
+    """`command`'s exit code, run under exactly the exec tool's rules (available to the
+    context's trust, the deny list, the timeout, the environment): a cron job's condition.
+    ToolError when those rules refuse it or it times out."""
+    if not ExecTool().available(ctx.trust, ctx.config):
+        raise ToolError("exec is not available for this chat")
+    refused = deny_reason(command)
+    if refused:
+        raise ToolError(f"command refused by the deny list ({refused})")
+    return (await _run(command, ctx))[1]
+
+
+async def _run(command: str, ctx: ToolContext) -> tuple[str, int | None]:
+    """The command's output (stdout, then stderr marked) and its exit code."""
     timeout = ctx.config.exec_timeout
     loop = asyncio.get_running_loop()
     scope = token_hex(8)
@@ -366,6 +385,4 @@ async def run_command(command: str, ctx: ToolContext) -> str:
     if timed_out:
         partial = f"\noutput before it was killed:\n{body}" if body else ""
         raise ToolError(f"command timed out after {timeout:g} s{partial}")
-    code = transport.get_returncode()
-    status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-    return f"{body or '(no output)'}\n{status}"
+    return body, transport.get_returncode()

@@ -59,6 +59,7 @@ BOT_COMMANDS = (
     ("help", "List the commands"),
     ("status", "Model, session and usage"),
     ("model", "Show or switch the model"),
+    ("usage", "What the model cost (owner only)"),
 )
 ALLOWED_UPDATES = ["message", "edited_message"]
 POLL_BACKOFF = Backoff(first=1.0, factor=2.0, cap=60.0)

@@ -72,6 +72,8 @@ def cron_list(
             f"-> {job.deliver_to}",
             "enabled" if job.enabled else "disabled",
         ]
+        if job.condition:
+            parts.append(f"only if {job.condition!r} exits 0")
         if run and run.next_run and job.enabled:
             parts.append(
                 f"next {run.next_run.astimezone(job.tz(config.agent.timezone)):%Y-%m-%d %H:%M}"
@@ -112,6 +114,14 @@ def cron_add(
             "the owner's private chat when exactly one is known).",
         ),
     ] = None,
+    condition: Annotated[
+        str | None,
+        typer.Option(
+            "--condition",
+            help="A shell command run (under the exec rules) before each run; the job runs "
+            "only when it exits 0.",
+        ),
+    ] = None,
     agent: AgentOption = None,
 ) -> None:
     """Add a job; prints its id (and, on stderr, where it delivers and any reason it cannot)."""
@@ -122,7 +132,16 @@ def cron_add(
     config, store = _open(ctx)
     try:
         job = create_job(
-            store, config, name=name, message=message, at=at, every=every, cron=cron, tz=tz, to=to
+            store,
+            config,
+            name=name,
+            message=message,
+            at=at,
+            every=every,
+            cron=cron,
+            tz=tz,
+            to=to,
+            condition=condition,
         )
     except CronError as exc:
         fail(str(exc), code=2)

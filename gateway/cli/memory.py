@@ -90,8 +90,9 @@ def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` st
         from clawgate.agent.llm import (
             LLMClient,  # litellm itself loads only on the first embed call
         )
+        from clawgate.agent.spend.ledger import Ledger
 
-        return LLMClient(config.agent)
+        return LLMClient(config.agent, ledger=Ledger.for_config(config))
 
     embedder = make_embedder(config.memory.embedding_model, llm)
     index = MemoryIndex.for_workspace(config.workspace, config.data_dir, embedder)

@@ -74,6 +74,12 @@ COMMANDS = {
     "status": _cli(
         "status", "status", "Whether the gateway runs, its channels and agents, and disk use."
     ),
+    "usage": _cli(
+        "usage",
+        "usage",
+        "What the model calls cost: today, this month, or --since a day; --by chat, model, "
+        "purpose, day or agent; unknown prices shown as unknown with their tokens.",
+    ),
     "housekeeping": _cli(
         "status",
         "housekeeping",

@@ -12,6 +12,7 @@ from pathlib import Path
 from clawgate.agent.scheduled import is_empty_reply
 from clawgate.gateway.cron.models import Clock, utc_now, zone
 from clawgate.gateway.cron.turns import ScheduledTurns
+from clawgate.gateway.cron.windows import leading_window, within_hours
 from clawgate.kernel.config import HeartbeatConfig
 
 log = logging.getLogger(__name__)
@@ -30,32 +31,25 @@ _COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
 _LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s*(?:\[[ xX]?\]\s*)?")
 
 
-def heartbeat_tasks(text: str) -> str | None:
+def heartbeat_tasks(text: str, moment: datetime | None = None) -> str | None:
     """HEARTBEAT.md without comments if it holds anything to act on, else None (only
-    headings, comments, blank lines or empty list items)."""
-    cleaned = _COMMENT.sub("", text)
-    for line in cleaned.splitlines():
+    headings, comments, blank lines or empty list items). With `moment`, an item gated by a
+    time window (gateway/cron/windows.py) that is not open then is left out, and counts as
+    nothing to act on: a deterministic check, so a quiet hour makes no model call."""
+    kept: list[str] = []
+    due = False
+    for line in _COMMENT.sub("", text).splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
+            kept.append(line)
             continue
-        if _LIST_MARKER.sub("", stripped).strip():
-            return cleaned.strip()[:MAX_HEARTBEAT_CHARS]
-    return None
-
-
-def within_hours(active_hours: str, moment: datetime) -> bool:
-    """`"08:00-22:00"` (end exclusive; `24:00` allowed); a start after the end wraps past
-    midnight; equal ends mean all day."""
-    start_text, end_text = active_hours.split("-")
-    start_h, start_m = map(int, start_text.split(":"))
-    end_h, end_m = map(int, end_text.split(":"))
-    start, end = start_h * 60 + start_m, end_h * 60 + end_m
-    now = moment.hour * 60 + moment.minute
-    if start == end:
-        return True
-    if start < end:
-        return start <= now < end
-    return now >= start or now < end
+        item = _LIST_MARKER.sub("", stripped).strip()
+        window, rest = leading_window(item)
+        if window is not None and moment is not None and not window.open_at(moment):
+            continue
+        due = due or bool(rest)
+        kept.append(line)
+    return "\n".join(kept).strip()[:MAX_HEARTBEAT_CHARS] if due else None
 
 
 def is_heartbeat_ok(text: str) -> bool:
@@ -99,7 +93,8 @@ class Heartbeat:
         target = self.config.deliver_to
         if not target:
             return "no-target"
-        if not within_hours(self.config.active_hours, self.clock().astimezone(self.timezone)):
+        now = self.clock().astimezone(self.timezone)
+        if not within_hours(self.config.active_hours, now):
             return "outside-hours"
         if self.turns.dispatcher.busy(target):
             return "busy"
@@ -110,7 +105,7 @@ class Heartbeat:
         except (OSError, UnicodeDecodeError) as exc:
             log.warning("heartbeat: cannot read %s: %s", self.path, exc)
             return "no-tasks"
-        tasks = heartbeat_tasks(text)
+        tasks = heartbeat_tasks(text, now)
         if tasks is None:
             return "no-tasks"
         prompt = HEARTBEAT_PROMPT.format(tasks=tasks)

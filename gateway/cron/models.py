@@ -84,6 +84,9 @@ class CronJob(BaseModel):
     deliver_to: str
     enabled: bool = True
     created_at: datetime = Field(default_factory=utc_now)
+    # A shell command run under the exec tool's rules before each run: the job's turn (and
+    # its model call) happens only when it exits 0, e.g. "tell me if this page changed".
+    condition: str | None = Field(None, min_length=1)
 
     @field_validator("id")
     @classmethod
@@ -171,7 +174,7 @@ class JobState(BaseModel):
     """What the gateway knows about a job's runs. Never written by the CLI or the tool."""
 
     last_run: datetime | None = None
-    last_status: Literal["ok", "error", "missed", "disabled"] | None = None
+    last_status: Literal["ok", "error", "missed", "disabled", "skipped"] | None = None
     last_error: str | None = None
     consecutive_errors: int = 0
     runs: int = 0
@@ -215,6 +218,7 @@ def new_job(
     at: str | datetime | None = None,
     every: int | None = None,
     cron: str | None = None,
+    condition: str | None = None,
     now: datetime | None = None,
 ) -> CronJob:
     """A validated job with a fresh id: exactly one schedule, a future `at`, a cron
@@ -252,6 +256,7 @@ def new_job(
             message=message.strip(),
             deliver_to=deliver_to,
             created_at=now,
+            condition=(condition or "").strip() or None,
         )
     except ValidationError as exc:
         raise CronError(describe_validation(exc)) from None

@@ -394,6 +394,12 @@ class CronScheduler:
                 note = f"(this reminder was due at {self._shown(job, at)}, {how_long(late)} ago) "
             if not manual and not await self._within_budget(job):
                 return RunResult(ok=False, error="skipped: the chat's rate limit is spent")
+            if job.condition and (unmet := await self.turns.unmet(job.condition, job.deliver_to)):
+                log.info("cron: job %s skipped: %s", job.id, unmet)
+                state = self.state.of(job.id)
+                state.last_run, state.last_status, state.last_error = started, "skipped", unmet
+                await self._save_state()
+                return RunResult(ok=True, text=f"skipped: {unmet} (no model call)")
             result = await self._run_turn(job, note)
             state = self.state.of(job.id)
             state.last_run, state.runs = started, state.runs + 1

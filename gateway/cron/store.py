@@ -93,6 +93,7 @@ def create_job(
     cron: str | None = None,
     tz: str | None = None,
     to: str | None = None,
+    condition: str | None = None,
 ) -> CronJob:
     """A new job as a person asks for it (`clawgate cron add`, the dashboard): delivered to
     `to`, else the default of targets.py (heartbeat.deliver_to, else the owner's one private
@@ -108,6 +109,7 @@ def create_job(
             at=at,
             every=every,
             cron=cron,
+            condition=condition,
         )
         return job if to else job.model_copy(update={"deliver_to": default_target(config)})
 

@@ -58,6 +58,11 @@ class CronTool(Tool["CronTool.Params"]):
         deliver_to: str | None = Field(
             None, description="Session key of the chat that gets the result; default this chat"
         )
+        condition: str | None = Field(
+            None,
+            description="Shell command run before each run (exec rules); the job runs only "
+            "if it exits 0. Makes 'tell me if X changed' jobs free when nothing changed",
+        )
 
     def __init__(
         self,
@@ -129,6 +134,7 @@ class CronTool(Tool["CronTool.Params"]):
                 at=params.at,
                 every=params.every,
                 cron=params.cron,
+                condition=params.condition,
                 now=now,
             )
             if not ctx.trust.is_owner:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from clawgate.agent.scheduled import trim_history
+from clawgate.agent.scheduled import condition_unmet, trim_history
 from clawgate.agent.session import Message
 from clawgate.channels.access import AccessPolicies
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
@@ -62,6 +62,15 @@ class ScheduledTurns:
         if trust is None:
             raise CronError(f"{key} is not served by the access rules any more")
         return trust
+
+    async def unmet(self, condition: str, key: str) -> str | None:
+        """None when a job's `condition` exits 0 run for the chat `key` (with the trust the
+        rules give it now), else why the job does not run."""
+        try:
+            trust = await self.target_trust(key)
+        except CronError as exc:
+            return str(exc)
+        return await condition_unmet(self.runtime, condition, trust, key)
 
     async def turn(
         self, channel: str, chat_id: str, text: str, trust: Trust, *, keep_runs: int

@@ -35,6 +35,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("Sessions", "/sessions"),
     ("People", "/people"),
     ("Jobs", "/jobs"),
+    ("Spend", "/spend"),
     ("Health", "/health"),
 )
 

@@ -79,6 +79,7 @@ PAGE_MODULES = (
     "chat",
     "people",
     "jobs",
+    "spend",
     "health",
 )
 PUBLIC_PREFIXES = ("/login", "/static/", PROOF_PATH)

@@ -99,6 +99,7 @@ def diagnose(
         findings += check_model(config, environ)
         findings += check_channels(config)
         findings += check_workspace(config.workspace, writer or DiskWriter())
+        findings += check_prices(config)
     findings.append(check_litellm(package_version))
     findings.append(check_vector_extension())
     if config is not None:
@@ -238,6 +239,43 @@ def check_model(config: Config, environ: Mapping[str, str]) -> list[Finding]:
     if not key.found:
         return [problem(f"model {config.agent.model}{where}: {key.text}")]
     return [ok(f"model {config.agent.model}{where} ({key.text})")]
+
+
+def check_prices(config: Config) -> list[Finding]:
+    """Which configured models have no known price, and what the budget does about it: an
+    unknown price is never counted as 0, so only `budget.daily_tokens` caps such calls."""
+    from clawgate.agent.spend.prices import PriceBook, read_cost_map
+
+    agent, budget = config.agent, config.budget
+    book = PriceBook(agent.prices, read_cost_map())
+    models = [agent.model, *agent.fallback_models, config.heartbeat.model]
+    unknown = [m for m in dict.fromkeys(models) if m and book.price(m) is None]
+    findings = []
+    if not unknown:
+        findings.append(ok("every configured model has a known price"))
+    elif budget.daily_tokens is not None:
+        findings.append(
+            note(
+                f"no price known for {', '.join(unknown)}: their cost shows as unknown, and "
+                f"the budget caps their calls by tokens (budget.daily_tokens = "
+                f"{budget.daily_tokens:,} a day); set agent.prices to cap them in USD"
+            )
+        )
+    else:
+        usd = [k for k in ("daily_usd", "monthly_usd", "per_chat_daily_usd") if getattr(budget, k)]
+        cap = f"; budget.{', budget.'.join(usd)} cannot count them" if usd else ""
+        findings.append(
+            (problem if usd else note)(
+                f"no price known for {', '.join(unknown)}: their cost shows as unknown{cap}. "
+                "Set agent.prices, or budget.daily_tokens to cap them by tokens"
+            )
+        )
+    caps = (budget.daily_usd, budget.monthly_usd, budget.per_chat_daily_usd, budget.daily_tokens)
+    if any(c is not None for c in caps) and not config.heartbeat.deliver_to:
+        findings.append(
+            note("budget notices for the owner go to the log only: set heartbeat.deliver_to")
+        )
+    return findings
 
 
 def missing_keys(config: Config, environ: Mapping[str, str]) -> list[str]:

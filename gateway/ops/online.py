@@ -81,6 +81,8 @@ async def load_model_libraries(config: Config) -> None:
 
 async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
     from clawgate.agent.llm import LLMClient
+    from clawgate.agent.spend.ledger import Ledger
+    from clawgate.agent.spend.scope import tagged
 
     # The configured model alone, once: a fallback answering would hide its failure.
     agent = config.agent.model_copy(
@@ -90,9 +92,12 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
             "request_timeout": min(config.agent.request_timeout, timeout),
         }
     )
-    client = LLMClient(agent)
+    client = LLMClient(agent, ledger=Ledger.for_config(config))
     try:
-        response = await client.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
+        with tagged("check"):
+            response = await client.chat(
+                [{"role": "user", "content": "Reply with: ok"}], max_tokens=5
+            )
     except ModelUnavailable as exc:
         return False, f"failed: {one_line(exc)}"
     finally:

@@ -237,6 +237,10 @@ class FakeLLM(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         self.transcription_requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
+        # The usage reported with each chat answer, in order (what a ledger should record);
+        # `cached_tokens` > 0 reports that many prompt tokens as served from a cache.
+        self.usages: list[dict[str, Any]] = []
+        self.cached_tokens = 0
         self.handler: Handler | None = None
         self.unscripted = 0
         self._queue: deque[Reply] = deque()
@@ -335,9 +339,13 @@ class FakeLLM(LoopbackServer):
             if not body.get("stream") and await self._held(pause.event):
                 return web.Response(status=503, text="fake LLM stopping")
         assert isinstance(reply, Text | ToolCalls)
+        usage: dict[str, Any] = _usage(body, reply)
+        if self.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        self.usages.append(usage)
         if body.get("stream"):
-            return await self._stream(request, body, reply, pause, every)
-        return web.json_response(_completion(body, reply))
+            return await self._stream(request, body, reply, pause, every, usage)
+        return web.json_response({**_completion(body, reply), "usage": usage})
 
     async def _held(self, event: asyncio.Event) -> bool:
         """Wait for `event`; True if the server stopped first."""
@@ -357,11 +365,14 @@ class FakeLLM(LoopbackServer):
         reply: Text | ToolCalls,
         pause: Paused | None = None,
         every: float = 0.0,
+        usage: dict[str, Any] | None = None,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         sent = 0
         async for chunk in _chunks(body, reply):
+            if usage is not None and "usage" in chunk:
+                chunk = {**chunk, "usage": usage}
             if pause is not None and sent == pause.after and await self._held(pause.event):
                 return response
             if every and sent > 1 and await self._until_stopping(every):
