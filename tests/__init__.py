@@ -5,7 +5,8 @@ on a free loopback port inside the test's event loop. `llm.py` is an OpenAI-comp
 server scripted with `text`, `tool_call`, `tool_calls`, `raw_tool_call`, `error`,
 `context_overflow`, `hang`, `delay`, `gate`, `pause`, `cut`, `garbage`, or given a handler;
 the model client talks to it for real (chat, embeddings, transcriptions). `telegram.py` and
-`discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules.
+`discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules;
+`web.py` is a web site on 127.0.0.2 for web_fetch, `search.py` the four search providers.
 
 Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test
 module imported by another file): `harness.py` (the in-process gateway with a recording
