@@ -43,7 +43,7 @@ from clawgate.agent.session import (
 from clawgate.agent.session.delivery import unanswered
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
-from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.tools.registry import ToolRegistry, ToolSource
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, Trust
 from clawgate.kernel.config import Config
@@ -85,6 +85,7 @@ class AgentRuntime:
         *,
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
+        tool_sources: Sequence[ToolSource] = (),
         outbox: Outbox | None = None,
         channel_status: ChannelStatus | None = None,
         shared_memory: Mapping[str, MemorySearch] | None = None,
@@ -92,7 +93,8 @@ class AgentRuntime:
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
-        `extra_tools` beyond the built-in ones (the gateway's `cron`); a test may pass the
+        `extra_tools` beyond the built-in ones (the gateway's `cron`), `tool_sources` whose tools
+        come and go (the MCP servers'); a test may pass the
         model client (one serving a FunctionModel), else one is made from the config."""
         writer = writer or DiskWriter()
         workspace = config.workspace
@@ -105,7 +107,10 @@ class AgentRuntime:
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
         search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
-        tools = ToolRegistry([*default_tools(), *memory_tools(search, shared_memory), *extra_tools])
+        tools = ToolRegistry(
+            [*default_tools(), *memory_tools(search, shared_memory), *extra_tools],
+            sources=tool_sources,
+        )
         memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
         consolidator = Consolidator(
             store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window

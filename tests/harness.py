@@ -11,6 +11,7 @@ from typing import Any
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
+from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.channels.base import Channel
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.setup.onboard import onboard
@@ -93,10 +94,12 @@ class Harness:
         extra_tools: Sequence[Tool] = (),
         extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
         llm: LLMClient | None = None,
+        mcp: McpHub | None = None,
         **gateway_options: Any,
     ) -> None:
         """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
-        the model client, when not the one the config describes (a FunctionModel's)."""
+        the model client, when not the one the config describes (a FunctionModel's); `mcp`:
+        MCP servers the gateway runs and the runtime offers the tools of."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
@@ -104,12 +107,13 @@ class Harness:
             config,
             writer=writer,
             extra_tools=extra_tools,
+            tool_sources=[mcp] if mcp is not None else [],
             outbox=self.bus.publish_outbound,
             llm=llm,
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
         self.gateway = Gateway(
-            [(self.runtime, self.bus)], [self.channel, *more], self.bus, **gateway_options
+            [(self.runtime, self.bus)], [self.channel, *more], self.bus, mcp=mcp, **gateway_options
         )
 
     @property
