@@ -183,6 +183,8 @@ class McpHub:
                 listed = await list_tools(session)
             allowed = server.config.tools
             server.tools = [t for t in listed if allowed is None or t.name in allowed]
+            # A restarted server may have changed its tools: their wrappers are made anew.
+            self._tools = {k: v for k, v in self._tools.items() if k[0] != server.config.name}
             server.session = session
             server.starts += 1
             server.error = ""
