@@ -13,7 +13,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from clawgate.agent.tools import WebFetch
 from clawgate.agent.tools.web_guard import refusal
 from clawgate.kernel.bus import Trust
-from tests.fakes.web import FakeWeb
+from tests.fakes.web import FakeProxy, FakeWeb
 from tests.web_helpers import call, tool_context
 
 SITE = ["127.0.0.2"]  # the fake's address: loopback, so allowed explicitly
@@ -220,3 +220,16 @@ def test_allow_private_names_addresses_and_networks() -> None:
     assert refusal(ipaddress.ip_address("fd00::5"), allowed) is None
     assert refusal(ipaddress.ip_address("127.0.0.2"), allowed) is not None
     assert refusal(ipaddress.ip_address("::1"), allowed) is not None
+
+
+async def test_a_proxy_is_used_and_the_target_still_checked(tmp_path: Path, site: FakeWeb) -> None:
+    async with FakeProxy() as proxy:
+        proxy_url = f"http://127.0.0.1:{proxy.port}"
+        ctx = tool_context(tmp_path, allow_private=SITE, proxy=proxy_url)
+        result = await call(ctx, "web_fetch", url=f"{site.base}/notes.txt")
+        assert result.endswith("served by the proxy")
+        assert proxy.asked == [f"{site.base}/notes.txt"]
+        # The proxy's own address is the owner's choice; the target is checked all the same.
+        refused = await call(ctx, "web_fetch", url=f"http://localhost:{site.port}/")
+        assert "is a loopback address, not fetched" in refused
+        assert len(proxy.asked) == 1

@@ -125,3 +125,19 @@ class FakeWeb(LoopbackServer):
 
     async def _missing(self, request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
+
+
+class FakeProxy(LoopbackServer):
+    """A forward proxy that answers every request itself, recording the absolute URL it was
+    asked for (what a client sends a proxy for an http:// target)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._any)
+
+    async def _any(self, request: web.Request) -> web.Response:
+        self.asked.append(str(request.url))
+        return web.Response(text="served by the proxy", content_type="text/plain")
