@@ -125,6 +125,10 @@ class Gateway:
                 await unit.start_scheduler(tasks)
             if self.mcp is not None:
                 self._servers = tasks.create_task(self.mcp.run(), name="mcp servers")
+                if self.status is not None:
+                    self._chores.append(
+                        tasks.create_task(_report_mcp(self.mcp, self.status), name="mcp status")
+                    )
             for unit, messages in leftovers:
                 for message in messages:
                     log.info(
@@ -133,7 +137,7 @@ class Gateway:
                     )
                     await unit.bus.publish_inbound(message)
             if self.status is not None:
-                self._chores = [
+                self._chores += [
                     # The daemon will need litellm: load it now, not on the first message.
                     tasks.create_task(self.default.runtime.llm.warm_up(), name="litellm import"),
                     tasks.create_task(self.status.run(), name="status"),
@@ -251,6 +255,18 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _report_mcp(mcp: McpHub, status: StatusWriter) -> None:
+    """Rewrite the status file at each MCP server's change of state: `clawgate mcp list`
+    shows a server up (or down) as soon as it is, not at the next periodic write."""
+    while True:
+        async with mcp.changed:
+            await mcp.changed.wait()
+        try:
+            await asyncio.to_thread(status.write_once)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", status.path, exc)
 
 
 async def _housekeeping(config: Config) -> None:
