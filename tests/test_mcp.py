@@ -69,6 +69,7 @@ async def test_a_stdio_servers_tools_are_offered_with_their_schemas(tmp_path: Pa
             "fake__add",
             "fake__whoami",
             "fake__crash",
+            "fake__notes_search",
             "fake__hidden",
         ]
         schema = next(
@@ -81,6 +82,8 @@ async def test_a_stdio_servers_tools_are_offered_with_their_schemas(tmp_path: Pa
         assert schema["parameters"]["properties"]["a"]["type"] == "integer"
         assert await call(hub, ctx, "fake__shout", text="low tide") == "LOW TIDE"
         assert await call(hub, ctx, "fake__add", a=2, b=40) == "42"
+        # Offered under a name model APIs accept, called by its own.
+        assert await call(hub, ctx, "fake__notes_search", query="tides") == "found tides"
         wrong = await call(hub, ctx, "fake__add", a="two", b=40)
         assert wrong.startswith("Error: fake__add: ") and "a" in wrong
 

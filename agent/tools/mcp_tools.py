@@ -12,6 +12,7 @@ tool's result. Offered in owner chats, and in the others only for a server with
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict
@@ -23,6 +24,8 @@ from clawgate.kernel.errors import ToolError
 
 if TYPE_CHECKING:
     from clawgate.agent.tools.mcp_hub import McpHub
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class McpTool(Tool["McpTool.Params"]):
@@ -55,14 +58,17 @@ class McpTool(Tool["McpTool.Params"]):
 
 
 def mcp_tool(hub: McpHub, server: McpServerConfig, spec: Any) -> McpTool:
-    """The tool `spec` (an mcp.types.Tool) of `server`, named `<server>__<tool>`."""
+    """The tool `spec` (an mcp.types.Tool) of `server`, named `<server>__<tool>` (characters a
+    model API refuses in a name replaced by "_"); called by its own name."""
     schema = dict(spec.input_schema or {"type": "object", "properties": {}})
     schema.pop("title", None)
+    # Model APIs take function names of [A-Za-z0-9_-], at most 64; MCP names may hold more.
+    name = _NAME_UNSAFE.sub("_", f"{server.name}__{spec.name}")[:64]
     named = type(
-        f"McpTool_{server.name}_{spec.name}",
+        f"McpTool_{name}",
         (McpTool,),
         {
-            "name": f"{server.name}__{spec.name}",
+            "name": name,
             "description": spec.description or f"{spec.name} (MCP server {server.name})",
         },
     )

@@ -55,7 +55,7 @@ def _kind(address: Address) -> str | None:
     if address.is_loopback:
         return "loopback"
     if address.is_link_local:
-        return "link-local (cloud metadata lives there)"
+        return "link-local"  # 169.254.169.254, the cloud metadata service, is one
     if address.is_multicast:
         return "multicast"
     if address.is_private:
@@ -75,7 +75,9 @@ def refusal(address: Address, allowed: Sequence[Network] = ()) -> str | None:
     if any(address.version == net.version and address in net for net in allowed):
         return None
     kind = _kind(judged)
-    return None if kind is None else f"{address} is a {kind} address"
+    if kind is None:
+        return None
+    return f"{address} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} address"
 
 
 def check(host: str, addresses: Iterable[str], allowed: Sequence[Network]) -> None:

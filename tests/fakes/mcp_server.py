@@ -1,7 +1,8 @@
 """A real MCP server, written with the same SDK the gateway's client uses: `shout`, `add`,
-`whoami` (the environment it was given), `crash` (the process dies mid-call) and `hidden`
-(for allowlists). `python -m tests.fakes.mcp_server` serves it over stdio; `serve_http`
-serves it over streamable HTTP on 127.0.0.1 inside the test's event loop."""
+`whoami` (the environment it was given), `crash` (the process dies mid-call), `notes.search`
+(a name no model API takes as is) and `hidden` (for allowlists). Run as a script it serves
+over stdio; `serve_http` serves it over streamable HTTP on 127.0.0.1 inside the test's
+event loop."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def build() -> MCPServer:
     def crash() -> str:
         """Die at once, as a crashing server does."""
         os._exit(3)
+
+    @server.tool(name="notes.search")
+    def notes_search(query: str) -> str:
+        """A name with a dot, as some servers use."""
+        return f"found {query}"
 
     @server.tool()
     def hidden() -> str:
