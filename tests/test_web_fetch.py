@@ -144,6 +144,15 @@ async def test_a_pdf_and_plain_text_are_read(tmp_path: Path, site: FakeWeb) -> N
     assert text == f"URL: {site.base}/notes.txt\n\nmilk\neggs\nbread\n"
 
 
+async def test_a_page_declaring_its_charset_in_meta_only_is_decoded(
+    tmp_path: Path, site: FakeWeb
+) -> None:
+    result = await call(
+        tool_context(tmp_path, allow_private=SITE), "web_fetch", url=f"{site.base}/latin1"
+    )
+    assert "Crêpes à la façon de Saint-Malo" in result
+
+
 async def test_what_cannot_be_read_is_one_error_line(tmp_path: Path, site: FakeWeb) -> None:
     ctx = tool_context(tmp_path, allow_private=SITE)
     image = await call(ctx, "web_fetch", url=f"{site.base}/image.png")

@@ -49,15 +49,25 @@ async def extract(body: bytes, content_type: str, charset: str | None, url: str)
         raise ToolError(f"{url} is {content_type or 'of no stated type'}, not text, HTML or PDF")
     if kind == "pdf":
         return await asyncio.to_thread(_pdf, body, url)
-    text = body.decode(charset or "utf-8", errors="replace")
     if kind == "html":
-        return await asyncio.to_thread(_html, text, url)
-    return Page("", text, "text")
+        return await asyncio.to_thread(_html, body, charset, url)
+    return Page("", _decode(body, charset), "text")
 
 
-def _html(html: str, url: str) -> Page:
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return body.decode("utf-8", errors="replace")
+
+
+def _html(body: bytes, charset: str | None, url: str) -> Page:
     from markdownify import markdownify
     from readability import Document
+    from readability.encoding import get_encoding
+
+    # No charset in the headers: the page's own <meta charset>, else a guess from its text.
+    html = _decode(body, charset or get_encoding(body))
 
     document = Document(html, url=url)
     title = document.short_title() or ""

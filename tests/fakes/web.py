@@ -1,7 +1,8 @@
 """A small web site for web_fetch, served on 127.0.0.2 (loopback, but not 127.0.0.1, so a
 test can allow this site and still see a redirect to 127.0.0.1 refused): an article page, a
 redirect chain of any length, a redirect to 127.0.0.1, a body larger than any cap, a PDF,
-plain text, an image. `hosts` records each request's Host header."""
+plain text, an image, a page whose charset only its <meta> names. `hosts` records each
+request's Host header."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ class FakeWeb(LoopbackServer):
         app.router.add_get("/notes.txt", self._text)
         app.router.add_get("/image.png", self._image)
         app.router.add_get("/missing", self._missing)
+        app.router.add_get("/latin1", self._latin1)
 
     async def _article(self, request: web.Request) -> web.Response:
         self.hosts.append(request.host)
@@ -122,6 +124,15 @@ class FakeWeb(LoopbackServer):
 
     async def _image(self, request: web.Request) -> web.Response:
         return web.Response(body=b"\x89PNG\r\n\x1a\n....", content_type="image/png")
+
+    async def _latin1(self, request: web.Request) -> web.Response:
+        """A page in ISO-8859-1 that says so only in its <meta>, as old sites do."""
+        page = (
+            '<html><head><meta charset="iso-8859-1"><title>Café</title></head>'
+            "<body><p>Crêpes à la façon de Saint-Malo, servies à la crêperie du port.</p>"
+            "</body></html>"
+        )
+        return web.Response(body=page.encode("iso-8859-1"), headers={"Content-Type": "text/html"})
 
     async def _missing(self, request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
