@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 from clawgate.agent.tools import ToolRegistry, default_tools
 from clawgate.agent.tools.mcp_hub import McpHub, ServerStatus
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import load_config
+from clawgate.kernel.config import McpConfig, load_config
 from clawgate.kernel.retry import Backoff
 from tests.fakes.mcp_server import serve_http
 from tests.web_helpers import tool_context
@@ -31,10 +33,8 @@ def stdio(name: str = "fake", **keys: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def running(*servers: dict[str, Any]) -> AsyncIterator[McpHub]:
-    config = load_config(environ={}, text="").model_copy(deep=True)
-    config = type(config).model_validate({**config.model_dump(), "mcp": {"servers": servers}})
-    hub = McpHub(config.mcp, backoff=QUICK)
+async def running(*servers: dict[str, Any], **mcp: Any) -> AsyncIterator[McpHub]:
+    hub = McpHub(McpConfig(servers=servers, **mcp), backoff=QUICK)
     task = asyncio.create_task(hub.run())
     try:
         yield hub
@@ -68,6 +68,7 @@ async def test_a_stdio_servers_tools_are_offered_with_their_schemas(tmp_path: Pa
             "fake__shout",
             "fake__add",
             "fake__whoami",
+            "fake__pid",
             "fake__crash",
             "fake__notes_search",
             "fake__hidden",
@@ -120,6 +121,18 @@ async def test_a_crashed_server_is_restarted_and_answers_again(tmp_path: Path) -
         await until(hub, up("fake", starts=2))
         assert await call(hub, ctx, "fake__shout", text="back") == "BACK"
         assert {s.name: s.starts for s in hub.snapshot()} == {"fake": 2}
+
+
+async def test_a_server_killed_while_idle_is_found_by_its_ping_and_restarted(
+    tmp_path: Path,
+) -> None:
+    async with running(stdio(), ping_seconds=0.2) as hub:
+        await until(hub, up("fake"))
+        ctx = tool_context(tmp_path)
+        pid = int(await call(hub, ctx, "fake__pid"))
+        os.kill(pid, signal.SIGKILL)
+        await until(hub, up("fake", starts=2))
+        assert int(await call(hub, ctx, "fake__pid")) != pid
 
 
 async def test_a_server_that_cannot_start_is_retried_and_shown(tmp_path: Path) -> None:

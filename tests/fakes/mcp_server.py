@@ -1,5 +1,5 @@
 """A real MCP server, written with the same SDK the gateway's client uses: `shout`, `add`,
-`whoami` (the environment it was given), `crash` (the process dies mid-call), `notes.search`
+`whoami` (the environment it was given), `pid`, `crash` (the process dies mid-call), `notes.search`
 (a name no model API takes as is) and `hidden` (for allowlists). Run as a script it serves
 over stdio; `serve_http` serves it over streamable HTTP on 127.0.0.1 inside the test's
 event loop."""
@@ -32,6 +32,11 @@ def build() -> MCPServer:
         """The FAKE_MCP_TOKEN and GATEWAY_SECRET variables this process sees."""
         token = os.environ.get("FAKE_MCP_TOKEN", "-")
         return f"token={token} gateway={os.environ.get('GATEWAY_SECRET', '-')}"
+
+    @server.tool()
+    def pid() -> int:
+        """This server's process id (a test kills it from outside)."""
+        return os.getpid()
 
     @server.tool()
     def crash() -> str:
