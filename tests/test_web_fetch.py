@@ -136,6 +136,12 @@ async def test_max_chars_cuts_the_text(tmp_path: Path, site: FakeWeb) -> None:
     assert len(result) < 1000
 
 
+async def test_a_page_that_never_comes_ends_at_the_timeout(tmp_path: Path, site: FakeWeb) -> None:
+    ctx = tool_context(tmp_path, allow_private=SITE, timeout=0.2)
+    result = await call(ctx, "web_fetch", url=f"{site.base}/slow")
+    assert result == f"Error: {site.base}/slow: no complete answer within 0.2 s"
+
+
 async def test_a_pdf_and_plain_text_are_read(tmp_path: Path, site: FakeWeb) -> None:
     ctx = tool_context(tmp_path, allow_private=SITE)
     pdf = await call(ctx, "web_fetch", url=f"{site.base}/paper.pdf")

@@ -1,8 +1,8 @@
 """A small web site for web_fetch, served on 127.0.0.2 (loopback, but not 127.0.0.1, so a
 test can allow this site and still see a redirect to 127.0.0.1 refused): an article page, a
 redirect chain of any length, a redirect to 127.0.0.1, a body larger than any cap, a PDF,
-plain text, an image, a page whose charset only its <meta> names. `hosts` records each
-request's Host header."""
+plain text, an image, a page whose charset only its <meta> names, a page that never comes.
+`hosts` records each request's Host header."""
 
 from __future__ import annotations
 
@@ -85,6 +85,7 @@ class FakeWeb(LoopbackServer):
         app.router.add_get("/image.png", self._image)
         app.router.add_get("/missing", self._missing)
         app.router.add_get("/latin1", self._latin1)
+        app.router.add_get("/slow", self._slow)
 
     async def _article(self, request: web.Request) -> web.Response:
         self.hosts.append(request.host)
@@ -133,6 +134,11 @@ class FakeWeb(LoopbackServer):
             "</body></html>"
         )
         return web.Response(body=page.encode("iso-8859-1"), headers={"Content-Type": "text/html"})
+
+    async def _slow(self, request: web.Request) -> web.Response:
+        """Never answers (until the fake stops)."""
+        await self._stopping.wait()
+        return web.Response(text="too late")
 
     async def _missing(self, request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
