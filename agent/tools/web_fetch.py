@@ -61,7 +61,10 @@ class WebFetch(Tool["WebFetch.Params"]):
     class Params(ToolParams):
         url: str = Field(description="The http:// or https:// address")
         max_chars: int = Field(
-            20_000, ge=100, le=200_000, description="Return at most this many characters"
+            12_000,
+            ge=100,
+            le=200_000,
+            description="Return at most this many characters",
         )
 
     def __init__(self, resolver: Callable[[], AbstractResolver] | None = None) -> None:
