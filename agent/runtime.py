@@ -47,7 +47,7 @@ from clawgate.agent.spend.budget import Budget, OwnerNotice
 from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.tools import Tool, default_tools
 from clawgate.agent.tools.memory_tools import memory_tools
-from clawgate.agent.tools.registry import ToolRegistry
+from clawgate.agent.tools.registry import ToolRegistry, ToolSource
 from clawgate.agent.usage import TurnUsage
 from clawgate.kernel.bus import InboundMessage, OutboundMessage, ReplyDraft, Trust
 from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
@@ -92,6 +92,7 @@ class AgentRuntime:
         *,
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
+        tool_sources: Sequence[ToolSource] = (),
         outbox: Outbox | None = None,
         channel_status: ChannelStatus | None = None,
         shared_memory: Mapping[str, MemorySearch] | None = None,
@@ -100,9 +101,10 @@ class AgentRuntime:
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
-        `extra_tools` beyond the built-in ones (the gateway's `cron`); a test may pass the
-        model client (one serving a FunctionModel), else one is made from the config, and
-        the clock the budget's days are counted by."""
+        `extra_tools` beyond the built-in ones (the gateway's `cron`), `tool_sources` whose
+        tools come and go (the MCP servers'); a test may pass the model client (one serving a
+        FunctionModel), else one is made from the config, and the clock the budget's days are
+        counted by."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
@@ -117,7 +119,10 @@ class AgentRuntime:
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
         search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
-        tools = ToolRegistry([*default_tools(), *memory_tools(search, shared_memory), *extra_tools])
+        tools = ToolRegistry(
+            [*default_tools(), *memory_tools(search, shared_memory), *extra_tools],
+            sources=tool_sources,
+        )
         memory = MemoryStore(workspace, writer=writer, timezone=config.agent.timezone)
         consolidator = Consolidator(
             store=memory, sessions=sessions, llm=llm, memory_window=config.agent.memory_window

@@ -24,6 +24,7 @@ from typing import Any
 
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelStates
@@ -72,10 +73,10 @@ def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
 
 
 def build_runtimes(
-    router: Router, bus: MessageBus, states: ChannelStates
+    router: Router, bus: MessageBus, states: ChannelStates, mcp: McpHub | None = None
 ) -> list[tuple[AgentRuntime, MessageBus]]:
     """Every agent's runtime, each publishing through its own AgentBus (its name on every
-    reply), with the cron tool over its own workspace."""
+    reply), with the cron tool over its own workspace and the MCP servers' tools."""
     built: list[tuple[AgentRuntime, MessageBus]] = []
     searches: dict[str, MemorySearch] = {}
     for name, config in router.agents.items():
@@ -87,6 +88,7 @@ def build_runtimes(
             outbox=agent_bus.publish_outbound,
             channel_status=_channel_status(router, states),
             extra_tools=cron_tools(config),
+            tool_sources=[mcp] if mcp is not None else [],
             shared_memory=shared,
         )
         searches[name] = runtime.search
@@ -156,7 +158,9 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
     # /status reports the channel states, which the manager (built after the runtimes, since
     # it records deliveries through them) keeps current.
     channel_states = ChannelStates()
-    runtimes = build_runtimes(router, bus, channel_states)
+    # The MCP servers are the gateway's: every agent is offered their tools.
+    mcp = McpHub(config.mcp)
+    runtimes = build_runtimes(router, bus, channel_states, mcp)
     chats = build_accounts(router, bus)
     default = next(r for r, _ in runtimes if r.config.agent_name == config.default_agent)
     gateway = Gateway(
@@ -178,6 +182,7 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
         channel_states=channel_states,
         scheduler=True,
         daemon=True,
+        mcp=mcp,
     )
     dashboard = Dashboard(dashboard_services(gateway, config_path))
     await gateway.start()
@@ -217,4 +222,5 @@ def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> Das
         dispatcher=default.dispatcher,
         scheduler=default.scheduler,
         config_path=config_path,
+        mcp=gateway.mcp,
     )

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -27,6 +26,12 @@ from pydantic import (
 
 from clawgate.kernel.agent_configs import check_agents, derive_agent
 from clawgate.kernel.config_hints import check_model_names, did_you_mean
+from clawgate.kernel.config_sections import (
+    SECRET_NAME,
+    McpConfig,
+    Section,
+    ToolsConfig,
+)
 from clawgate.kernel.errors import ConfigError, describe_validation
 
 ENV_PREFIX = "CLAWGATE_"
@@ -43,19 +48,13 @@ def _ids_to_str(value: Any) -> Any:
 IdList = Annotated[list[str], BeforeValidator(_ids_to_str)]
 
 
-class _Section(BaseModel):
-    # Numbers become strings where a string is expected: an all-digit secret or id given
-    # through the environment parses as JSON to a number.
-    model_config = ConfigDict(extra="forbid", validate_default=True, coerce_numbers_to_str=True)
-
-
-class ModelPrice(_Section):
+class ModelPrice(Section):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
     cached_per_mtok: float | None = Field(None, ge=0)  # None: cached tokens cost as input
 
 
-class AgentConfig(_Section):
+class AgentConfig(Section):
     model: str = ""
     api_base: str | None = None
     api_key: SecretStr | None = None
@@ -100,7 +99,7 @@ class AgentConfig(_Section):
         return value
 
 
-class _ChatChannelConfig(_Section):
+class _ChatChannelConfig(Section):
     """Access rules every chat platform shares (see channels/access.py)."""
 
     enabled: bool = False
@@ -147,23 +146,12 @@ class DiscordConfig(_ChatChannelConfig):
     catchup_max_age_hours: float = Field(24.0, gt=0)
 
 
-class ChannelsConfig(_Section):
+class ChannelsConfig(Section):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
 
 
-class ToolsConfig(_Section):
-    restrict_to_workspace: bool = True
-    exec_enabled: bool = True
-    # exec in group and allowed chats: off, since anyone there could drive it.
-    exec_in_groups: bool = False
-    exec_timeout: float = Field(60.0, gt=0)
-    # Extra environment variable names exec passes on (beyond PATH, HOME, LANG, LC_*, ...).
-    exec_env_allow: list[str] = Field(default_factory=list)
-    max_result_chars: int = Field(16_000, ge=1000)
-
-
-class MemorySearchConfig(_Section):
+class MemorySearchConfig(Section):
     max_results: int = Field(6, ge=1, le=50)
     candidate_multiplier: int = Field(4, ge=1, le=20)
     # None: chosen by embedder (0.7/0.3 for a semantic model; the offline embedder's defaults
@@ -175,7 +163,7 @@ class MemorySearchConfig(_Section):
     min_score: float = Field(0.0, ge=0)
 
 
-class MemoryConfig(_Section):
+class MemoryConfig(Section):
     # "" or "builtin": the offline embedder; "none": keyword only; "minilm" or "local:PATH": a
     # local sentence-transformer run in numpy; else a litellm embedding model name.
     embedding_model: str = "builtin"
@@ -183,7 +171,7 @@ class MemoryConfig(_Section):
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
 
 
-class CronConfig(_Section):
+class CronConfig(Section):
     enabled: bool = True
     missed_grace_minutes: int = Field(60, ge=0)
     # A one-shot later than the grace still runs, with a note saying how late, up to this
@@ -195,7 +183,7 @@ class CronConfig(_Section):
     shared_min_interval_minutes: int = Field(10, ge=0)
 
 
-class HeartbeatConfig(_Section):
+class HeartbeatConfig(Section):
     enabled: bool = True
     interval_minutes: int = Field(30, ge=1)
     active_hours: str = "08:00-22:00"
@@ -207,14 +195,12 @@ class HeartbeatConfig(_Section):
     @field_validator("active_hours")
     @classmethod
     def _hours(cls, value: str) -> str:
-        import re
-
         if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
             raise ValueError('use "HH:MM-HH:MM", e.g. "08:00-22:00"')
         return value
 
 
-class BudgetConfig(_Section):
+class BudgetConfig(Section):
     """Spend caps of one agent (agent/spend/budget.py); None: no cap."""
 
     daily_usd: float | None = Field(None, ge=0)
@@ -226,14 +212,14 @@ class BudgetConfig(_Section):
     daily_tokens: int | None = Field(None, ge=0)
 
 
-class LimitsConfig(_Section):
+class LimitsConfig(Section):
     # Per sender, across chats; 0 turns it off. The owner's terminal sessions are exempt.
     # Over it an owner's messages wait their turn (never lost); anyone else's get no turn
     # and no model call but are kept in their session, marked over_limit.
     messages_per_minute: int = Field(20, ge=0)
 
 
-class HousekeepingConfig(_Section):
+class HousekeepingConfig(Section):
     # Days to keep files; 0 keeps them forever. Archived transcripts whose archive has not
     # landed are never deleted, whatever their age.
     media_days: int = Field(90, ge=0)
@@ -244,7 +230,7 @@ class HousekeepingConfig(_Section):
     keep_newest: int = Field(10, ge=0)
 
 
-class LoggingConfig(_Section):
+class LoggingConfig(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     json_format: bool = False  # one JSON object per line (also: clawgate gateway --log-json)
     # <data_dir>/logs/clawgate.log, rotated at max_bytes, `backups` old files kept.
@@ -253,7 +239,7 @@ class LoggingConfig(_Section):
     backups: int = Field(5, ge=0)
 
 
-class DashboardConfig(_Section):
+class DashboardConfig(Section):
     # On by default: it listens on loopback only and every page needs the owner's token, so
     # `clawgate dashboard` just works; a non-loopback host is refused without a token.
     enabled: bool = True
@@ -266,7 +252,7 @@ class DashboardConfig(_Section):
 MAIN_AGENT = "main"
 
 
-class Binding(_Section):
+class Binding(Section):
     """Which chats of a shared bot an agent answers (see gateway/daemon/routing.py). Neither `chat`
     nor `guild`: the whole channel account (every chat the bot sees that no narrower binding
     claims)."""
@@ -313,7 +299,7 @@ class AgentSpec(AgentConfig):
             raise ValueError(str(exc)) from None
 
 
-class Config(_Section):
+class Config(Section):
     workspace: Path = DEFAULT_HOME / "workspace"
     data_dir: Path = DEFAULT_HOME
     # Several assistants in one gateway (see kernel/agent_configs.py); "main" is the top-level keys.
@@ -333,6 +319,7 @@ class Config(_Section):
     housekeeping: HousekeepingConfig = Field(default_factory=HousekeepingConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     @field_validator("workspace", "data_dir")
     @classmethod
@@ -401,9 +388,23 @@ class Config(_Section):
         found = [
             s
             for c in configs
-            for s in (c.agent.api_key, c.channels.telegram.token, c.channels.discord.token)
+            for s in (
+                c.agent.api_key,
+                c.channels.telegram.token,
+                c.channels.discord.token,
+                c.tools.web.brave_api_key,
+                c.tools.web.tavily_api_key,
+            )
         ]
+        found += [v for server in root.mcp.servers for v in server.headers.values()]
         values = [s.get_secret_value() for s in found if s and s.get_secret_value()]
+        # An MCP server's key travels in its environment, under a name that says so.
+        values += [
+            value
+            for server in root.mcp.servers
+            for name, value in server.env.items()
+            if SECRET_NAME.search(name) and value
+        ]
         return list(dict.fromkeys(values))
 
 

@@ -1,17 +1,20 @@
-"""The test suite: the real code against fakes of every outside service, on 127.0.0.1.
+"""The test suite: the real code against fakes of every outside service, on loopback.
 
-`tests/fakes/`: `server.py` `LoopbackServer` is the base of the three fakes, an aiohttp app
+`tests/fakes/`: `server.py` `LoopbackServer` is the base of the fakes, an aiohttp app
 on a free loopback port inside the test's event loop. `llm.py` is an OpenAI-compatible
 server scripted with `text`, `tool_call`, `tool_calls`, `raw_tool_call`, `error`,
 `context_overflow`, `hang`, `delay`, `gate`, `pause`, `cut`, `garbage`, or given a handler;
 the model client talks to it for real (chat, embeddings, transcriptions). `telegram.py` and
-`discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules.
+`discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules;
+`web.py` is a web site on 127.0.0.2 for web_fetch, `search.py` the four search providers,
+`mcp_server.py` a real MCP server (the SDK's) over stdio or streamable HTTP.
 
 Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test
 module imported by another file): `harness.py` (the in-process gateway with a recording
 channel), `process.py` (the `clawgate` console script as a child process),
 `telegram_world.py` and `discord_world.py` (a gateway on each fake platform),
-`scheduler_harness.py` (the harness with the scheduler on), `small_disk.py` (a small tmpfs
+`scheduler_harness.py` (the harness with the scheduler on), `web_helpers.py` (a tool context
+at a trust, one call through the registry), `small_disk.py` (a small tmpfs
 over one folder: a real full disk), `memory_helpers.py` (scripted
 consolidation calls), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
 Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test

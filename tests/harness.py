@@ -11,6 +11,7 @@ from typing import Any
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
+from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.channels.base import Channel
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.setup.onboard import onboard
@@ -95,11 +96,13 @@ class Harness:
         extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
         llm: LLMClient | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        mcp: McpHub | None = None,
         **gateway_options: Any,
     ) -> None:
         """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
         the model client, when not the one the config describes (a FunctionModel's);
-        `clock`: the runtime's (the budget's days)."""
+        `clock`: the runtime's (the budget's days); `mcp`: MCP servers the gateway runs and
+        the runtime offers the tools of."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
@@ -107,13 +110,14 @@ class Harness:
             config,
             writer=writer,
             extra_tools=extra_tools,
+            tool_sources=[mcp] if mcp is not None else [],
             outbox=self.bus.publish_outbound,
             llm=llm,
             clock=clock,
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
         self.gateway = Gateway(
-            [(self.runtime, self.bus)], [self.channel, *more], self.bus, **gateway_options
+            [(self.runtime, self.bus)], [self.channel, *more], self.bus, mcp=mcp, **gateway_options
         )
 
     @property

@@ -36,7 +36,18 @@ from tests.process import CLAWGATE, child_env, fake_model, write_config
 
 MODEL_RUN_TIMEOUT = 90.0  # litellm import plus one turn, with room for a loaded machine
 QUICK_RUN_TIMEOUT = 30.0
-HEAVY_MODULES = ("litellm", "telegram", "discord", "apscheduler")
+# The web tools and MCP libraries too: loaded by the first fetch or server start.
+HEAVY_MODULES = (
+    "litellm",
+    "telegram",
+    "discord",
+    "apscheduler",
+    "mcp",
+    "readability",
+    "markdownify",
+    "pypdf",
+    "lxml",
+)
 
 
 @dataclass(frozen=True)

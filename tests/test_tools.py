@@ -476,7 +476,7 @@ async def test_unknown_and_hidden_tools_read_the_same(
     owner = await registry.execute("nope", "{}", make_ctx(workspace))
     assert owner == (
         "Error: unknown tool 'nope'. Available tools: "
-        "read_file, write_file, edit_file, append_file, list_dir, exec, send_file, echo"
+        "read_file, write_file, edit_file, append_file, list_dir, exec, send_file, web_fetch, web_search, echo"
     )
     group = make_ctx(workspace, Trust.GROUP)
     hidden = await registry.execute("exec", '{"command": "id"}', group)
@@ -498,6 +498,8 @@ def test_schemas_are_openai_function_format(registry: ToolRegistry) -> None:
         "list_dir",
         "exec",
         "send_file",
+        "web_fetch",
+        "web_search",
         "echo",
     ]
     for schema in schemas:

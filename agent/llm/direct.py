@@ -21,15 +21,10 @@ types (agent/llm/protocol.py) itself. Which names come here: agent/llm/routing.p
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import json
 import logging
-import os
-import ssl
 import sys
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +38,7 @@ from clawgate.agent.llm.protocol import (
     tool_call,
     usage_from,
 )
+from clawgate.kernel.net import env_proxy, tls_context
 
 if TYPE_CHECKING:
     import aiohttp
@@ -124,7 +120,7 @@ class DirectTransport:
             # by a finished loop is dropped with that loop's sockets.
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
-                    limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE, ssl=_tls()
+                    limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE, ssl=tls_context()
                 ),
                 # Per connect and per read, no total: the retry loop bounds each attempt,
                 # and pushes a stream's bound back with every chunk.
@@ -148,7 +144,7 @@ class DirectTransport:
 
         session = self._session()
         if target.url not in self._proxies:
-            self._proxies[target.url] = _env_proxy(target.url)
+            self._proxies[target.url] = env_proxy(target.url)
         resent = False
         while True:
             try:
@@ -303,30 +299,6 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
             yield line.rstrip(b"\r\n")
     if pending:
         yield pending.rstrip(b"\r\n")
-
-
-def _env_proxy(url: str) -> str | None:
-    """The proxy the environment names for `url` (http_proxy, https_proxy, all_proxy, less
-    no_proxy), read once per session as httpx did. Not aiohttp's trust_env: that re-reads
-    the environment and ~/.netrc in a worker thread on every request, two thread hops."""
-    proxies = urllib.request.getproxies_environment()
-    parts = urllib.parse.urlsplit(url)
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    # With a proxy in the environment, proxy_bypass reads no_proxy (never the OS settings).
-    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return proxy
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """httpx's trust: the CA bundle named by SSL_CERT_FILE / SSL_CERT_DIR (which OpenSSL
-    reads by itself), else certifi's, not the system store aiohttp would default to."""
-    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context()
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:

@@ -1,4 +1,4 @@
-"""Tools the model can call: files in the workspace and, for the owner, a shell."""
+"""Tools the model can call: files in the workspace, the web and, for the owner, a shell."""
 
 from typing import Any
 
@@ -8,12 +8,24 @@ from clawgate.agent.tools.paths import resolve_path
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.tools.send_file import SendFile
 from clawgate.agent.tools.shell import ExecTool
+from clawgate.agent.tools.web_fetch import WebFetch
+from clawgate.agent.tools.web_search import WebSearch
 from clawgate.kernel.errors import PathOutsideWorkspace, ToolError
 
 
 def default_tools() -> list[Tool[Any]]:
     """One instance of every built-in tool, in the order the model sees them."""
-    return [ReadFile(), WriteFile(), EditFile(), AppendFile(), ListDir(), ExecTool(), SendFile()]
+    return [
+        ReadFile(),
+        WriteFile(),
+        EditFile(),
+        AppendFile(),
+        ListDir(),
+        ExecTool(),
+        SendFile(),
+        WebFetch(),
+        WebSearch(),
+    ]
 
 
 __all__ = [
@@ -29,6 +41,8 @@ __all__ = [
     "ToolError",
     "ToolParams",
     "ToolRegistry",
+    "WebFetch",
+    "WebSearch",
     "WriteFile",
     "default_tools",
     "resolve_path",

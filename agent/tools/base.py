@@ -105,6 +105,11 @@ class Tool(ABC, Generic[P]):
         """Whether the model sees this tool at all for a session of this trust."""
         return True
 
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments the model sees: the `Params` model's (an MCP
+        server's tool has its own)."""
+        return self.Params.model_json_schema()
+
     @abstractmethod
     async def run(self, params: P, ctx: ToolContext) -> str:
         """Do the work with checked arguments; raise ToolError for what the model should fix."""

@@ -7,14 +7,17 @@ double-encoded arguments) and checked with the same `Params` model, strict JSON 
 OSError into one `Error: ...` line for the model; a crash is logged and reported the same
 way. Only CancelledError passes, so /stop can end a turn. Every result is scrubbed by the
 kernel `Redactor` (`ctx.redact`) and capped at `tools.max_result_chars`, head and tail kept.
+
+Besides its own tools, a registry asks its `sources` (the MCP servers' tools, which come and
+go as servers start and die) at each lookup; a source's tool never shadows a built-in one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -37,13 +40,20 @@ _EXPECTED = {
 }
 
 
+class ToolSource(Protocol):
+    """Tools that change while the gateway runs (agent/tools/mcp_hub.py)."""
+
+    def tools(self) -> Sequence[Tool[Any]]: ...
+
+
 class ToolRegistry:
     """Holds tools by name; `execute` turns every failure into text the model can read."""
 
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool[Any]] = (), sources: Sequence[ToolSource] = ()) -> None:
         self._tools: dict[str, Tool[Any]] = {}
         # Built once per tool: generating a pydantic schema costs far more than a turn's routing.
         self._parameters: dict[str, dict[str, Any]] = {}
+        self._sources = sources
         for tool in tools:
             self.register(tool)
 
@@ -51,10 +61,19 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
-        self._parameters[tool.name] = _parameters(tool)
+        self._parameters[tool.name] = tool.parameters()
+
+    def _current(self) -> dict[str, Tool[Any]]:
+        if not self._sources:
+            return self._tools
+        merged = dict(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                merged.setdefault(tool.name, tool)
+        return merged
 
     def names(self, trust: Trust, config: ToolsConfig) -> list[str]:
-        return [name for name, tool in self._tools.items() if tool.available(trust, config)]
+        return [name for name, tool in self._current().items() if tool.available(trust, config)]
 
     def schemas(self, trust: Trust, config: ToolsConfig) -> list[dict[str, Any]]:
         """OpenAI-style function schemas of the tools available at this trust."""
@@ -64,10 +83,10 @@ class ToolRegistry:
                 "function": {
                     "name": name,
                     "description": tool.description,
-                    "parameters": self._parameters[name],
+                    "parameters": self._parameters.get(name) or tool.parameters(),
                 },
             }
-            for name, tool in self._tools.items()
+            for name, tool in self._current().items()
             if tool.available(trust, config)
         ]
 
@@ -80,7 +99,7 @@ class ToolRegistry:
         return _cap(ctx.redact(text), ctx.config.max_result_chars)
 
     async def _run(self, name: str, raw_arguments: str | dict | None, ctx: ToolContext) -> str:
-        tool = self._tools.get(name)
+        tool = self._current().get(name)
         if tool is None or not tool.available(ctx.trust, ctx.config):
             # A hidden tool reads exactly like a missing one, so trust levels are not revealed.
             available = ", ".join(self.names(ctx.trust, ctx.config)) or "none"
@@ -96,10 +115,6 @@ class ToolRegistry:
             logger.error("tool %s crashed: %s", name, ctx.redact(repr(exc)))
             return f"Error: {name} failed: {type(exc).__name__}: {exc}"
         return result if isinstance(result, str) else str(result)
-
-
-def _parameters(tool: Tool[Any]) -> dict[str, Any]:
-    return tool.Params.model_json_schema()
 
 
 def _parse_arguments(tool: Tool[Any], raw: str | dict | None) -> dict[str, Any]:

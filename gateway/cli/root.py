@@ -114,6 +114,7 @@ COMMANDS = {
         "cron_app",
         "Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
     ),
+    "mcp": _cli("mcp", "mcp_app", "MCP tool servers: `list` shows each with its state and tools."),
 }
 
 

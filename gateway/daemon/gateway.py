@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from clawgate.agent.runtime import AgentRuntime
+from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.channels.access import AccessPolicies, AccessPolicy
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager, ChannelStates
@@ -58,6 +60,7 @@ class Gateway:
         scheduler_options: Mapping[str, Any] | None = None,
         rate_limiter: RateLimiter | None = None,
         daemon: bool = False,
+        mcp: McpHub | None = None,
     ) -> None:
         """`agents`: each runtime with the bus it publishes to: `bus` itself for a single
         agent (built with `outbox=bus.publish_outbound` and, to show channel states in
@@ -67,9 +70,11 @@ class Gateway:
         `scheduler`: run cron jobs and the heartbeat (only the daemon does: one process fires
         the jobs; its runtimes are built with `cron_tools`), with `scheduler_options` passed to
         `CronScheduler`. `rate_limiter`: the dispatcher's, instead of one from the config.
-        `daemon`: also keep `<data_dir>/status.json` current and run the daily housekeeping."""
+        `daemon`: also keep `<data_dir>/status.json` current and run the daily housekeeping.
+        `mcp`: the MCP servers, supervised in the TaskGroup (the runtimes offer their tools)."""
         self.bus = bus
         self.router = router
+        self.mcp = mcp
         self.manager = ChannelManager(
             bus,
             channels,
@@ -110,6 +115,7 @@ class Gateway:
         self._running: contextlib.AsyncExitStack | None = None
         self._dispatching: asyncio.Task[None] | None = None
         self._outbound: asyncio.Task[None] | None = None
+        self._servers: asyncio.Task[None] | None = None
         self._chores: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -130,6 +136,12 @@ class Gateway:
             await self.manager.start_all(tasks)
             for unit in self.units.values():
                 await unit.start_scheduler(tasks)
+            if self.mcp is not None:
+                self._servers = tasks.create_task(self.mcp.run(), name="mcp servers")
+                if self.status is not None:
+                    self._chores.append(
+                        tasks.create_task(_report_mcp(self.mcp, self.status), name="mcp status")
+                    )
             for unit, messages in leftovers:
                 for message in messages:
                     log.info(
@@ -138,7 +150,7 @@ class Gateway:
                     )
                     await unit.bus.publish_inbound(message)
             if self.status is not None:
-                self._chores = [
+                self._chores += [
                     # The daemon will need litellm: load it now, not on the first message.
                     tasks.create_task(self.default.runtime.llm.warm_up(), name="litellm import"),
                     tasks.create_task(self.status.run(), name="status"),
@@ -218,9 +230,13 @@ class Gateway:
 
     async def _end_tasks(self) -> None:
         """Cancel what still runs and close the TaskGroup, which raises if a task crashed."""
-        started = [t for t in (*self._chores, self._outbound, self._dispatching) if t is not None]
+        started = [
+            t
+            for t in (*self._chores, self._servers, self._outbound, self._dispatching)
+            if t is not None
+        ]
         await _cancel(started)
-        self._chores, self._outbound, self._dispatching = [], None, None
+        self._chores, self._servers, self._outbound, self._dispatching = [], None, None, None
         if self._running is not None:
             running, self._running = self._running, None
             await running.aclose()
@@ -230,6 +246,7 @@ class Gateway:
         return {
             "channels": self.manager.status(),
             "busy_sessions": sum(unit.dispatcher.running() for unit in self.units.values()),
+            "mcp": [asdict(s) for s in self.mcp.snapshot()] if self.mcp is not None else [],
             "agents": [
                 unit.report(router.accounts_of(name) if router is not None else [])
                 for name, unit in self.units.items()
@@ -256,6 +273,18 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _report_mcp(mcp: McpHub, status: StatusWriter) -> None:
+    """Rewrite the status file at each MCP server's change of state: `clawgate mcp list`
+    shows a server up (or down) as soon as it is, not at the next periodic write."""
+    while True:
+        async with mcp.changed:
+            await mcp.changed.wait()
+        try:
+            await asyncio.to_thread(status.write_once)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", status.path, exc)
 
 
 async def _housekeeping(config: Config) -> None:

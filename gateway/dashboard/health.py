@@ -1,5 +1,5 @@
 """The health page: `clawgate doctor`'s findings, a live tail of the log file, token usage per
-day and per session, version, uptime and the channels.
+day and per session, version, uptime, the channels and the MCP servers.
 
 Doctor is `gateway/ops/online.py` `doctor_report`, the function the CLI runs. The log tail
 reads `<data_dir>/logs/clawgate.log` (the file `setup_logging` writes) and passes every line
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiohttp import web
@@ -125,6 +125,10 @@ async def health_page(request: web.Request) -> web.Response:
         started_at=svc.started_at,
         uptime=uptime(time.time() - svc.started_at),
         channels=channel_rows(request),
+        mcp_servers=[
+            replace(s, error=svc.runtime.redact(s.error))
+            for s in (svc.mcp.snapshot() if svc.mcp is not None else [])
+        ],
         log_file=svc.config.logging.file,
     )
 

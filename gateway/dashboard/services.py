@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from clawgate.agent.memory.store import MemoryStore
     from clawgate.agent.runtime import AgentRuntime
     from clawgate.agent.session import SessionStore
+    from clawgate.agent.tools.mcp_hub import McpHub
     from clawgate.channels.manager import ChannelManager, ChannelStates
     from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon.dispatcher import Dispatcher
@@ -45,6 +46,7 @@ class DashboardServices:
     started_at: float = field(default_factory=time.time)
     # The config file the gateway was started with: what `groups allow` and doctor read.
     config_path: Path | None = None
+    mcp: McpHub | None = None
 
     @property
     def memory(self) -> MemoryStore:
@@ -77,6 +79,7 @@ class DashboardServices:
         dispatcher: Dispatcher | None = None,
         scheduler: CronScheduler | None = None,
         config_path: Path | None = None,
+        mcp: McpHub | None = None,
     ) -> DashboardServices:
         config = runtime.config
         return cls(
@@ -93,4 +96,5 @@ class DashboardServices:
             dispatcher=dispatcher,
             scheduler=scheduler,
             config_path=config_path,
+            mcp=mcp,
         )

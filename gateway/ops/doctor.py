@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import sqlite3
 import stat
 import time
@@ -98,6 +99,7 @@ def diagnose(
     if config is not None:
         findings += check_model(config, environ)
         findings += check_channels(config)
+        findings += check_mcp(config)
         findings += check_workspace(config.workspace, writer or DiskWriter())
         findings += check_prices(config)
     findings.append(check_litellm(package_version))
@@ -314,6 +316,24 @@ def check_channels(config: Config) -> list[Finding]:
         findings.append(
             note("no chat channel enabled: `clawgate gateway` needs one; `clawgate agent` works")
         )
+    return findings
+
+
+def check_mcp(config: Config) -> list[Finding]:
+    """Each MCP server's command is there to run (`--online` starts it and lists its tools)."""
+    findings = []
+    for server in config.mcp.servers:
+        label = f"mcp server {server.name}"
+        if not server.enabled:
+            findings.append(note(f"{label}: disabled"))
+        elif server.command is None:
+            findings.append(ok(f"{label}: {server.url} (streamable HTTP)"))
+        elif shutil.which(server.command) is None:
+            findings.append(
+                problem(f"{label}: command {server.command!r} not found or not executable")
+            )
+        else:
+            findings.append(ok(f"{label}: runs {server.command} (stdio)"))
     return findings
 
 

@@ -37,6 +37,9 @@ LOG_FILE = "clawgate.log"
 LIBRARY_LOGGERS = (
     "httpx",
     "httpcore",
+    "httpx2",
+    "httpcore2",
+    "mcp",
     "LiteLLM",
     "LiteLLM Router",
     "LiteLLM Proxy",

@@ -11,6 +11,7 @@ from typing import Any
 
 from clawgate.gateway.ops.doctor import Finding, Report, diagnose, note, ok, problem
 from clawgate.kernel.config import Config
+from clawgate.kernel.config_sections import McpServerConfig
 from clawgate.kernel.errors import ChannelError, ModelUnavailable, one_line
 from clawgate.kernel.secrets import Redactor
 
@@ -18,7 +19,8 @@ ONLINE_TIMEOUT = 20.0
 
 
 async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> list[Finding]:
-    """One model request and one identity call per enabled channel, side by side."""
+    """One model request, one identity call per enabled channel and one start of each MCP
+    server, side by side."""
     checks: list[tuple[str, Coroutine[Any, Any, tuple[bool, str]]]] = []
     if config.agent.model:
         await load_model_libraries(config)
@@ -28,6 +30,9 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
         checks.append(("telegram", ping_telegram(config, timeout)))
     if discord.enabled and discord.token is not None and discord.token.get_secret_value():
         checks.append(("discord", ping_discord(config, timeout)))
+    for server in config.mcp.servers:
+        if server.enabled:
+            checks.append((f"mcp server {server.name}", _probe_mcp(server)))
     results = await asyncio.gather(*(_guarded(coro, timeout) for _, coro in checks))
     # Network errors may quote a request URL, and Telegram's carry the token in theirs.
     redact = Redactor(config.secrets())
@@ -36,6 +41,15 @@ async def online_checks(config: Config, *, timeout: float = ONLINE_TIMEOUT) -> l
         detail = redact(detail)
         findings.append(ok(f"{name}: {detail}") if passed else problem(f"{name}: {detail}"))
     return findings
+
+
+async def _probe_mcp(server: McpServerConfig) -> tuple[bool, str]:
+    from clawgate.agent.tools.mcp_hub import probe
+
+    status = await probe(server)
+    if status.state == "running":
+        return True, f"answers, tools {', '.join(status.tools) or 'none'}"
+    return False, f"failed: {status.error}"
 
 
 async def doctor_report(

@@ -11,6 +11,8 @@ from aiohttp import web
 
 class LoopbackServer:
     client_max_size = 1024**2
+    # Any address of 127.0.0.0/8: every one of them is this machine.
+    host = "127.0.0.1"
     # Short: handlers that hang on purpose are released through `_stopping` anyway.
     shutdown_timeout = 1.0
 
@@ -33,7 +35,7 @@ class LoopbackServer:
         self.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         self._port = self._runner.addresses[0][1]
 
