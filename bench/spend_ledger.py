@@ -25,7 +25,7 @@ from clawgate.agent.spend.prices import PriceBook, read_cost_map
 from clawgate.agent.spend.report import summarise
 from clawgate.agent.spend.scope import CallTag
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import BudgetConfig
+from clawgate.kernel.config_sections import BudgetConfig
 
 MODEL = "openai/gpt-4o-mini"
 

@@ -28,7 +28,9 @@ from clawgate.kernel.agent_configs import check_agents, derive_agent
 from clawgate.kernel.config_hints import check_model_names, did_you_mean
 from clawgate.kernel.config_sections import (
     SECRET_NAME,
+    BudgetConfig,
     McpConfig,
+    ModelPrice,
     Section,
     ToolsConfig,
 )
@@ -46,12 +48,6 @@ def _ids_to_str(value: Any) -> Any:
 
 
 IdList = Annotated[list[str], BeforeValidator(_ids_to_str)]
-
-
-class ModelPrice(Section):
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-    cached_per_mtok: float | None = Field(None, ge=0)  # None: cached tokens cost as input
 
 
 class AgentConfig(Section):
@@ -198,18 +194,6 @@ class HeartbeatConfig(Section):
         if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
             raise ValueError('use "HH:MM-HH:MM", e.g. "08:00-22:00"')
         return value
-
-
-class BudgetConfig(Section):
-    """Spend caps of one agent (agent/spend/budget.py); None: no cap."""
-
-    daily_usd: float | None = Field(None, ge=0)
-    monthly_usd: float | None = Field(None, ge=0)
-    per_chat_daily_usd: float | None = Field(None, ge=0)  # each group or `allowed` chat
-    # The owner's own chats are never stopped (heartbeat and cron runs still are).
-    owner_exempt: bool = True
-    # The day's cap in tokens while the model in use has no known price.
-    daily_tokens: int | None = Field(None, ge=0)
 
 
 class LimitsConfig(Section):

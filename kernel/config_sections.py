@@ -1,5 +1,5 @@
-"""The base of every config section, and the sections of the tools: `[tools]`,
-`[tools.web]` and `[[mcp.servers]]` (the rest of the models are in config.py)."""
+"""The base of every config section, and the sections of the tools (`[tools]`, `[tools.web]`,
+`[[mcp.servers]]`) and of spend (`[budget]`, `agent.prices`); the rest are in config.py."""
 
 from __future__ import annotations
 
@@ -109,3 +109,21 @@ class McpConfig(Section):
             if names.count(name) > 1:
                 raise ValueError(f"two mcp servers named {name!r}")
         return servers
+
+
+class ModelPrice(Section):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_per_mtok: float | None = Field(None, ge=0)  # None: cached tokens cost as input
+
+
+class BudgetConfig(Section):
+    """Spend caps of one agent (agent/spend/budget.py); None: no cap."""
+
+    daily_usd: float | None = Field(None, ge=0)
+    monthly_usd: float | None = Field(None, ge=0)
+    per_chat_daily_usd: float | None = Field(None, ge=0)  # each group or `allowed` chat
+    # The owner's own chats are never stopped (heartbeat and cron runs still are).
+    owner_exempt: bool = True
+    # The day's cap in tokens while the model in use has no known price.
+    daily_tokens: int | None = Field(None, ge=0)

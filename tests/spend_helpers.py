@@ -11,7 +11,7 @@ from clawgate.agent.spend.prices import PriceBook
 from clawgate.agent.spend.scope import CallTag, Purpose
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.clock import Clock
-from clawgate.kernel.config import ModelPrice
+from clawgate.kernel.config_sections import ModelPrice
 
 PRICED = "openai/priced-model"
 PRICES = {PRICED: ModelPrice(input_per_mtok=2.5, output_per_mtok=10)}

@@ -15,7 +15,8 @@ from clawgate.agent.spend.prices import PriceBook
 from clawgate.agent.spend.scope import CallTag
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.clock import Clock
-from clawgate.kernel.config import BudgetConfig, HeartbeatConfig, ModelPrice
+from clawgate.kernel.config import HeartbeatConfig
+from clawgate.kernel.config_sections import BudgetConfig, ModelPrice
 from clawgate.kernel.errors import OverBudget
 from tests.fakes.llm import text
 from tests.harness import Harness, make_config

@@ -14,7 +14,7 @@ from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.spend.prices import PriceBook, read_cost_map
 from clawgate.agent.spend.scope import tagged
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import ModelPrice
+from clawgate.kernel.config_sections import ModelPrice
 from tests.fakes.llm import text
 from tests.harness import Harness, make_config, wait_until
 from tests.memory_helpers import save

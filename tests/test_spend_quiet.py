@@ -13,7 +13,8 @@ import pytest
 
 from clawgate.gateway.cron.heartbeat import Heartbeat, heartbeat_tasks
 from clawgate.gateway.cron.models import StateFile
-from clawgate.kernel.config import AgentConfig, Config, HeartbeatConfig, ModelPrice
+from clawgate.kernel.config import AgentConfig, Config, HeartbeatConfig
+from clawgate.kernel.config_sections import ModelPrice
 from tests.dashboard_harness import dashboard_client
 from tests.fakes.llm import FakeLLM, text
 from tests.scheduler_harness import TARGET, SchedulerHarness, a_job, make, write_jobs

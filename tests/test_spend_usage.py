@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from clawgate.gateway.cli.root import app as clawgate_app
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import ModelPrice
+from clawgate.kernel.config_sections import ModelPrice
 from tests.fakes.llm import text
 from tests.harness import Harness, make_config
 

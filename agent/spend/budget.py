@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.spend.scope import SCHEDULED, CallTag
 from clawgate.kernel.bus import Trust
-from clawgate.kernel.config import BudgetConfig
+from clawgate.kernel.config_sections import BudgetConfig
 from clawgate.kernel.errors import OverBudget
 from clawgate.kernel.json_document import JsonDocument
 from clawgate.kernel.storage import DiskWriter

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawgate.kernel.config import ModelPrice
+from clawgate.kernel.config_sections import ModelPrice
 
 log = logging.getLogger(__name__)
 
