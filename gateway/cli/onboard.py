@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from clawgate.gateway.setup.wizard import SetupResult
 
 T = TypeVar("T")
+
+# Taken by the main thread during a prompt only (_interruptible).
+_PROMPT_SIGNALS = {signal.SIGINT, signal.SIGALRM}
+_TICK = 0.2
 
 
 def onboard(
@@ -70,6 +74,7 @@ def onboard(
         ),
     ] = None,
 ) -> None:
+    import asyncio
     import os
 
     from pydantic import SecretStr
@@ -97,27 +102,39 @@ def onboard(
     # Each check's outcome is printed once, below; the model client's own log line of the
     # same failure would repeat it on stderr.
     logging.getLogger("clawgate").addHandler(logging.NullHandler())
-    asker = None
-    if not yes and sys.stdin.isatty():
-        if agent is None and not again and flags.is_empty() and _works(config_path, no_check):
-            typer.echo(
-                f"\n{config_path} is complete and its checks pass: nothing to ask "
-                f"(`{executable()} onboard --again` asks anyway).\n"
-                f"Start the gateway with `{executable()} gateway`."
+    interactive = not yes and sys.stdin.isatty()
+    if interactive:
+        # Ctrl-C is taken only at a prompt, on the main thread (_interruptible). Threads
+        # inherit the signal mask of the thread that starts them, so no thread a check or a
+        # library starts from here on can catch it instead: one that did left the prompt
+        # blocked in input(). Pressed during a check, it stops onboard when the check ends
+        # (each has a timeout).
+        signal.pthread_sigmask(signal.SIG_BLOCK, _PROMPT_SIGNALS)
+    try:
+        asker = None
+        if interactive:
+            if agent is None and not again and flags.is_empty() and _works(config_path, no_check):
+                typer.echo(
+                    f"\n{config_path} is complete and its checks pass: nothing to ask "
+                    f"(`{executable()} onboard --again` asks anyway).\n"
+                    f"Start the gateway with `{executable()} gateway`."
+                )
+                return
+            typer.echo("\nA few questions (Ctrl-C to stop; the answers are saved at the end).\n")
+            asker = Asker(_interruptible(typer.prompt), _interruptible(typer.confirm), typer.echo)
+        answers = asyncio.run(
+            run_setup(
+                config_path,
+                flags,
+                asker,
+                live=not no_check,
+                environ=dict(os.environ),
+                agent_name=agent,
             )
-            return
-        typer.echo("\nA few questions (Ctrl-C to stop; the answers are saved at the end).\n")
-        asker = Asker(_interruptible(typer.prompt), _interruptible(typer.confirm), typer.echo)
-    answers = _run_questions(
-        run_setup(
-            config_path,
-            flags,
-            asker,
-            live=not no_check,
-            environ=dict(os.environ),
-            agent_name=agent,
         )
-    )
+    finally:
+        if interactive:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _PROMPT_SIGNALS)
     if agent is not None:
         from clawgate.gateway.setup.onboard import lay_down_agent
 
@@ -179,35 +196,28 @@ def _works(config_path: Path, no_check: bool) -> bool:
     return all(finding.level == "ok" for finding in findings)
 
 
-def _run_questions(questions: Coroutine[Any, Any, T]) -> T:
-    """`asyncio.run(questions)` with worker threads that leave Ctrl-C to the main thread. The
-    kernel hands SIGINT to any thread that does not block it; one caught by a worker (the
-    live checks' threads, a library's) leaves the prompt blocked in input() on the main
-    thread, waiting for a line."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    def leave_sigint_to_main() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-    async def run() -> T:
-        workers = ThreadPoolExecutor(initializer=leave_sigint_to_main)
-        asyncio.get_running_loop().set_default_executor(workers)
-        return await questions
-
-    return asyncio.run(run())
-
-
 def _interruptible(ask: Callable[..., T]) -> Callable[..., T]:
-    """A prompt that stops at Ctrl-C. The questions run inside `asyncio.run`, whose SIGINT
-    handler only cancels the main task at its next await, which a prompt blocked in input()
-    never reaches: during the prompt, Ctrl-C raises at once (click turns it into Abort)."""
+    """A prompt that stops at Ctrl-C: SIGINT, blocked while the questions run, is let through
+    to the main thread for the prompt alone. The questions run inside `asyncio.run`, whose
+    SIGINT handler only cancels the main task at its next await, which a prompt blocked in
+    input() never reaches: during the prompt, Ctrl-C raises at once (click turns it into
+    Abort), also when it was pressed during the check before.
+
+    A Ctrl-C that lands after input() wrote its prompt but before its read() began only
+    sets Python's flag: the read is not interrupted and waits for a line. A tick of SIGALRM
+    every 0.2 s interrupts the read, and input() looks at the flag each time."""
 
     def wrapped(*args: Any, **kwargs: Any) -> T:
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        previous_alarm = signal.signal(signal.SIGALRM, lambda *_: None)
         try:
+            signal.setitimer(signal.ITIMER_REAL, _TICK, _TICK)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _PROMPT_SIGNALS)
             return ask(*args, **kwargs)
         finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, _PROMPT_SIGNALS)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_alarm)
             signal.signal(signal.SIGINT, previous)
 
     return wrapped
