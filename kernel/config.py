@@ -485,3 +485,16 @@ def load_config(
         ) from None
     check_model_names(config, path, overrides)
     return config
+
+
+def settings_digest(config: Config) -> str:
+    """A fingerprint of every setting, secrets included (hashed): how `clawgate agent` tells
+    that the running gateway started with other settings (file, CLAWGATE_*, an edit since).
+    16 hex digits: enough, and short of every secret shape the status file's redactor masks."""
+    import hashlib
+
+    def plain(value: Any) -> Any:
+        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+
+    dumped = json.dumps(config.model_dump(), default=plain, sort_keys=True)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]

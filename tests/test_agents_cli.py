@@ -536,9 +536,13 @@ async def test_agent_option_through_the_running_gateway_reaches_that_agent(
         code, out, err = await agent_says(tmp_path, "--agent", "work", "-m", "hi", env=unreachable)
         assert code == 0, err
         assert out.strip() == "work-model answers"
-        code, out, err = await agent_says(tmp_path, "-m", "hello", env=unreachable)
+        # Issue 35: said, not silently ignored; and only when the settings do differ.
+        [ignored] = [line for line in err.splitlines() if "settings" in line]
+        assert "CLAWGATE_* settings differ and are not used" in ignored, err
+        code, out, err = await agent_says(tmp_path, "-m", "hello", env={})
         assert code == 0, err
         assert out.strip() == "fake-model answers"
+        assert "settings" not in err, err
         code, out, err = await agent_says(tmp_path, "--agent", "nope", "-m", "x", env=unreachable)
         assert code == 2 and "unknown agent 'nope'" in err
         gateway.send_signal(signal.SIGTERM)

@@ -28,15 +28,23 @@ TERMINAL_GRACE_SECONDS = 5.0
 
 
 async def run_agent(
-    config: Config, message: str | None, session: str, *, home: Path, agent: str | None = None
+    config: Config,
+    message: str | None,
+    session: str,
+    *,
+    home: Path,
+    agent: str | None = None,
+    settings: str = "",
 ) -> int:
     """`config` is the agent's effective config; `home` the data_dir of the gateway that
-    would serve it; `agent` the name the user chose (None: the default agent)."""
+    would serve it; `agent` the name the user chose (None: the default agent); `settings`
+    the digest of the whole config as this command loaded it (kernel.config.settings_digest)."""
     lock = InstanceLock(home, role=AGENT)
     told: Holder | None = None
     while True:
         client = await ControlClient.connect(home, session, agent)
         if client is not None:
+            _say_if_settings_differ(home, settings)
             try:
                 return await _converse(client, message)
             finally:
@@ -55,6 +63,25 @@ async def run_agent(
         return await _in_process(config, message, session)
     finally:
         lock.release()
+
+
+def _say_if_settings_differ(home: Path, settings: str) -> None:
+    """The running gateway answers with the settings it started with: say so once when
+    this command's (its --config, its CLAWGATE_* variables) are not those."""
+    from clawgate.gateway.ops.status_file import read_status
+
+    status = read_status(home)
+    if not settings or status is None or not status.get("running"):
+        return
+    theirs = status.get("settings")
+    if theirs and theirs != settings:
+        print(
+            f"clawgate: the running gateway (pid {status.get('pid')}) answers with the settings "
+            "it started with; this command's --config and CLAWGATE_* settings differ and are "
+            "not used (stop the gateway to run with them)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _waiting_for(holder: Holder) -> str:

@@ -34,6 +34,17 @@ def agent(
     from clawgate.gateway.cli.agent import run_agent
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, stream=sys.stderr)
-    home = context.file_config().data_dir
-    code = asyncio.run(run_agent(config, message, session, home=home, agent=context.agent))
+    from clawgate.kernel.config import settings_digest
+
+    root = context.file_config()
+    code = asyncio.run(
+        run_agent(
+            config,
+            message,
+            session,
+            home=root.data_dir,
+            agent=context.agent,
+            settings=settings_digest(root),
+        )
+    )
     raise typer.Exit(code)

@@ -30,7 +30,7 @@ from clawgate.kernel.bus import (
     ReplyDraft,
     agent_key,
 )
-from clawgate.kernel.config import Config
+from clawgate.kernel.config import Config, settings_digest
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,11 @@ class Gateway:
         # The agent a message naming none goes to.
         self.default = first
         self.status: StatusWriter | None = None
+        self._settings = ""
         if daemon:
             root = router.root if router is not None else first.runtime.config
             self.status = StatusWriter(root.data_dir, self._report, first.runtime.redact)
+            self._settings = settings_digest(root)
         self._running: contextlib.AsyncExitStack | None = None
         self._dispatching: asyncio.Task[None] | None = None
         self._outbound: asyncio.Task[None] | None = None
@@ -246,6 +248,7 @@ class Gateway:
         return {
             "channels": self.manager.status(),
             "busy_sessions": sum(unit.dispatcher.running() for unit in self.units.values()),
+            "settings": self._settings,
             "mcp": [asdict(s) for s in self.mcp.snapshot()] if self.mcp is not None else [],
             "agents": [
                 unit.report(router.accounts_of(name) if router is not None else [])
