@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clawgate.agent.commands import ChannelStatus, CommandHandler
@@ -98,13 +98,14 @@ class AgentRuntime:
         shared_memory: Mapping[str, MemorySearch] | None = None,
         llm: LLMClient | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        owner_chat: Callable[[], str] | None = None,
     ) -> AgentRuntime:
         """Everything wired here, in dependency order. A gateway passes `outbox` (its bus's
         outbound queue, for send_file), in the daemon `channel_status` for /status, and
         `extra_tools` beyond the built-in ones (the gateway's `cron`), `tool_sources` whose
         tools come and go (the MCP servers'); a test may pass the model client (one serving a
         FunctionModel), else one is made from the config, and the clock the budget's days are
-        counted by."""
+        counted by. `owner_chat`: where budget notices go (default `heartbeat.deliver_to`)."""
         writer = writer or DiskWriter()
         workspace = config.workspace
         writer.mkdir(workspace, mode=0o700)
@@ -112,7 +113,7 @@ class AgentRuntime:
             workspace / "sessions", writer=writer, redact=Redactor(config.secrets())
         )
         ledger = Ledger.for_config(config, writer=writer, clock=clock)
-        notify = _owner_notice(outbox, config.heartbeat.deliver_to)
+        notify = _owner_notice(outbox, owner_chat or (lambda: config.heartbeat.deliver_to))
         budget = Budget(config.budget, ledger, notify_owner=notify, writer=writer)
         llm = llm or LLMClient(config.agent, ledger=ledger, budget=budget)
         # The search index is derived data under data_dir; it opens on the first search.
@@ -276,13 +277,18 @@ class AgentRuntime:
         self.sessions.sync_later(session)  # with the session's next turn: one fsync per turn
 
 
-def _owner_notice(outbox: Outbox | None, owner_chat: str) -> OwnerNotice | None:
-    """Budget notices go to the owner's private chat (`heartbeat.deliver_to`)."""
-    if outbox is None or ":" not in owner_chat:
+def _owner_notice(outbox: Outbox | None, owner_chat: Callable[[], str]) -> OwnerNotice | None:
+    """Budget notices go to the owner's private chat, `owner_chat()` asked when one is sent
+    (a session key; "" when none is known, and then the notice is only logged)."""
+    if outbox is None:
         return None
-    channel, chat_id = owner_chat.split(":", 1)
 
     async def send(text: str) -> None:
+        target = await asyncio.to_thread(owner_chat)
+        if ":" not in target:
+            log.warning("%s (no owner chat known: set heartbeat.deliver_to)", text)
+            return
+        channel, chat_id = target.split(":", 1)
         await outbox(OutboundMessage(channel=channel, chat_id=chat_id, text=text))
 
     return send

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.agent.tools.shell import forbid_environ_reads
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.cron.targets import default_target
 from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.daemon.control import ControlChannel
 from clawgate.gateway.daemon.gateway import Gateway
@@ -37,7 +38,7 @@ from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
-from clawgate.kernel.errors import ChannelError, CredentialsRejected
+from clawgate.kernel.errors import ChannelError, CredentialsRejected, CronError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,19 @@ def create_channel(
         raise ChannelError(f"channel {platform!r} is not available in this version") from None
     channel: Channel = module.create_channel(channel_config, bus, config, **options)
     return channel
+
+
+def owner_chat_of(config: Config) -> Callable[[], str]:
+    """Where an agent's budget notices go: `heartbeat.deliver_to`, else the owner's private
+    chat when exactly one is known (cron's default target); "" (logged only) otherwise."""
+
+    def find() -> str:
+        try:
+            return default_target(config)
+        except CronError:
+            return ""
+
+    return find
 
 
 def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
@@ -90,6 +104,7 @@ def build_runtimes(
             extra_tools=cron_tools(config),
             tool_sources=[mcp] if mcp is not None else [],
             shared_memory=shared,
+            owner_chat=owner_chat_of(config),
         )
         searches[name] = runtime.search
         built.append((runtime, agent_bus))

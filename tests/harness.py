@@ -97,12 +97,13 @@ class Harness:
         llm: LLMClient | None = None,
         clock: Clock = SYSTEM_CLOCK,
         mcp: McpHub | None = None,
+        owner_chat: Callable[[], str] | None = None,
         **gateway_options: Any,
     ) -> None:
         """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
         the model client, when not the one the config describes (a FunctionModel's);
         `clock`: the runtime's (the budget's days); `mcp`: MCP servers the gateway runs and
-        the runtime offers the tools of."""
+        the runtime offers the tools of; `owner_chat`: where budget notices go."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
@@ -114,6 +115,7 @@ class Harness:
             outbox=self.bus.publish_outbound,
             llm=llm,
             clock=clock,
+            owner_chat=owner_chat,
         )
         more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
         self.gateway = Gateway(

@@ -378,7 +378,7 @@ def test_doctor_says_when_unknown_prices_are_capped_by_tokens(tmp_path: Path) ->
     [unknown] = problems(run(config))
     assert unknown.startswith("no price known for openai/my-local-model")
     assert "budget.daily_usd cannot count them" in unknown
-    assert "budget notices for the owner go to the log only" in " ".join(notes(run(config)))
+    assert "else to the log only" in " ".join(notes(run(config)))
 
     config.write_text(text + "[budget]\ndaily_tokens = 200000\n")
     findings = run(config)

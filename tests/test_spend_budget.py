@@ -13,6 +13,7 @@ from clawgate.agent.spend.budget import Budget
 from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.spend.prices import PriceBook
 from clawgate.agent.spend.scope import CallTag
+from clawgate.gateway.app import owner_chat_of
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.clock import Clock
 from clawgate.kernel.config import HeartbeatConfig
@@ -117,6 +118,28 @@ async def test_eighty_percent_warns_the_owner_once_even_after_a_restart(
         assert refused.text.startswith("The assistant's model budget for today is used up")
         assert await quiet(harness, OWNER_CHAT)  # told once, above
         assert fake_llm.pending == 1  # "blocked" was never asked for
+
+
+async def test_without_deliver_to_the_owners_notice_goes_to_their_private_chat(
+    tmp_path, fake_llm, agent_config
+):
+    # The gateway's answer (gateway/app.py): heartbeat.deliver_to, else the owner's one
+    # private chat; before, an unset deliver_to sent the owner's notices to the log only.
+    time = MovableClock()
+    dollar_a_token = ModelPrice(input_per_mtok=1_000_000, output_per_mtok=1_000_000)
+    config = make_config(
+        tmp_path,
+        agent_config.model_copy(update={"prices": {"openai/fake-model": dollar_a_token}}),
+        budget=BudgetConfig(per_chat_daily_usd=5),
+    )
+    assert not config.heartbeat.deliver_to
+    async with Harness(config, clock=time.clock(), owner_chat=owner_chat_of(config)) as harness:
+        fake_llm.script(text("Hi owner."), text("Hello group."))
+        assert (await harness.ask("hi", chat_id=OWNER_CHAT)).text == "Hi owner."
+        assert (await harness.ask("hi", chat_id=GROUP, trust=Trust.GROUP)).text == "Hello group."
+        await harness.ask("more please", chat_id=GROUP, trust=Trust.GROUP)
+        owner = await harness.channel.next_reply(OWNER_CHAT)
+        assert owner.text.startswith(f"[budget] test:{GROUP} reached budget.per_chat_daily_usd")
 
 
 async def test_without_a_price_the_days_tokens_are_capped(tmp_path, fake_llm, agent_config):

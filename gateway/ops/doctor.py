@@ -275,7 +275,10 @@ def check_prices(config: Config) -> list[Finding]:
     caps = (budget.daily_usd, budget.monthly_usd, budget.per_chat_daily_usd, budget.daily_tokens)
     if any(c is not None for c in caps) and not config.heartbeat.deliver_to:
         findings.append(
-            note("budget notices for the owner go to the log only: set heartbeat.deliver_to")
+            note(
+                "budget notices for the owner go to heartbeat.deliver_to, unset: to the "
+                "owner's private chat when just one is known, else to the log only"
+            )
         )
     return findings
 
