@@ -130,3 +130,28 @@ def test_a_query_is_encoded_without_the_tokenizers_thread_pool() -> None:
 
     embedder._loaded = (NoBatch(), _matrix)
     assert np.array_equal(embedder.embed_sync(texts), batch)
+
+
+async def test_first_searches_at_once_open_the_index_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two chats' first turns after a start recall at once: each opened its own connection,
+    # and the second setting WAL mode on the new file failed with "database is locked".
+    workspace = tmp_path / "ws"
+    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
+    search = MemorySearch(index, MemorySearchConfig(), today=lambda: date(2027, 1, 20))
+    opened: list[Path] = []
+    open_db = index_module.open_db
+
+    async def counted_open(db_path: Path, workspace: Path) -> Any:
+        opened.append(db_path)
+        return await open_db(db_path, workspace)
+
+    monkeypatch.setattr(index_module, "open_db", counted_open)
+    try:
+        found = await asyncio.gather(*(search.search("where does Rita live?") for _ in range(4)))
+        assert all(any("Lisbon" in hit.snippet for hit in hits) for hits in found)
+        assert len(opened) == 1
+    finally:
+        await index.close()

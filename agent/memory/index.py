@@ -71,6 +71,7 @@ class MemoryIndex:
         self._missing: dict[int, str] = {}  # chunk id -> hash, chunks with no vector yet
         self._generation = -1
         self._lock: asyncio.Lock | None = None
+        self._open_lock: asyncio.Lock | None = None
         self._refreshing: asyncio.Task[RefreshReport] | None = None
         self._embed_failed_at: float | None = None
         self._closed = False
@@ -95,8 +96,14 @@ class MemoryIndex:
         if self._closed:
             raise RuntimeError("the memory index is closed")
         if self._db is None:
-            db = await open_db(self.db_path, self.workspace)
-            self._db = db
+            # Two first searches at once (two chats' turns after a start) must not both
+            # open it: a second connection setting WAL mode on a new file meets "database
+            # is locked".
+            if self._open_lock is None:
+                self._open_lock = asyncio.Lock()
+            async with self._open_lock:
+                if self._db is None:
+                    self._db = await open_db(self.db_path, self.workspace)
         return self._db
 
     async def close(self) -> None:
