@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel, StreamOpened
+from clawgate.channels.base import StreamOpened
 from clawgate.channels.discord.catchup import catch_up, recover
 from clawgate.channels.discord.client import (
     CATCH_UP,
@@ -60,7 +60,7 @@ from clawgate.channels.discord.sender import (
 from clawgate.channels.discord.state import Watermarks
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
-from clawgate.channels.live import LiveReplies, StreamLog
+from clawgate.channels.live import LiveChannel, LiveReplies, StreamLog
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.reactions import DISCORD_MARKS, StatusReactions
 from clawgate.channels.unstored import Unstored, until_stored
@@ -92,7 +92,7 @@ def create_channel(
     )
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(LiveChannel):
     """Session key `discord:<channel id>`: a DM, a guild channel or a thread."""
 
     name = "discord"
@@ -117,6 +117,7 @@ class DiscordChannel(Channel):
         name, where the files its replies attach are found (else `workspace`)."""
         super().__init__(bus)
         self.config = config
+        self._streaming = config.streaming
         self.workspace = workspace
         self.policy = policy
         writer = writer or DiskWriter()
@@ -340,18 +341,7 @@ class DiscordChannel(Channel):
 
     # -- outbound --------------------------------------------------------------------------
 
-    @property
-    def streams(self) -> bool:
-        return self.config.streaming == "edit"
-
-    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        """A reply so far, shown live (channels/live.py)."""
-        if self.streams:
-            self._live.update(draft, lambda: self._opening(draft, opened))
-
     async def _opening(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        """Before a live reply's first post: answered in the journal (the same rule as any
-        reply's first request), held open in the stream log, recorded in the session."""
         answering = _snowflake(draft.reply_to)
         if answering is not None:
             await until_stored(

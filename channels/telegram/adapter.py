@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
-from clawgate.channels.base import Channel, StreamOpened
+from clawgate.channels.base import StreamOpened
 from clawgate.channels.journal import is_stop
-from clawgate.channels.live import LiveReplies, StreamLog
+from clawgate.channels.live import LiveChannel, LiveReplies, StreamLog
 from clawgate.channels.reactions import TELEGRAM_MARKS, StatusReactions
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
@@ -70,7 +70,7 @@ TYPING_MAX = 120.0
 FAILING_AFTER = 60.0
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(LiveChannel):
     name = "telegram"
 
     def __init__(
@@ -94,6 +94,7 @@ class TelegramChannel(Channel):
         name, where the files its replies attach are found (else `workspace`)."""
         super().__init__(bus)
         self.config = config
+        self._streaming = config.streaming
         self.policy = policy
         self.workspace = workspace
         writer = writer or DiskWriter()
@@ -405,18 +406,7 @@ class TelegramChannel(Channel):
 
     # -- sending ---------------------------------------------------------------------------
 
-    @property
-    def streams(self) -> bool:
-        return self.config.streaming == "edit"
-
-    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        """A reply so far, shown live (channels/live.py)."""
-        if self.streams:
-            self._live.update(draft, lambda: self._opening(draft, opened))
-
     async def _opening(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        """Before a live reply's first post: answered in the journal (the same rule as any
-        reply's first request), held open in the stream log, recorded in the session."""
         update_id, _ = parse_message_id(draft.reply_to)
         await self._answered(draft.chat_id, update_id)
         await self._live.log.opened((draft.chat_id, draft.reply_to))
