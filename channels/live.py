@@ -31,13 +31,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from clawgate.channels.base import Channel, StreamOpened
 from clawgate.kernel.bus import ReplyDraft
 from clawgate.kernel.storage import DiskWriter
 
@@ -380,24 +378,3 @@ class LiveReplies:
                     await self._sleep(slow.seconds)
         except Exception as exc:
             log.warning("cut reply in %s not marked: %s", stream.chat_id, exc)
-
-
-class LiveChannel(Channel):
-    """A chat channel that shows replies as they are written (Telegram, Discord): with
-    `streaming = "edit"` its drafts go to its `LiveReplies`, which call `_opening` once."""
-
-    _live: LiveReplies
-    _streaming: str  # the channel's `streaming` setting
-
-    @property
-    def streams(self) -> bool:
-        return self._streaming == "edit"
-
-    async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        if self.streams:
-            self._live.update(draft, lambda: self._opening(draft, opened))
-
-    @abstractmethod
-    async def _opening(self, draft: ReplyDraft, opened: StreamOpened) -> None:
-        """Before a live reply's first post: answered in the journal (the same rule as any
-        reply's first request), held open in the stream log, recorded in the session."""

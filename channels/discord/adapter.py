@@ -38,6 +38,7 @@ import discord
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import StreamOpened
+from clawgate.channels.chat_channel import ChatChannel
 from clawgate.channels.discord.catchup import catch_up, recover
 from clawgate.channels.discord.client import (
     CATCH_UP,
@@ -60,7 +61,7 @@ from clawgate.channels.discord.sender import (
 from clawgate.channels.discord.state import Watermarks
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.journal import Journal, is_stop
-from clawgate.channels.live import LiveChannel, LiveReplies, StreamLog
+from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.pairing import PairingStore
 from clawgate.channels.reactions import DISCORD_MARKS, StatusReactions
 from clawgate.channels.unstored import Unstored, until_stored
@@ -92,7 +93,7 @@ def create_channel(
     )
 
 
-class DiscordChannel(LiveChannel):
+class DiscordChannel(ChatChannel):
     """Session key `discord:<channel id>`: a DM, a guild channel or a thread."""
 
     name = "discord"
@@ -356,22 +357,6 @@ class DiscordChannel(LiveChannel):
     def _quotes(self, chat_id: str) -> bool:
         """In a busy channel the reference shows whom we answer; in a DM it is noise."""
         return chat_id in self._normaliser.group_chats
-
-    async def turn_started(self, message: InboundMessage) -> None:
-        if message.message_id and not message.text.startswith("/"):
-            self._reactions.started(message.chat_id, message.message_id)
-
-    async def send(self, message: OutboundMessage) -> None:
-        """One reply, then the status reaction on the message it answers."""
-        failed = None if message.stopped else message.is_error
-        try:
-            await self._send(message)
-        except Exception:
-            failed = True
-            raise
-        finally:
-            if answered := message.stopped or message.reply_to:
-                await self._reactions.ended(message.chat_id, answered, failed=failed)
 
     async def _send(self, message: OutboundMessage) -> None:
         # At most once: the journal hears of the answer before the first request goes out, so

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.base import StreamOpened
+from clawgate.channels.chat_channel import ChatChannel
 from clawgate.channels.journal import is_stop
-from clawgate.channels.live import LiveChannel, LiveReplies, StreamLog
+from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.reactions import TELEGRAM_MARKS, StatusReactions
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
@@ -70,7 +71,7 @@ TYPING_MAX = 120.0
 FAILING_AFTER = 60.0
 
 
-class TelegramChannel(LiveChannel):
+class TelegramChannel(ChatChannel):
     name = "telegram"
 
     def __init__(
@@ -411,22 +412,6 @@ class TelegramChannel(LiveChannel):
         await self._answered(draft.chat_id, update_id)
         await self._live.log.opened((draft.chat_id, draft.reply_to))
         await opened(draft)
-
-    async def turn_started(self, message: InboundMessage) -> None:
-        if message.message_id and not message.text.startswith("/"):
-            self._reactions.started(message.chat_id, message.message_id)
-
-    async def send(self, message: OutboundMessage) -> None:
-        """One reply, then the status reaction on the message it answers."""
-        failed = None if message.stopped else message.is_error
-        try:
-            await self._send(message)
-        except Exception:
-            failed = True
-            raise
-        finally:
-            if answered := message.stopped or message.reply_to:
-                await self._reactions.ended(message.chat_id, answered, failed=failed)
 
     async def _send(self, message: OutboundMessage) -> None:
         chat, thread = split_chat_id(message.chat_id)
