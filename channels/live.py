@@ -131,8 +131,10 @@ class StreamLog:
     async def done(self, key: Key) -> None:
         await self._add({"done": key[1], "chat": key[0]}, sync=False)
         self._open.discard(key)
-        if not self._open and self._lines >= COMPACT_AFTER:
-            async with self._lock:
+        async with self._lock:
+            # Decided under the lock: a reply that opened while this one's line was written
+            # is in `_open` by now, and its line must not be emptied away.
+            if not self._open and self._lines >= COMPACT_AFTER:
                 await asyncio.to_thread(self._writer.replace, self.path, b"")
                 self._lines = 0
 
