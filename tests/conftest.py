@@ -22,6 +22,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name.endswith("_browser.py"):
             item.add_marker(BROWSER_GROUP)
+    # xdist hands tests out in collection order: the ones that wait out real minutes (marked
+    # `long`) and the browser group start first, so none of them is left running alone at the end.
+    items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    if item.get_closest_marker("long"):
+        return 0
+    return 1 if item.get_closest_marker("xdist_group") else 2
 
 
 @pytest.fixture

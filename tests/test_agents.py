@@ -291,6 +291,7 @@ async def test_each_agent_answers_its_own_chats_and_keeps_its_memory_to_itself(
     assert not (homes.home / "workspace" / "sessions" / "telegram_2002.jsonl").exists()
 
 
+@pytest.mark.long
 async def test_a_failing_agent_never_holds_up_another_and_kill_9_loses_nothing(
     homes: Homes,
     telegram: FakeTelegram,

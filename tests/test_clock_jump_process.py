@@ -118,6 +118,7 @@ async def test_housekeeping_after_a_400_day_jump_keeps_every_file_then_the_newes
     assert [path.exists() for path in files] == [False] * 6 + [True] * 6
 
 
+@pytest.mark.long
 async def test_a_reminder_the_gateways_clock_jumped_25_h_past_runs_late(
     tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

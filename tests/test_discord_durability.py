@@ -48,6 +48,7 @@ def asked(fake_llm: FakeLLM) -> list[str]:
 # -- restarts of the real gateway process ----------------------------------------------------
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 async def test_messages_queued_behind_a_long_turn_survive_a_stop_answered_once_in_order(
     tmp_path: Path, fake: FakeDiscord, fake_llm: FakeLLM, stop: signal.Signals

@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.discord_world import READY as DISCORD_READY
 from tests.discord_world import GatewayHome
 from tests.fakes.discord import FakeDiscord
@@ -411,6 +413,7 @@ def refuses_temperature(body: dict[str, Any]) -> Reply:
     return text("ok") if sent in (None, 1) else unsupported_temperature(sent)
 
 
+@pytest.mark.long
 async def test_current_openai_models_pass_onboard_and_answer(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

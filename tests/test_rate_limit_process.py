@@ -15,6 +15,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.daemon.ratelimit import delay_notice, limit_notice
 from tests.fakes.llm import FakeLLM, Reply, text
@@ -38,6 +40,7 @@ def echo(body: dict[str, Any]) -> Reply:
     return text(f"re: {users[-1]['content']}")
 
 
+@pytest.mark.long
 async def test_an_owner_backlog_over_the_limit_is_delayed_never_lost_others_kept_marked(
     tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

@@ -118,6 +118,7 @@ async def test_telegram_stop_leaves_the_queued_messages_to_run_through_a_restart
     assert await pending(journal, "update") == []
 
 
+@pytest.mark.long
 @STOPS
 async def test_discord_stop_leaves_the_queued_messages_to_run_through_a_restart(
     tmp_path: Path, fake_llm: FakeLLM, stop: signal.Signals

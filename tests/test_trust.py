@@ -168,6 +168,7 @@ async def test_cron_and_heartbeat_run_at_the_target_chats_current_trust(
         assert "exec" not in tool_names(run) and MARKER not in system_prompt(run)
 
 
+@pytest.mark.long
 async def test_the_owners_reminders_keep_owner_trust_after_new(
     demoted_config: Config, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
