@@ -129,6 +129,11 @@ COMMANDS = {
         "export",
         "Write a git-friendly, secret-free copy of the workspaces and config into a folder.",
     ),
+    "import": _cli(
+        "importing",
+        "import_app",
+        "Bring an OpenClaw or nanobot workspace in: a report first, --apply to write.",
+    ),
 }
 
 
