@@ -254,3 +254,16 @@ def test_backup_of_one_agent_or_all(tmp_path: Path, flag: str) -> None:
     assert "workspaces/work/memory/MEMORY.md" in listed
     assert ("data/pairing.json" in listed) == (flag == "--all")
     assert "data/agents/work/pairing.json" in listed
+
+
+def test_a_backup_written_into_the_data_dir_leaves_itself_out(tmp_path: Path) -> None:
+    config = install(tmp_path)
+    archive = tmp_path / ".clawgate" / "backups" / "b.tar.gz"
+    archive.parent.mkdir()
+    (archive.parent / "older.tar.gz").write_bytes(b"an older backup")
+    code, out = run(tmp_path, "-c", str(config), "backup", "-o", str(archive))
+    assert code == 0, out
+    listed = set(members(archive))
+    assert "data/backups/older.tar.gz" in listed
+    assert not [name for name in listed if ".clawgate-backup-" in name or "b.tar.gz" in name]
+    assert {p.name for p in archive.parent.iterdir()} == {"b.tar.gz", "older.tar.gz"}

@@ -12,7 +12,7 @@ import os
 import tarfile
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,7 +68,9 @@ def write_backup(
     if not keep_secrets:
         config_text, removed = without_secrets(config_text, config.secrets())
     with tempfile.TemporaryDirectory(prefix=".clawgate-backup-", dir=output.parent) as tmp:
-        staging = Path(tmp)
+        staging = Path(os.path.realpath(tmp))
+        # An output inside the data_dir must not back up its own staging copy.
+        roots = [replace(root, skip=(*root.skip, staging)) for root in roots]
         replace_file(staging / CONFIG_NAME, config_text)
         members = [CONFIG_NAME]
         for root in roots:

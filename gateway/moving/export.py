@@ -48,6 +48,10 @@ def export_tree(
     wanted["config.toml"] = without_secrets(text, config.secrets())[0].encode()
     for name in agents:
         workspace = Path(os.path.realpath(agent_dirs(config.root, name)[0]))
+        if Path(os.path.realpath(directory)).is_relative_to(workspace):
+            raise MoveRefused(
+                f"{directory} is inside the workspace it would copy: export elsewhere"
+            )
         root = Root(f"agents/{name}", workspace, (workspace / "memory" / ".versions",), True)
         with memory_held(workspace):
             for path, member in walk(root):
