@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import stat
 import tarfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from clawgate.gateway.cli.root import app
 from clawgate.gateway.daemon.lock import InstanceLock
 from clawgate.gateway.moving.config_text import PLACEHOLDER
 from clawgate.kernel.config import load_config
+from tests.pty_terminal import Terminal
 
 TOKEN = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
 KEY = "sk-test-0123456789abcdefghij"
@@ -267,3 +269,18 @@ def test_a_backup_written_into_the_data_dir_leaves_itself_out(tmp_path: Path) ->
     assert "data/backups/older.tar.gz" in listed
     assert not [name for name in listed if ".clawgate-backup-" in name or "b.tar.gz" in name]
     assert {p.name for p in archive.parent.iterdir()} == {"b.tar.gz", "older.tar.gz"}
+
+
+async def test_backup_shows_a_progress_bar_in_a_terminal_only(tmp_path: Path) -> None:
+    config = install(tmp_path)
+    terminal = await Terminal().start(tmp_path, "-c", str(config), "backup", "-o", "b.tar.gz")
+    try:
+        await terminal.expect(r"backing up")
+        assert await terminal.exit_code() == 0
+        await terminal.expect(r"\d+ files of main, work")
+        assert re.search(r"backing up\s+\[#+\]\s+100%", terminal.seen), terminal.seen
+    finally:
+        await terminal.close()
+    # Without a terminal (the runner above, a cron job's log) only the summary line.
+    code, out = run(tmp_path, "-c", str(config), "backup", "-o", str(tmp_path / "c.tar.gz"))
+    assert code == 0 and "backing up" not in out

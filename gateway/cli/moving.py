@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -49,15 +51,19 @@ def backup(
     config = context.file_config()
     names = [config.for_agent(name).agent_name for name in agents or []] or config.agent_names()
     output = output or Path(f"clawgate-{datetime.now():%Y-%m-%d-%H%M%S}.tar.gz")
-    total = count_files(config, names, context.config_path)
-    with typer.progressbar(length=total, label="backing up", file=sys.stderr, show_pos=True) as bar:
+    with ExitStack() as stack:
+        progress: Callable[[int], None] | None = None
+        if sys.stderr.isatty():  # a bar in a terminal; a log gets the summary only
+            total = count_files(config, names, context.config_path)
+            bar = typer.progressbar(length=total, label="backing up", file=sys.stderr)
+            progress = stack.enter_context(bar).update
         result = write_backup(
             config,
             context.config_path,
             output,
             agents=names,
             keep_secrets=not no_secrets,
-            progress=bar.update,
+            progress=progress,
         )
     typer.echo(
         f"{result.path}: {result.files} files of {', '.join(names)}, {result.size:,} bytes "

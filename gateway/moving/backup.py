@@ -57,8 +57,9 @@ def write_backup(
     *,
     agents: list[str],
     keep_secrets: bool = True,
-    progress: Callable[[int], None] = lambda _: None,
+    progress: Callable[[int], None] | None = None,
 ) -> BackupResult:
+    """Write the archive; `progress(n)` is called as each n files are read (the bar)."""
     roots, entries = plan(config, agents, config_path)
     output = output.expanduser().absolute()
     if not output.parent.is_dir():
@@ -74,7 +75,7 @@ def write_backup(
         replace_file(staging / CONFIG_NAME, config_text)
         members = [CONFIG_NAME]
         for root in roots:
-            members += stage_root(root, staging, progress)
+            members += stage_root(root, staging, progress or _quiet)
         left_out = [] if keep_secrets else _drop_secret_files(staging, members)
         members = [m for m in members if m not in left_out]
         manifest = Manifest(
@@ -95,6 +96,10 @@ def write_backup(
     )
 
 
+def _quiet(_: int) -> None:
+    """No progress shown."""
+
+
 def _drop_secret_files(staging: Path, members: list[str]) -> list[str]:
     dropped = [m for m in members if m.startswith(f"{DATA}/") and Path(m).name in SECRET_FILES]
     for member in dropped:
@@ -112,7 +117,7 @@ def _write_archive(staging: Path, manifest: Manifest, output: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            with tarfile.open(fileobj=handle, mode="w:gz") as tar:
+            with tarfile.open(fileobj=handle, mode="w:gz", compresslevel=6) as tar:
                 raw = manifest.model_dump_json(indent=1).encode()
                 info = tarfile.TarInfo(MANIFEST_NAME)
                 info.size, info.mode, info.mtime = len(raw), 0o600, int(datetime.now().timestamp())
