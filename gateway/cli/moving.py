@@ -38,7 +38,6 @@ def backup(
         typer.Option("-o", "--output", help="The archive (default: clawgate-<date>.tar.gz here)."),
     ] = None,
 ) -> None:
-    """A consistent snapshot while the gateway runs; `verify FILE` checks one."""
     if ctx.invoked_subcommand is not None:
         return
     from datetime import datetime
@@ -105,7 +104,6 @@ def restore(
         typer.Option("--to", help="A new, empty folder (default: ~/.clawgate, if it is new)."),
     ] = None,
 ) -> None:
-    """Unpack a backup into a fresh home, never over an installation."""
     from clawgate.gateway.moving.restore import restore_backup
     from clawgate.kernel.config import DEFAULT_HOME
 
@@ -128,7 +126,6 @@ def export(
     directory: Annotated[Path, typer.Argument(help="The folder to write (created if new).")],
     agents: AgentsOption = None,
 ) -> None:
-    """A git-friendly, secret-free copy of the workspaces and config."""
     from clawgate.gateway.moving.export import export_tree
 
     context = cli_context(ctx)

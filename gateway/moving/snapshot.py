@@ -42,10 +42,11 @@ def stage_root(root: Root, staging: Path, progress: Progress) -> list[str]:
     written: list[str] = []
     paired = [root.path / name for name in PAIRED]
     for attempt in range(AUDIT_TRIES):
-        batch = _stage_paired(root, paired, staging, progress)
+        batch = _stage_paired(root, paired, staging)
         sessions = staging / root.member / "sessions"
         if audit_sessions(sessions).ok or attempt == AUDIT_TRIES - 1:
             written += batch
+            progress(len(batch))
             break
         for member in batch:
             (staging / member).unlink()
@@ -54,10 +55,10 @@ def stage_root(root: Root, staging: Path, progress: Progress) -> list[str]:
     return written + _stage_all(walk(rest), staging, progress)
 
 
-def _stage_paired(root: Root, paired: list[Path], staging: Path, progress: Progress) -> list[str]:
+def _stage_paired(root: Root, paired: list[Path], staging: Path) -> list[str]:
     with memory_held(root.path):
         files = [found for folder in paired for found in walk(root, folder)]
-        return _stage_all(iter(files), staging, progress)
+        return _stage_all(iter(files), staging, lambda _: None)
 
 
 def _stage_all(files: Iterator[tuple[Path, str]], staging: Path, progress: Progress) -> list[str]:
