@@ -284,3 +284,19 @@ async def test_backup_shows_a_progress_bar_in_a_terminal_only(tmp_path: Path) ->
     # Without a terminal (the runner above, a cron job's log) only the summary line.
     code, out = run(tmp_path, "-c", str(config), "backup", "-o", str(tmp_path / "c.tar.gz"))
     assert code == 0 and "backing up" not in out
+
+
+def test_verify_fails_a_backup_whose_memory_audit_is_not_clean(tmp_path: Path) -> None:
+    config = install(tmp_path)
+    # A consolidation record whose HISTORY.md entry is missing: the install's own damage,
+    # which a backup carries and verify must name.
+    session = tmp_path / ".clawgate" / "workspace" / "sessions" / "telegram_1.jsonl"
+    whole = session.read_text()[: session.read_text().rfind("\n") + 1]
+    record = {"type": "consolidation", "from_seq": 1, "to_seq": 2, "mode": "llm"}
+    session.write_text(whole + json.dumps(record) + "\n")
+    archive = tmp_path / "b.tar.gz"
+    assert run(tmp_path, "-c", str(config), "backup", "-o", str(archive))[0] == 0
+    code, out = run(tmp_path, "backup", "verify", str(archive))
+    assert code == 1
+    assert "PROBLEM main: audit: sessions/telegram_1.jsonl: consolidation" in out
+    assert "has no HISTORY.md entry" in out
