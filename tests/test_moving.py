@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from clawgate.gateway.cli.root import app
 from clawgate.gateway.daemon.lock import InstanceLock
-from clawgate.gateway.moving.config_text import PLACEHOLDER
+from clawgate.gateway.moving.config_text import PLACEHOLDER, without_secrets
 from clawgate.kernel.config import load_config
 from tests.pty_terminal import Terminal
 
@@ -300,3 +300,25 @@ def test_verify_fails_a_backup_whose_memory_audit_is_not_clean(tmp_path: Path) -
     assert code == 1
     assert "PROBLEM main: audit: sessions/telegram_1.jsonl: consolidation" in out
     assert "has no HISTORY.md entry" in out
+
+
+def test_every_secret_key_is_replaced_and_nothing_else() -> None:
+    text = (
+        # A local server takes any key: some give it the model's name.
+        '[agent]\nmodel = "local-llama-3"\napi_key = "local-llama-3"\n\n'
+        '[[mcp.servers]]\nname = "notes"\nurl = "https://mcp.example/x"\n'
+        'headers = { Authorization = "Bearer 0123456789abcdef" }\n\n'
+        '[[mcp.servers]]\nname = "files"\ncommand = "files-mcp"\n'
+        'env = { FILES_API_KEY = "files-secret-9876", FILES_ROOT = "/srv" }\n'
+    )
+    secrets = ["local-llama-3", "Bearer 0123456789abcdef", "files-secret-9876"]
+    scrubbed, removed = without_secrets(text, secrets)
+    assert removed == [
+        "agent.api_key",
+        "mcp.servers[0].headers.Authorization",
+        "mcp.servers[1].env.FILES_API_KEY",
+    ]
+    assert 'model = "local-llama-3"' in scrubbed  # the same value under no secret's key
+    assert 'api_key = "local-llama-3"' not in scrubbed
+    assert not [s for s in secrets[1:] if s in scrubbed]
+    assert 'FILES_ROOT = "/srv"' in scrubbed

@@ -11,6 +11,7 @@ from typing import Any
 import tomlkit
 
 from clawgate.kernel.config import MAIN_AGENT
+from clawgate.kernel.config_sections import SECRET_NAME
 
 PLACEHOLDER = "REPLACE-ME-secret-removed-by-clawgate"
 
@@ -30,7 +31,7 @@ def _scrub(node: Any, where: str, secrets: set[str], removed: list[str]) -> None
         for key in list(node.keys()):
             path = f"{where}.{key}" if where else str(key)
             value = node[key]
-            if isinstance(value, str) and str(value) in secrets:
+            if isinstance(value, str) and str(value) in secrets and _holds_secret(path):
                 node[key] = PLACEHOLDER
                 removed.append(path)
             else:
@@ -38,6 +39,14 @@ def _scrub(node: Any, where: str, secrets: set[str], removed: list[str]) -> None
     elif isinstance(node, list):
         for index, item in enumerate(node):
             _scrub(item, f"{where}[{index}]", secrets, removed)
+
+
+def _holds_secret(path: str) -> bool:
+    """A key the config keeps secrets under: a secret-sounding name (api_key, token, an MCP
+    server's secret-named environment variable) or an MCP server's header. A value that only
+    happens to equal a secret elsewhere (a model name, say) stays."""
+    parent, _, name = path.rpartition(".")
+    return bool(SECRET_NAME.search(name)) or parent.endswith(".headers")
 
 
 def pointed_at(text: str, data_dir: Path, workspaces: dict[str, Path]) -> str:
