@@ -66,7 +66,7 @@ def install(home: Path) -> Path:
         f'data_dir = "{data}"\nworkspace = "{data / "workspace"}"\n\n'
         f'[agent]\nmodel = "openai/gpt-4o"\napi_key = "{KEY}"  # mine\n\n'
         f'[channels.telegram]\nenabled = true\ntoken = "{TOKEN}"\nallow_from = ["1"]\n\n'
-        f'[agents.work]\nworkspace = "{work}"\n',
+        f'[agents.work]\nworkspace = "{work}"\napi_key_env = "WORK_MODEL_KEY"\n',
         encoding="utf-8",
     )
     return config
@@ -146,6 +146,7 @@ def test_no_secrets_backup_names_what_to_fill_in(tmp_path: Path) -> None:
     assert f"fill in agent.api_key in {target / 'config.toml'}" in out
     assert "fill in channels.telegram.token" in out
     assert "recreate service.env" in out
+    assert "set WORK_MODEL_KEY (the config reads a model key from it" in out
     text = (target / "config.toml").read_text()
     assert text.count(PLACEHOLDER) == 2
 

@@ -104,6 +104,7 @@ def restore(
         typer.Option("--to", help="A new, empty folder (default: ~/.clawgate, if it is new)."),
     ] = None,
 ) -> None:
+    from clawgate.gateway.moving.config_text import key_variables
     from clawgate.gateway.moving.restore import restore_backup
     from clawgate.kernel.config import DEFAULT_HOME
 
@@ -113,6 +114,8 @@ def restore(
     typer.echo("next:")
     for key in manifest.secrets_removed:
         typer.echo(f"  - fill in {key} in {result.config_path} (the backup had no secrets)")
+    for variable in key_variables(result.config_path.read_text(encoding="utf-8")):
+        typer.echo(f"  - set {variable} (the config reads a model key from it; see service.env)")
     for member in manifest.files_left_out:
         typer.echo(f"  - recreate {member.removeprefix('data/')} (left out with the secrets)")
     default = DEFAULT_HOME.expanduser() / "config.toml"

@@ -62,3 +62,12 @@ def pointed_at(text: str, data_dir: Path, workspaces: dict[str, Path]) -> str:
             if "workspace" in agents[name]:
                 agents[name]["workspace"] = str(workspace)
     return tomlkit.dumps(document)
+
+
+def key_variables(text: str) -> list[str]:
+    """The environment variables the config reads model keys from (`api_key_env`): never in
+    a backup, so the new machine must set them."""
+    document = tomlkit.parse(text)
+    agents = document.get("agent"), *dict(document.get("agents") or {}).values()
+    found = [str(a["api_key_env"]) for a in agents if isinstance(a, dict) and a.get("api_key_env")]
+    return list(dict.fromkeys(found))
