@@ -11,6 +11,7 @@ from clawgate.channels.discord.client import EventClient
 from clawgate.gateway.cli.agents import agents
 from clawgate.gateway.cli.chat import agent
 from clawgate.gateway.cli.dashboard import dashboard
+from clawgate.gateway.cli.moving import export, restore
 from clawgate.gateway.cli.onboard import onboard
 from clawgate.gateway.cli.ops import doctor
 from clawgate.gateway.cli.root import ClawgateGroup
@@ -32,7 +33,7 @@ EventClient.on_message
 ClawgateGroup.format_commands
 
 # Typer commands registered by module and attribute name in root.COMMANDS.
-(onboard, agent, gateway, agents, status, housekeeping, dashboard, doctor)
+(onboard, agent, gateway, agents, status, housekeeping, dashboard, doctor, restore, export)
 
 # Probes the tests read: whether litellm was loaded, a conversation's open event streams,
 # a daily-log append without a consolidation.

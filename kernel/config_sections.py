@@ -16,6 +16,10 @@ from pydantic import (
     model_validator,
 )
 
+# The config file's layout version: a backup records it, a restore refuses a newer one. Raise
+# it when a key moves or changes meaning.
+SCHEMA_VERSION = 1
+
 
 class Section(BaseModel):
     """Unknown keys refused; defaults validated."""

@@ -5,7 +5,8 @@
      ├── StorageError               a file that matters could not be written or read
      │    ├── LockHeld              another process holds a lock that is not waited for
      │    │    └── AlreadyRunning   another gateway or agent owns this data_dir (names its pid)
-     │    └── DocumentDamaged       a JSON document (json_document.py) is not JSON or misshapen
+     │    ├── DocumentDamaged       a JSON document (json_document.py) is not JSON or misshapen
+ │    └── MoveRefused           a backup that fails its checks, a restore onto a live install
      ├── PathOutsideRoot            a path escapes the folder it is confined to
      │    ├── ReadOnlyPath          a write to `public/shared/` from a chat that may only read it
      │    └── PathOutsideWorkspace  (also a ToolError) a tool's path outside its session's reach
@@ -77,6 +78,11 @@ class DocumentDamaged(StorageError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class MoveRefused(StorageError):
+    """A backup, restore, export or import that would lose or overwrite something: a damaged
+    archive, a target that is not empty or where a gateway runs."""
 
 
 class PathOutsideRoot(ClawgateError):

@@ -123,6 +123,9 @@ class SessionHeader(Line):
     # The same for the slash commands that transcript ran (the /new that archived it among
     # them): a replayed command is skipped however many /new came after it.
     earlier_command_ids: list[str] | None = None
+    # Set on a transcript `clawgate import` converted from another assistant ("openclaw",
+    # "nanobot"): archived, consolidated as "trimmed", never answered or delivered again.
+    imported_from: str | None = None
 
 
 class State(Line):

@@ -115,6 +115,25 @@ COMMANDS = {
         "Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
     ),
     "mcp": _cli("mcp", "mcp_app", "MCP tool servers: `list` shows each with its state and tools."),
+    "backup": _cli(
+        "moving",
+        "backup_app",
+        "Back up config, workspaces and state into one archive while the gateway runs; "
+        "`backup verify FILE` checks one.",
+    ),
+    "restore": _cli(
+        "moving", "restore", "Restore a backup into a new, empty home (never over one in use)."
+    ),
+    "export": _cli(
+        "moving",
+        "export",
+        "Write a git-friendly, secret-free copy of the workspaces and config into a folder.",
+    ),
+    "import": _cli(
+        "importing",
+        "import_app",
+        "Bring an OpenClaw or nanobot workspace in: a report first, --apply to write.",
+    ),
 }
 
 
