@@ -83,3 +83,23 @@ async def test_a_connection_speaks_only_for_the_agent_it_named_first(
     assert refused.is_error and "talks to agent 'main'" in refused.text
     assert len(fake_llm.requests) == 1
     assert json.dumps("now as work") not in json.dumps(fake_llm.requests)
+
+
+async def test_a_terminal_on_the_socket_answers_an_approval_card(
+    tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path, agent_config, tools=ToolsConfig(exec_approval="always"))
+    fake_llm.script(tool_call("exec", command="touch via-socket.txt"), text("Finished."))
+    channels = lambda bus, _runtime: [ControlChannel(bus, config.data_dir)]  # noqa: E731
+    async with Harness(config, extra_channels=channels):
+        client = await ControlClient.connect(config.data_dir, "default")
+        assert client is not None
+        await client.say("touch it", "m1", "ann")
+        card = await client.next_reply()
+        assert "touch via-socket.txt" in card.text
+        assert [c.label for c in card.choices] == ["Allow once", "Allow for this session", "Deny"]
+        await client.choose(card.choices[0].id, "c1")
+        texts = {(await client.next_reply()).text, (await client.next_reply()).text}
+        await client.close()
+    assert texts == {"Allow once: touch via-socket.txt", "Finished."}
+    assert (tmp_path / "workspace" / "via-socket.txt").exists()

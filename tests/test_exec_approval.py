@@ -4,7 +4,10 @@ and a group's command asked of the owner in private."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +16,13 @@ import pytest
 from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools.approval import DENIED, TIMED_OUT, needs_approval
 from clawgate.channels.telegram import create_channel
+from clawgate.channels.terminal import CARD_QUESTION, Terminal, TerminalChannel
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import AgentConfig, ChannelsConfig, Config, ToolsConfig
 from tests.fakes.llm import FakeLLM, text, tool_call
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import make_config
+from tests.harness import make_config, wait_until
 from tests.telegram_world import GROUP, MENTION, OWNER, Sleeps, telegram_config
 
 STRANGER = 3003
@@ -62,7 +66,11 @@ def tool_result(request: dict[str, Any]) -> str:
 
 
 def decisions(config: Config, chat: int) -> list[dict[str, Any]]:
-    path = config.workspace / "sessions" / f"telegram_{chat}.jsonl"
+    return decisions_of(config, f"telegram_{chat}")
+
+
+def decisions_of(config: Config, name: str) -> list[dict[str, Any]]:
+    path = config.workspace / "sessions" / f"{name}.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     return [line for line in lines if line.get("type") == "exec_approval"]
 
@@ -247,3 +255,36 @@ def test_the_risky_policy_asks_for_all_but_read_only_commands_in_the_workspace()
         assert needs_approval(command, risky), command
     assert needs_approval("ls", ToolsConfig(exec_approval="always"))
     assert not needs_approval("rm -rf x", ToolsConfig(exec_approval="never"))
+
+
+@pytest.mark.parametrize("answer", ["y", "", "s"])
+async def test_the_terminal_asks_y_n(
+    answer: str, tmp_path: Path, agent_config: AgentConfig, fake_llm: FakeLLM
+) -> None:
+    config = make_config(tmp_path, agent_config, tools=ToolsConfig(exec_approval="risky"))
+    fake_llm.script(tool_call("exec", command="touch t.txt"), text("Finished."))
+    bus = MessageBus()
+    channel = TerminalChannel(bus, "default")
+    runtime = AgentRuntime.build(config, outbox=bus.publish_outbound)
+    gateway = Gateway([(runtime, bus)], [channel], bus)
+    output = io.StringIO()
+    read_end, write_end = os.pipe()
+    await gateway.start()
+    try:
+        with os.fdopen(read_end) as source, os.fdopen(write_end, "w") as lines:
+            terminal = Terminal(channel, output, io.StringIO(), spinner=False)
+            lines.write("please touch t\n")
+            lines.flush()
+            talking = asyncio.create_task(terminal.pipe(source))
+            await wait_until(lambda: CARD_QUESTION in output.getvalue(), timeout=TIMEOUT)
+            lines.write(f"{answer}\n")
+            lines.close()
+            assert await asyncio.wait_for(talking, TIMEOUT) == 0
+    finally:
+        await gateway.stop(grace=2)
+    shown = output.getvalue()
+    assert "touch t.txt" in shown and "Finished." in shown
+    ran = answer in ("y", "s")
+    assert (config.workspace / "t.txt").exists() is ran
+    expected = {"y": "once", "s": "session", "": "deny"}[answer]
+    assert [r["decision"] for r in decisions_of(config, "cli_default")] == [expected]

@@ -29,7 +29,7 @@ the end of the connection ("the gateway stopped before answering").
 One JSON object per line, both ways:
 
     terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann",
-                           "agent": "work"}
+                           "agent": "work"}, or "choice": "<Choice.id>" for a y/N card answered
     gateway -> terminal   an OutboundMessage (text, is_error, reply_to = the id it answers)
 """
 
@@ -225,7 +225,7 @@ class ControlChannel(Channel):
                 if self._stopping:
                     log.warning("control socket: the gateway is stopping; a message not taken")
                     continue
-                session, message_id, text, sender, agent = request
+                session, message_id, text, sender, agent, choice = request
                 bound = bound or agent or self.default_agent
                 if (agent or self.default_agent) != bound:
                     await self._refuse(writer, message_id, session, bound)
@@ -233,7 +233,8 @@ class ControlChannel(Channel):
                 key = (agent or self.default_agent, session)
                 sessions.add(key)
                 self._by_session.setdefault(key, set()).add(writer)
-                self._asked[message_id] = writer
+                if choice is None:  # a pressed button is answered by a notice, not a reply
+                    self._asked[message_id] = writer
                 await self.bus.publish_inbound(
                     InboundMessage(
                         channel=self.name,
@@ -245,6 +246,7 @@ class ControlChannel(Channel):
                         trust=Trust.OWNER,
                         mentioned=True,
                         agent=agent,
+                        choice=choice,
                     )
                 )
         except (ConnectionError, ValueError) as exc:  # ValueError: a line over the limit
@@ -271,17 +273,20 @@ class ControlChannel(Channel):
             await writer.drain()
 
 
-def _parse(line: bytes) -> tuple[str, str, str, str, str | None] | None:
+def _parse(line: bytes) -> tuple[str, str, str, str, str | None, str | None] | None:
     try:
         body = json.loads(line)
         session, message_id = str(body["session"]), str(body["id"])
-        text, sender = str(body["text"]), str(body.get("sender") or "owner")
+        text, sender = str(body.get("text", "")), str(body.get("sender") or "owner")
         agent = str(body["agent"]) if body.get("agent") else None
+        choice = str(body["choice"]) if body.get("choice") else None
     except (ValueError, KeyError, TypeError):
         return None
     if not session or len(session) > MAX_SESSION_NAME or not message_id:
         return None
-    return session, message_id, text, sender, agent
+    if choice is None and "text" not in body:
+        return None
+    return session, message_id, text, sender, agent, choice
 
 
 class ControlClient:
@@ -325,7 +330,11 @@ class ControlClient:
         return cls(reader, writer, session, agent)
 
     async def say(self, text: str, message_id: str, sender: str) -> None:
-        request = {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        await self._send(
+            {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        )
+
+    async def _send(self, request: dict[str, str]) -> None:
         if self.agent is not None:
             request["agent"] = self.agent
         line = json.dumps(request)
@@ -334,6 +343,9 @@ class ControlClient:
             await self._writer.drain()
         except ConnectionError as exc:
             raise ChannelError(f"lost the connection to the gateway: {exc}") from None
+
+    async def choose(self, choice: str, message_id: str) -> None:
+        await self._send({"session": self.session, "id": message_id, "choice": choice})
 
     async def next_reply(self) -> OutboundMessage:
         try:
