@@ -28,6 +28,7 @@ _Collector.connection_lost
 EventClient.on_connect
 EventClient.on_ready
 EventClient.on_message
+EventClient.on_interaction
 
 # click's hook for the command list in --help.
 ClawgateGroup.format_commands

@@ -26,7 +26,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,6 +56,7 @@ from clawgate.agent.session import (
 from clawgate.agent.session.delivery import Replay, command_ran, hand_out, replay, stopped
 from clawgate.agent.spend.budget import Budget
 from clawgate.agent.spend.scope import SCHEDULED, current, purpose_of_channel, tagged
+from clawgate.agent.tools.approval import ExecApprovals
 from clawgate.agent.tools.base import ToolContext
 from clawgate.agent.tools.registry import ToolRegistry
 from clawgate.agent.usage import TurnUsage
@@ -127,6 +128,7 @@ class AgentLoop:
         usage: TurnUsage,
         budget: Budget,
         outbox: Outbox | None = None,
+        approvals: ExecApprovals | None = None,
     ) -> None:
         self.config = config
         self.sessions = sessions
@@ -142,6 +144,7 @@ class AgentLoop:
         self.budget = budget
         # None outside a gateway (benchmarks): send_file then says it cannot send.
         self.outbox = outbox
+        self.approvals = approvals
         self._secrets = tuple(config.secrets())
         self._workspace = config.workspace.resolve()
         # Channels that show turns as they run (the web chat) register here.
@@ -285,6 +288,9 @@ class AgentLoop:
             channel=message.channel,
             chat_id=message.chat_id,
             outbox=self.outbox,
+            approvals=self.approvals,
+            sender_name=message.sender_name,
+            record=lambda record: self.sessions.append(session, record),
         )
         try:
             ctx.make_root()
@@ -449,6 +455,7 @@ class AgentLoop:
             session, Message(role="assistant", content=response.content or "", tool_calls=calls)
         )
         done: set[str] = set()
+        ctx = replace(ctx, reason=response.content or "")  # an exec approval card shows it
         try:
             for call in response.tool_calls:
                 if progress is not None:
@@ -467,15 +474,8 @@ class AgentLoop:
             note = TIMED_OUT_RESULT if limit is not None and limit.expired() else CANCELLED_RESULT
             for call in response.tool_calls:
                 if call.id not in done:
-                    self.sessions.append(
-                        session,
-                        Message(
-                            role="tool",
-                            tool_call_id=call.id,
-                            name=call.name,
-                            content=note,
-                        ),
-                    )
+                    stub = Message(role="tool", tool_call_id=call.id, name=call.name, content=note)
+                    self.sessions.append(session, stub)
             raise
 
 

@@ -46,6 +46,7 @@ from clawgate.agent.session.delivery import streamed, unanswered
 from clawgate.agent.spend.budget import Budget, OwnerNotice
 from clawgate.agent.spend.ledger import Ledger
 from clawgate.agent.tools import Tool, default_tools
+from clawgate.agent.tools.approval import ExecApprovals
 from clawgate.agent.tools.memory_tools import memory_tools
 from clawgate.agent.tools.registry import ToolRegistry, ToolSource
 from clawgate.agent.usage import TurnUsage
@@ -78,6 +79,8 @@ class AgentRuntime:
     search: MemorySearch
     ledger: Ledger
     budget: Budget
+    # Exec approval cards waiting for the owner (agent/tools/approval.py).
+    approvals: ExecApprovals
 
     @property
     def redact(self) -> Redactor:
@@ -144,6 +147,12 @@ class AgentRuntime:
             reserve=config.agent.max_tokens,
         )
         usage = TurnUsage()
+        approvals = ExecApprovals(
+            config.data_dir / "approvals" / f"{config.agent_name}.json",
+            outbox=outbox,
+            owner_chat=owner_chat or (lambda: config.heartbeat.deliver_to),
+            writer=writer,
+        )
         commands = CommandHandler(
             sessions=sessions,
             default_model=config.agent.model,
@@ -171,6 +180,7 @@ class AgentRuntime:
             usage=usage,
             budget=budget,
             outbox=outbox,
+            approvals=approvals,
         )
         return cls(
             config,
@@ -186,12 +196,16 @@ class AgentRuntime:
             search,
             ledger,
             budget,
+            approvals,
         )
 
     async def start(self) -> None:
         """Pick up archives that a crash or a stop interrupted, and record HISTORY.md entries
         a crash left without their consolidation record."""
         await self.consolidator.recover()
+        expired = await self.approvals.expire_leftovers()
+        if expired:
+            log.info("%d exec approval card(s) left by the last run expired", expired)
         for path in await asyncio.to_thread(self.sessions.list_archived):
             session = await asyncio.to_thread(load_session, path, read_key(path) or path.stem)
             if not any(True for _ in session.records_of(Archived)):

@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TextIO
 
 from clawgate.channels.base import Channel
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.bus import Choice, InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.errors import ChannelError
 
 PROMPT = "you> "
+# A card's buttons as a y/N question: the first choice is "yes", one whose id ends in
+# ":session" is "s"; anything else (Enter included) picks the last one, the safe answer.
+CARD_QUESTION = "[y] allow once, [s] for this session, [N] deny: "
 SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_SECONDS = 0.1
 INTERRUPTED = 130  # the shell's code for a run ended by SIGINT
@@ -37,6 +40,9 @@ class TerminalLink(Protocol):
     async def say(self, text: str, message_id: str, sender: str) -> None: ...
 
     async def next_reply(self) -> OutboundMessage: ...
+
+    async def choose(self, choice: str, message_id: str) -> None:
+        """Press a button of a card (an exec approval): its `Choice.id`."""
 
 
 class TerminalChannel(Channel):
@@ -76,6 +82,18 @@ class TerminalChannel(Channel):
     async def next_reply(self) -> OutboundMessage:
         return await self._replies.get()
 
+    async def choose(self, choice: str, message_id: str) -> None:
+        await self.bus.publish_inbound(
+            InboundMessage(
+                channel=self.name,
+                chat_id=self.chat_id,
+                message_id=message_id,
+                sender_id="local",
+                trust=Trust.OWNER,
+                choice=choice,
+            )
+        )
+
 
 class Terminal:
     """One person at a terminal, over a link.
@@ -105,6 +123,7 @@ class Terminal:
         self._armed = False
         self._sender = _user_name()
         self._reading: asyncio.Task[None] | None = None
+        self._card: tuple[Choice, ...] = ()  # the buttons the next line answers
 
     async def one_shot(self, text: str) -> int:
         if not text.strip():
@@ -156,7 +175,9 @@ class Terminal:
             with self._interrupts():
                 while reading or self._waiting:
                     kind, value = await self._events.get()
-                    if kind == "line" and isinstance(value, str) and value.strip():
+                    if kind == "line" and isinstance(value, str) and self._card:
+                        await self._answer_card(value)
+                    elif kind == "line" and isinstance(value, str) and value.strip():
                         self._armed = False
                         await self._send(value)
                     elif kind == "eof":
@@ -199,6 +220,19 @@ class Terminal:
         except ChannelError as exc:
             self._events.put_nowait(("lost", exc))
 
+    async def _answer_card(self, line: str) -> None:
+        card, self._card = self._card, ()
+        word = line.strip().lower()
+        chosen = card[-1]
+        if word in ("y", "yes"):
+            chosen = card[0]
+        elif word in ("s", "session"):
+            chosen = next((c for c in card if c.id.endswith(":session")), card[-1])
+        try:
+            await self.link.choose(chosen.id, uuid.uuid4().hex)
+        except ChannelError as exc:
+            self._events.put_nowait(("lost", exc))
+
     async def _pump_replies(self) -> None:
         while True:
             try:
@@ -211,6 +245,11 @@ class Terminal:
     def _show(self, reply: OutboundMessage, *, prompt: bool) -> None:
         self._clear_line()
         print(reply.text, file=self.errors if reply.is_error else self.output, flush=True)
+        if reply.choices:
+            self._card = reply.choices
+            print(CARD_QUESTION, end="", file=self.output, flush=True)
+            if self._reading is None:  # a one-shot reads its answer from stdin
+                self._read_lines(sys.stdin.readline)
         if reply.is_error:
             self.failed += 1
         self._settle(reply.reply_to)

@@ -55,6 +55,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class Choice(BaseModel):
+    """One button under an outbound message. `id` comes back as `InboundMessage.choice` when
+    someone presses it; a channel shows `label` and never interprets `id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    label: str
+
+
 class InboundMessage(BaseModel):
     """One platform message, normalised by its channel."""
 
@@ -80,6 +90,9 @@ class InboundMessage(BaseModel):
     # The agent that answers: set by the gateway's router (gateway/daemon/routing.py); a channel
     # that knows it (the control socket, for `clawgate agent --agent NAME`) may set it first.
     agent: str | None = None
+    # A pressed button (`Choice.id`) instead of a message: never a turn; the gateway answers
+    # it, deciding by `facts` whether the one who pressed may.
+    choice: str | None = None
 
     @property
     def session_key(self) -> str:
@@ -116,6 +129,9 @@ class OutboundMessage(BaseModel):
     trust: Trust = Trust.GROUP
     # The agent that wrote it: the reply leaves through that agent's bot on the platform.
     agent: str | None = None
+    # Buttons under the text (an exec approval card); a channel without buttons shows the
+    # labels as text and the terminal asks y/N.
+    choices: tuple[Choice, ...] = ()
 
     @property
     def session_key(self) -> str:

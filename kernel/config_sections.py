@@ -65,6 +65,14 @@ class ToolsConfig(Section):
     exec_timeout: float = Field(60.0, gt=0)
     # Extra environment variable names exec passes on (beyond PATH, HOME, LANG, LC_*, ...).
     exec_env_allow: list[str] = Field(default_factory=list)
+    # Ask the owner before a command runs (agent/tools/approval.py): every command, all but
+    # the read-only ones and `exec_allow` patterns (risky), or none. A timeout is a Deny.
+    exec_approval: Literal["always", "risky", "never"] = "risky"
+    exec_allow: list[str] = Field(default_factory=list)
+    exec_approval_timeout: float = Field(120.0, gt=0)
+    # Each command inside bubblewrap (agent/tools/sandbox.py); missing bwrap refuses exec.
+    exec_sandbox: Literal["none", "bwrap"] = "none"
+    exec_network: bool = True
     max_result_chars: int = Field(16_000, ge=1000)
     web: WebToolsConfig = Field(default_factory=WebToolsConfig)
 

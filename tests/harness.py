@@ -17,7 +17,7 @@ from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
-from clawgate.kernel.config import AgentConfig, Config
+from clawgate.kernel.config import AgentConfig, Config, ToolsConfig
 from clawgate.kernel.storage import DiskWriter
 
 
@@ -80,6 +80,8 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 20) -> None
 
 
 def make_config(tmp_path: Path, agent: AgentConfig, **overrides: object) -> Config:
+    # Tests about other things run exec unasked; tests/test_exec_approval.py asks.
+    overrides.setdefault("tools", ToolsConfig(exec_approval="never"))
     config = Config(
         workspace=tmp_path / "workspace", data_dir=tmp_path / "data", agent=agent, **overrides
     )

@@ -53,6 +53,8 @@ def write_config(
         f"workspace = {toml_value(home / 'workspace')}",
         f"data_dir = {toml_value(home / 'data')}",
         extra,
+        # Tests about other things run exec unasked (a [tools] table in `extra` decides).
+        "" if "[tools]" in extra else '[tools]\nexec_approval = "never"',
         "[agent]",
         *(f"{key} = {toml_value(value)}" for key, value in (agent or {}).items()),
         "[channels.telegram]",

@@ -46,6 +46,7 @@ SECRETS = (API_KEY, TOKEN, *SHAPED)
 def gateway_config(
     home: Path, telegram: FakeTelegram, llm: FakeLLM, extra: str = "", **tools: Any
 ) -> Path:
+    tools = {"exec_approval": "never", **tools}  # tests/test_exec_approval.py asks
     sections = [
         f"[limits]\nmessages_per_minute = {PER_MINUTE}",
         "[cron]\nallow_from_groups = true",

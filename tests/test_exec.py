@@ -39,7 +39,7 @@ def make_ctx(
         workspace=workspace.resolve(),
         trust=trust,
         session_key="cli:local",
-        config=ToolsConfig(**config),
+        config=ToolsConfig(**{"exec_approval": "never", **config}),
         secrets=secrets,
         writer=(disk := DiskWriter()),
         memory_lock=MemoryLock(workspace.resolve(), disk),
@@ -230,7 +230,7 @@ async def _exec_turn(
 ) -> str:
     """Run one owner turn in which the model calls exec once; the tool's result."""
     fake_llm.script(tool_call("exec", command=command), text("done"))
-    config = make_config(tmp_path, agent, tools=ToolsConfig(**tools))
+    config = make_config(tmp_path, agent, tools=ToolsConfig(**{"exec_approval": "never", **tools}))
     async with Harness(config) as harness:
         await harness.channel.say("run it")
         # litellm's first import takes seconds: time the tool from the model's first answer.
@@ -257,7 +257,9 @@ async def test_turn_limit_frees_the_session_whatever_the_tool_does(
 ) -> None:
     agent_config.turn_timeout_seconds = 1
     fake_llm.script(tool_call("exec", command="echo $$ > shell.pid; sleep 30"))
-    config = make_config(tmp_path, agent_config, tools=ToolsConfig(exec_timeout=60))
+    config = make_config(
+        tmp_path, agent_config, tools=ToolsConfig(exec_timeout=60, exec_approval="never")
+    )
     async with Harness(config) as harness:
         await harness.channel.say("something slow")
         await fake_llm.wait_for_requests(1, timeout=MODEL_START)

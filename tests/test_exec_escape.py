@@ -63,7 +63,11 @@ async def test_a_detached_non_dumpable_child_does_not_outlive_the_call(
     script.write_text(ESCAPE)
     command = f"{sys.executable} {script}{after}"
     fake_llm.script(tool_call("exec", command=command), text("done"))
-    config = write_config(tmp_path, agent=fake_model(fake_llm), extra="[tools]\nexec_timeout = 2")
+    config = write_config(
+        tmp_path,
+        agent=fake_model(fake_llm),
+        extra='[tools]\nexec_timeout = 2\nexec_approval = "never"',
+    )
     child = await asyncio.create_subprocess_exec(
         *prefix,
         str(CLAWGATE),

@@ -45,7 +45,7 @@ def make_ctx(
         workspace=workspace.resolve(),
         trust=trust,
         session_key="telegram:1",
-        config=ToolsConfig(**config),
+        config=ToolsConfig(**{"exec_approval": "never", **config}),
         secrets=secrets,
         writer=(disk := writer or DiskWriter()),
         memory_lock=MemoryLock(workspace.resolve(), disk),

@@ -228,6 +228,18 @@ class OverLimit(Line):
     timestamp: str | None = None
 
 
+class ExecApproval(Line):
+    """The owner's answer to an exec approval card (agent/tools/approval.py): `who` pressed
+    (a platform id; "timeout" or "expired" when no one did), and what it allowed."""
+
+    type: Literal["exec_approval"] = "exec_approval"
+    command: str
+    cwd: str
+    decision: Literal["once", "session", "deny", "timeout", "expired", "allowed"]
+    who: str
+    timestamp: str | None = None
+
+
 # What callers may append (the header is the store's to write).
 RecordKind = (
     State
@@ -240,6 +252,7 @@ RecordKind = (
     | Consolidation
     | Archived
     | OverLimit
+    | ExecApproval
 )
 Record = Annotated[RecordKind, Field(discriminator="type")]
 

@@ -22,16 +22,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from clawgate.agent.memory.lock import MemoryLock
+from clawgate.agent.session.records import ExecApproval
 from clawgate.kernel.areas import chat_area
 from clawgate.kernel.bus import OutboundMessage, Trust
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import DiskWriter
+
+if TYPE_CHECKING:
+    from clawgate.agent.tools.approval import ExecApprovals
 
 
 def _without_titles(schema: dict[str, Any]) -> None:
@@ -72,6 +76,13 @@ class ToolContext:
     # What read_file saw this turn (sha-256 by resolved path), so write_file can refuse to
     # overwrite a file that changed since (files.py).
     reads: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
+    # Exec approvals (agent/tools/approval.py; None outside a gateway: a command that needs
+    # the owner's yes is then refused), who is talking, why the model calls now (its text),
+    # and where each decision is recorded (the session file).
+    approvals: ExecApprovals | None = None
+    sender_name: str = ""
+    reason: str = ""
+    record: Callable[[ExecApproval], object] | None = None
 
     @property
     def root(self) -> Path:

@@ -34,7 +34,9 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from clawgate.agent.tools.approval import NO_ONE_TO_ASK, approve, must_ask
 from clawgate.agent.tools.base import Tool, ToolContext, ToolParams
+from clawgate.agent.tools.sandbox import sandboxed_argv
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import ToolsConfig
 from clawgate.kernel.errors import ToolError
@@ -107,8 +109,11 @@ class ExecTool(Tool["ExecTool.Params"]):
         command: str = Field(description="The shell command to run")
 
     def available(self, ctx_trust: Trust, config: ToolsConfig) -> bool:
-        # In group and allowed chats anyone present could drive exec: off unless asked for.
-        return config.exec_enabled and (ctx_trust.is_owner or config.exec_in_groups)
+        # In group and allowed chats anyone present could drive exec: only with the owner's
+        # approval of each command, or unasked when `exec_in_groups` says so.
+        return config.exec_enabled and (
+            ctx_trust.is_owner or config.exec_in_groups or config.exec_approval != "never"
+        )
 
     async def run(self, params: Params, ctx: ToolContext) -> str:
         if not self.available(ctx.trust, ctx.config):
@@ -119,6 +124,11 @@ class ExecTool(Tool["ExecTool.Params"]):
         refused = deny_reason(command)
         if refused:
             raise ToolError(f"command refused by the deny list ({refused})")
+        # Before asking: a missing sandbox refuses at once, not after the owner said yes.
+        _argv(command, ctx)
+        denied = await approve(command, ctx)
+        if denied is not None:
+            return denied
         result = await run_command(command, ctx)
         return ctx.redact(result)
 
@@ -293,7 +303,15 @@ async def _kill_session(leader: int, pipes: set[str], mark: bytes) -> None:
         _kill(await asyncio.to_thread(session_tree, leader, pipes, mark))
 
 
-def _argv(command: str) -> tuple[str, ...]:
+def _argv(command: str, ctx: ToolContext) -> tuple[str, ...]:
+    if ctx.config.exec_sandbox == "bwrap":
+        # bwrap's init kills whatever is left when the shell exits: no reaper needed inside.
+        return sandboxed_argv(
+            ("/bin/sh", "-c", command),
+            root=ctx.root,
+            workspace=ctx.workspace,
+            network=ctx.config.exec_network,
+        )
     if sys.platform.startswith("linux") and sys.executable:
         # -I -S: no site, no PYTHON* variables; the reaper needs the standard library only.
         return (sys.executable, "-I", "-S", str(REAPER), command)
@@ -332,6 +350,8 @@ async def exit_status(command: str, ctx: ToolContext) -> int | None:
     refused = deny_reason(command)
     if refused:
         raise ToolError(f"command refused by the deny list ({refused})")
+    if must_ask(command, ctx):
+        raise ToolError(NO_ONE_TO_ASK)
     return (await _run(command, ctx))[1]
 
 
@@ -345,7 +365,7 @@ async def _run(command: str, ctx: ToolContext) -> tuple[str, int | None]:
     spawn = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _Collector(ctx.config.max_result_chars),
-            *_argv(command),
+            *_argv(command, ctx),
             cwd=ctx.root,  # the chat's public/<chat>/ for non-owners (exec_in_groups); not a sandbox
             env={**env, SCOPE_VARIABLE: scope},
             stdin=asyncio.subprocess.DEVNULL,

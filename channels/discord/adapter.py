@@ -49,7 +49,7 @@ from clawgate.channels.discord.client import (
     point_at,
 )
 from clawgate.channels.discord.media import MediaSaver
-from clawgate.channels.discord.normalise import Normaliser
+from clawgate.channels.discord.normalise import Normaliser, pressed
 from clawgate.channels.discord.sender import (
     RETRY_DELAYS,
     SEND_TIMEOUT,
@@ -279,6 +279,9 @@ class DiscordChannel(ChatChannel):
                         )
                 elif isinstance(item, discord.Message):
                     await self._handle(item)
+                elif isinstance(item, discord.Interaction):
+                    # Whether the press counts is the gateway's one trust function's call.
+                    await self.bus.publish_inbound(pressed(item))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -385,7 +388,9 @@ class DiscordChannel(ChatChannel):
                 )
             quote = self._quotes(chat_id)
             sender = self._agent_senders.get(message.agent or "", self._sender)
-            if live is None:
+            if message.choices:
+                await sender.send_card(message)
+            elif live is None:
                 await sender.send(message, quote=quote)
             else:
                 try:

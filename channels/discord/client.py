@@ -65,6 +65,13 @@ class EventClient(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         self._inbox.put_nowait(message)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # A button pressed under an approval card; answered first, so Discord shows no
+        # "interaction failed" while the gateway decides what the press means.
+        if interaction.type is discord.InteractionType.component:
+            await interaction.response.defer()
+            self._inbox.put_nowait(interaction)
+
 
 def short(exc: BaseException) -> str:
     if isinstance(exc, discord.HTTPException):

@@ -172,3 +172,24 @@ def _text(message: discord.Message, me: discord.ClientUser) -> str:
         quote = "\n".join(f"> {line}" for line in quoted.splitlines())
         text = f"{quote}\n{text}"
     return text
+
+
+def pressed(interaction: discord.Interaction) -> InboundMessage:
+    """A pressed button: who pressed which, in which channel (`custom_id` is the choice)."""
+    user = interaction.user
+    data: dict[str, object] = dict(interaction.data or {})
+    private = interaction.guild_id is None
+    chat_id = str(interaction.channel_id)
+    return InboundMessage(
+        channel="discord",
+        chat_id=chat_id,
+        message_id=f"interaction:{interaction.id}",
+        sender_id=str(user.id),
+        sender_name=user.display_name,
+        facts=ChatFacts(
+            private=private,
+            user_id=str(user.id),
+            group_ids=() if private else (chat_id, str(interaction.guild_id)),
+        ),
+        choice=str(data.get("custom_id", "")) or None,
+    )

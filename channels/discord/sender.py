@@ -71,6 +71,18 @@ class Sender:
             return
         await self._send_plan(message, plan, quote=quote)
 
+    async def send_card(self, message: OutboundMessage) -> None:
+        """The text with one button per choice (`custom_id` = the choice's id). The view is
+        stopped at once: presses arrive as interactions the adapter reads, not view callbacks."""
+        view = discord.ui.View(timeout=None)
+        for choice in message.choices:
+            view.add_item(discord.ui.Button(label=choice.label, custom_id=choice.id))
+        async with asyncio.timeout(self._send_timeout):
+            async with self.rest_client() as client:
+                target = client.get_partial_messageable(int(message.chat_id))
+                await target.send(message.text, view=view)
+        view.stop()
+
     async def finish_live(
         self, message: OutboundMessage, ref: str, shown: str, *, quote: bool
     ) -> None:

@@ -62,7 +62,7 @@ BOT_COMMANDS = (
     ("model", "Show or switch the model"),
     ("usage", "What the model cost (owner only)"),
 )
-ALLOWED_UPDATES = ["message", "edited_message"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 POLL_BACKOFF = Backoff(first=1.0, factor=2.0, cap=60.0)
 SEND_ATTEMPTS = 5
 TYPING_INTERVAL = 4.0
@@ -365,10 +365,11 @@ class TelegramChannel(ChatChannel):
             entries.append((update.update_id, message))
         entries.sort(key=lambda entry: entry[0])
         # A /stop acts on the turn running now; replayed after a restart it would only
-        # answer "Nothing is running", so it is journaled as nothing to answer.
+        # answer "Nothing is running", so it is journaled as nothing to answer; so is a
+        # pressed button, whose card a restart expires.
         try:
             await self.journal.record(
-                (u, None if m is None or is_stop(m.text) else m) for u, m in entries
+                (u, None if m is None or is_stop(m.text) or m.choice else m) for u, m in entries
             )
         except OSError as exc:
             # Unconfirmed, so Telegram hands the batch out again at the next poll.
@@ -380,6 +381,13 @@ class TelegramChannel(ChatChannel):
                 await self._publish(message)
 
     async def _publish(self, message: InboundMessage) -> None:
+        if message.choice is not None:
+            # Stops the button's spinner; what the press did comes as a message.
+            query_id = message.message_id.removeprefix("callback:")
+            try:
+                await self._require_bot().answer_callback_query(query_id)
+            except Exception as exc:
+                log.info("telegram: answerCallbackQuery failed (%s)", one_line(exc))
         await self.bus.publish_inbound(message)
 
     async def _tell(self, chat_id: str, text: str) -> None:
@@ -439,6 +447,9 @@ class TelegramChannel(ChatChannel):
         else:
             await self._answered(message.chat_id, update_id)
         sender = self._agent_senders.get(message.agent or "", self._sender)
+        if message.choices:
+            await sender.send_card(chat, thread, message)
+            return
         if live is None:
             await sender.send(chat, thread, message, quote_id)
             return

@@ -58,6 +58,8 @@ class Normaliser:
         self._chatter = RecentChatter(settings.group_context)
 
     async def normalise(self, update: Update) -> InboundMessage | None:
+        if update.callback_query is not None:
+            return pressed(update)
         msg = update.message or update.edited_message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return None  # channel posts, service messages, other bots
@@ -139,6 +141,32 @@ class Normaliser:
             return True
         replied = msg.reply_to_message
         return bool(replied and replied.from_user and replied.from_user.id == bot_id)
+
+
+def pressed(update: Update) -> InboundMessage | None:
+    """A tap on an inline button: who pressed which, in which chat. Whether it counts is the
+    gateway's to decide (the one trust function), not who could see the button."""
+    query = update.callback_query
+    if query is None or not query.data or query.from_user.is_bot:
+        return None
+    user = query.from_user
+    message = query.message
+    chat_id = str(message.chat.id) if message is not None else str(user.id)
+    private = message is None or message.chat.type == "private"
+    return InboundMessage(
+        channel="telegram",
+        chat_id=chat_id,
+        message_id=f"callback:{query.id}",
+        sender_id=str(user.id),
+        sender_name=user.full_name or user.username or str(user.id),
+        facts=ChatFacts(
+            private=private,
+            user_id=str(user.id),
+            username=user.username,
+            group_ids=() if private else (chat_id,),
+        ),
+        choice=query.data,
+    )
 
 
 def quoted(msg: Message) -> str:

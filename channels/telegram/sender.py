@@ -177,6 +177,21 @@ class Sender:
         except Exception as exc:
             log.warning("telegram: reply to %s not sent (%s)", chat, one_line(exc))
 
+    async def send_card(self, chat: int, thread: int | None, message: OutboundMessage) -> None:
+        """Plain text with the message's choices as one row of inline buttons."""
+        from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+        bot = self._bot()
+        keyboard = InlineKeyboardMarkup(
+            [[InlineKeyboardButton(c.label, callback_data=c.id) for c in message.choices]]
+        )
+        await self._calls.run(
+            lambda: bot.send_message(
+                chat, message.text, message_thread_id=thread, reply_markup=keyboard
+            ),
+            "sendMessage",
+        )
+
     async def _send_part(
         self,
         chat: int,

@@ -15,6 +15,11 @@ can make first, so both ends check that the folder belongs to this account and i
 before using it; and the terminal reads the listener's uid from the connected socket
 (SO_PEERCRED, Linux) before it sends a byte, talking only to its own account's gateway.
 
+The socket is no way around exec's approvals or its sandbox: a connection from a process that
+exec started (the gateway among its ancestors, or the per-call mark `EXEC_SCOPE_ID` in an
+ancestor's environment; the peer's pid from SO_PEERCRED) is closed unread, and a connection
+speaks for the one agent its first line named: a line naming another is refused.
+
 On shutdown `stop` refuses new terminals and takes no more lines, but the open connections
 stay writable until `close`, which the gateway calls after its dispatchers have finished or
 cancelled their turns and the outbound queue is flushed: a reply finished in the grace
@@ -24,7 +29,7 @@ the end of the connection ("the gateway stopped before answering").
 One JSON object per line, both ways:
 
     terminal -> gateway   {"session": "default", "id": "<uuid>", "text": "...", "sender": "ann",
-                           "agent": "work"}
+                           "agent": "work"}, or "choice": "<Choice.id>" for a y/N card answered
     gateway -> terminal   an OutboundMessage (text, is_error, reply_to = the id it answers)
 """
 
@@ -44,6 +49,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from clawgate.agent.tools.shell import SCOPE_VARIABLE
 from clawgate.channels.base import Channel
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.config import MAIN_AGENT
@@ -87,15 +93,44 @@ def check_private_folder(folder: Path) -> None:
         )
 
 
+def _peer(sock: socket.socket) -> tuple[int, int] | None:
+    """(pid, uid) at the other end of a Unix socket; None without SO_PEERCRED."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    pid, uid, _ = PEER_CREDENTIALS.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
+    )
+    return int(pid), int(uid)
+
+
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a Unix socket (None where the platform
     has no SO_PEERCRED: the folder check stands alone there)."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    _, uid, _ = PEER_CREDENTIALS.unpack(
-        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
-    )
-    return int(uid)
+    peer = _peer(sock)
+    return None if peer is None else peer[1]
+
+
+def started_by_exec(pid: int) -> bool:
+    """Whether `pid` descends from this gateway (its exec commands are its only
+    descendants) or from any process carrying an exec call's mark. The gateway itself is not
+    its own descendant (an in-process client)."""
+    me, mark = os.getpid(), f"{SCOPE_VARIABLE}=".encode()
+    current = pid
+    for _ in range(4096):  # a chain, not a cycle; bounded all the same
+        try:
+            ppid = int(Path(f"/proc/{current}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False  # gone, or no /proc: nothing left to inspect
+        with contextlib.suppress(OSError):
+            environ = Path(f"/proc/{current}/environ").read_bytes()
+            if any(v.startswith(mark) for v in environ.split(b"\0")):
+                return True
+        if ppid == me and pid != me:
+            return True
+        if ppid <= 1:
+            return False
+        current = ppid
+    return True
 
 
 class ControlChannel(Channel):
@@ -174,7 +209,13 @@ class ControlChannel(Channel):
                 await writer.drain()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = _peer(writer.get_extra_info("socket"))
+        if peer is not None and await asyncio.to_thread(started_by_exec, peer[0]):
+            log.warning("control socket: refused pid %d, started by an exec command", peer[0])
+            writer.close()
+            return
         sessions: set[tuple[str, str]] = set()
+        bound: str | None = None  # the agent this connection named first
         try:
             while line := await reader.readline():
                 request = _parse(line)
@@ -184,11 +225,16 @@ class ControlChannel(Channel):
                 if self._stopping:
                     log.warning("control socket: the gateway is stopping; a message not taken")
                     continue
-                session, message_id, text, sender, agent = request
+                session, message_id, text, sender, agent, choice = request
+                bound = bound or agent or self.default_agent
+                if (agent or self.default_agent) != bound:
+                    await self._refuse(writer, message_id, session, bound)
+                    continue
                 key = (agent or self.default_agent, session)
                 sessions.add(key)
                 self._by_session.setdefault(key, set()).add(writer)
-                self._asked[message_id] = writer
+                if choice is None:  # a pressed button is answered by a notice, not a reply
+                    self._asked[message_id] = writer
                 await self.bus.publish_inbound(
                     InboundMessage(
                         channel=self.name,
@@ -200,6 +246,7 @@ class ControlChannel(Channel):
                         trust=Trust.OWNER,
                         mentioned=True,
                         agent=agent,
+                        choice=choice,
                     )
                 )
         except (ConnectionError, ValueError) as exc:  # ValueError: a line over the limit
@@ -214,18 +261,32 @@ class ControlChannel(Channel):
                 del self._asked[message_id]
             writer.close()
 
+    async def _refuse(
+        self, writer: asyncio.StreamWriter, message_id: str, session: str, bound: str
+    ) -> None:
+        text = f"this connection talks to agent {bound!r}; open another for a different agent"
+        reply = OutboundMessage(
+            channel=self.name, chat_id=session, text=text, reply_to=message_id, is_error=True
+        )
+        writer.write(reply.model_dump_json().encode() + b"\n")
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
 
-def _parse(line: bytes) -> tuple[str, str, str, str, str | None] | None:
+
+def _parse(line: bytes) -> tuple[str, str, str, str, str | None, str | None] | None:
     try:
         body = json.loads(line)
         session, message_id = str(body["session"]), str(body["id"])
-        text, sender = str(body["text"]), str(body.get("sender") or "owner")
+        text, sender = str(body.get("text", "")), str(body.get("sender") or "owner")
         agent = str(body["agent"]) if body.get("agent") else None
+        choice = str(body["choice"]) if body.get("choice") else None
     except (ValueError, KeyError, TypeError):
         return None
     if not session or len(session) > MAX_SESSION_NAME or not message_id:
         return None
-    return session, message_id, text, sender, agent
+    if choice is None and "text" not in body:
+        return None
+    return session, message_id, text, sender, agent, choice
 
 
 class ControlClient:
@@ -269,7 +330,11 @@ class ControlClient:
         return cls(reader, writer, session, agent)
 
     async def say(self, text: str, message_id: str, sender: str) -> None:
-        request = {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        await self._send(
+            {"session": self.session, "id": message_id, "text": text, "sender": sender}
+        )
+
+    async def _send(self, request: dict[str, str]) -> None:
         if self.agent is not None:
             request["agent"] = self.agent
         line = json.dumps(request)
@@ -278,6 +343,9 @@ class ControlClient:
             await self._writer.drain()
         except ConnectionError as exc:
             raise ChannelError(f"lost the connection to the gateway: {exc}") from None
+
+    async def choose(self, choice: str, message_id: str) -> None:
+        await self._send({"session": self.session, "id": message_id, "choice": choice})
 
     async def next_reply(self) -> OutboundMessage:
         try:

@@ -201,6 +201,9 @@ class Gateway:
             await self._submit(await self.bus.inbound.get())
 
     async def _submit(self, message: InboundMessage) -> None:
+        if message.choice is not None:
+            await self._answer_choice(message)
+            return
         unit = self._unit(message.agent)
         if unit is not None:
             await unit.dispatcher.submit(message)
@@ -214,6 +217,24 @@ class Gateway:
                 text=f"No agent named {message.agent!r} here (known: {known}).",
                 reply_to=message.message_id or None,
                 is_error=True,
+            )
+        )
+
+    async def _answer_choice(self, message: InboundMessage) -> None:
+        """A pressed button, never a turn (it must not wait behind the turn that asked): the
+        agent whose card it is answers, if the one trust function says an owner pressed."""
+        choice = message.choice or ""
+        for unit in self.units.values():
+            approvals = unit.runtime.approvals
+            if await asyncio.to_thread(approvals.holds, choice):
+                by_owner = unit.trusts.sender_is_owner(message.channel, message.facts)
+                text = approvals.answer(choice, message.sender_id, by_owner=by_owner)
+                break
+        else:
+            text = "This button has expired; nothing was run."
+        await self.bus.publish_outbound(
+            OutboundMessage(
+                channel=message.channel, chat_id=message.chat_id, text=text, agent=message.agent
             )
         )
 

@@ -41,6 +41,7 @@ class AgentUnit:
         self._context = agent_context(self.name) if named_logs else None
         self.runtime = runtime
         self.bus = bus
+        self.trusts = trusts  # also asked whether a pressed approval button is the owner's
         config = runtime.config
         self.dispatcher = Dispatcher(
             bus,

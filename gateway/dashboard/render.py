@@ -31,6 +31,7 @@ ENVIRONMENT = web.AppKey("jinja", jinja2.Environment)
 # a placeholder (server.py), so the navigation never leads nowhere.
 NAV: tuple[tuple[str, str], ...] = (
     ("Chat", "/chat"),
+    ("Approvals", "/approvals"),
     ("Memory", "/memory"),
     ("Sessions", "/sessions"),
     ("People", "/people"),

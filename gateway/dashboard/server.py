@@ -77,6 +77,7 @@ PAGE_MODULES = (
     "memory_browse",
     "sessions",
     "chat",
+    "approvals",
     "people",
     "jobs",
     "spend",

@@ -117,6 +117,8 @@ class WebChannel(Channel):
             "seq": message.seq,
             "files": [str(item) for item in message.media],
         }
+        if message.choices:  # an exec approval card: its buttons post to /approvals/answer
+            event["choices"] = [{"id": c.id, "label": c.label} for c in message.choices]
         self._publish(message.chat_id, event)
 
     async def say(self, conversation: str, text: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from clawgate.agent.tools.sandbox import SandboxMissing, bwrap_path
 from clawgate.gateway.ops.rendezvous import describe, read_record
 from clawgate.gateway.ops.status_file import disk_usage, read_status
 from clawgate.kernel.config import MAIN_AGENT, Config, load_config
@@ -100,6 +101,7 @@ def diagnose(
         findings += check_model(config, environ)
         findings += check_channels(config)
         findings += check_mcp(config)
+        findings += check_exec(config)
         findings += check_workspace(config.workspace, writer or DiskWriter())
         findings += check_prices(config)
     findings.append(check_litellm(package_version))
@@ -337,6 +339,25 @@ def check_mcp(config: Config) -> list[Finding]:
             )
         else:
             findings.append(ok(f"{label}: runs {server.command} (stdio)"))
+    return findings
+
+
+def check_exec(config: Config) -> list[Finding]:
+    """The sandbox is there when configured (else exec refuses every command); unasked exec
+    in shared chats is said plainly."""
+    tools = config.tools
+    if not tools.exec_enabled:
+        return [ok("exec: disabled")]
+    net = "with network" if tools.exec_network else "without network"
+    findings = [
+        problem(str(SandboxMissing()).removeprefix("Error: "))
+        if tools.exec_sandbox == "bwrap" and bwrap_path() is None
+        else ok(f"exec: approval {tools.exec_approval!r}, in a bwrap sandbox {net}")
+        if tools.exec_sandbox == "bwrap"
+        else note(f'exec: approval {tools.exec_approval!r}, no sandbox (exec_sandbox = "bwrap")')
+    ]
+    if tools.exec_in_groups:
+        findings.append(note("exec: tools.exec_in_groups: every member has owner power"))
     return findings
 
 

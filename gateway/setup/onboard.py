@@ -7,6 +7,7 @@ overwrites a file, so a self-hoster's edits survive a second run.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -56,6 +57,11 @@ def config_template(workspace: Path | None = None, data_dir: Path | None = None)
         )
     else:
         top.append('# data_dir = "~/.clawgate"  # search index and other derived data')
+    sandbox_line = (
+        'exec_sandbox = "bwrap"         # bubblewrap is installed: each command in a sandbox'
+        if shutil.which("bwrap")
+        else '# exec_sandbox = "bwrap"       # install the bubblewrap package to sandbox exec'
+    )
     return f"""\
 # clawgate configuration.
 #
@@ -95,6 +101,10 @@ enabled = false
 restrict_to_workspace = true   # file tools stay inside the workspace
 exec_enabled = true            # the shell tool; its deny list is not a sandbox
 # exec_timeout = 60.0          # seconds before a shell command is stopped
+# exec_approval = "risky"      # ask before commands: "always", "risky" (not read-only), "never"
+# exec_allow = ["make test"]   # commands "risky" runs without asking (shell patterns)
+{sandbox_line}
+# exec_network = true          # false: sandboxed commands get no network
 # max_result_chars = 16000     # longer tool output is cut before the model sees it
 """
 

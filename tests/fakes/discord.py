@@ -48,6 +48,7 @@ class SentMessage:
     files: tuple[tuple[str, bytes], ...] = ()
     reference: str | None = None  # the message id it replies to
     nonce: str | None = None
+    components: tuple[dict[str, Any], ...] = ()  # action rows (buttons), as sent
 
 
 @dataclass
@@ -106,6 +107,8 @@ class FakeDiscord(LoopbackServer):
         self.edits: list[dict[str, Any]] = []
         self.typing: Counter[str] = Counter()
         self.requests: list[str] = []  # "METHOD /path" of every REST call
+        # Interaction callbacks the bot made: (interaction id, callback type).
+        self.interaction_callbacks: list[tuple[str, int]] = []
         self.identifies = 0
         self.resumes = 0
         self._dm_by_user: dict[str, str] = {}
@@ -152,6 +155,9 @@ class FakeDiscord(LoopbackServer):
         app.router.add_post(f"{api}/channels/{{channel_id}}/typing", self._typing)
         app.router.add_get("/attachments/{file_id}/{filename}", self._attachment)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_post(
+            f"{api}/interactions/{{interaction_id}}/{{token}}/callback", self._interaction_callback
+        )
 
     async def before_stop(self) -> None:
         if self._session is not None and self._session.ws is not None:
@@ -284,6 +290,38 @@ class FakeDiscord(LoopbackServer):
         self._store(channel_id, message)
         await self._dispatch("MESSAGE_CREATE", message)
         return message
+
+    async def press(self, sent: SentMessage, label: str, *, user_id: str, username: str) -> str:
+        """A person presses the button `label` under a message the bot sent: dispatched as
+        INTERACTION_CREATE (a message component); returns the interaction's id."""
+        buttons = [b for row in sent.components for b in row.get("components", ())]
+        (button,) = [b for b in buttons if b.get("label") == label]
+        channel = self.channels[sent.channel_id]
+        guild_id = channel.get("guild_id")
+        user = self._user(str(user_id), username)
+        interaction: dict[str, Any] = {
+            "id": str(self.new_id()),
+            "application_id": self.app_id,
+            "type": 3,
+            "token": f"token-{self.new_id()}",
+            "version": 1,
+            "channel_id": sent.channel_id,
+            "channel": {"id": sent.channel_id, "type": channel.get("type", 0)},
+            "message": self._find(sent.channel_id, sent.id),
+            "data": {"custom_id": button["custom_id"], "component_type": 2},
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "attachment_size_limit": 8388608,
+        }
+        if guild_id:
+            interaction["guild_id"] = guild_id
+            interaction["member"] = {**self._member(), "user": user, "permissions": "0"}
+        else:
+            interaction["user"] = user
+        await self._dispatch("INTERACTION_CREATE", interaction)
+        return str(interaction["id"])
 
     def fail_next(
         self,
@@ -547,9 +585,18 @@ class FakeDiscord(LoopbackServer):
         if reference is not None:
             message["type"] = 19
             message["message_reference"] = {"message_id": str(reference), "channel_id": channel_id}
+        components = tuple(payload.get("components") or ())
+        if components:
+            message["components"] = list(components)
         self._store(channel_id, message)
         sent = SentMessage(
-            message["id"], channel_id, content, tuple(files), reference and str(reference), nonce
+            message["id"],
+            channel_id,
+            content,
+            tuple(files),
+            reference and str(reference),
+            nonce,
+            components,
         )
         self.sent.append(sent)
         self.posted_at[message["id"]] = time.monotonic()
@@ -562,6 +609,14 @@ class FakeDiscord(LoopbackServer):
             with_stop.cancel()
             return web.Response(status=503)
         return _json(message)
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        interaction_id = request.match_info["interaction_id"]
+        self.interaction_callbacks.append((interaction_id, body["type"]))
+        await self._notify()
+        # discord.py asks with_response=true: the interaction callback response object.
+        return _json({"interaction": {"id": interaction_id, "type": 3}})
 
     async def _react(self, request: web.Request) -> web.Response:
         if (refused := await self._guard(request)) is not None:

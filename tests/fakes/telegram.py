@@ -167,6 +167,7 @@ class FakeTelegram(LoopbackServer):
         self.posted_at: dict[tuple[int, int], float] = {}
         self.actions: list[dict[str, Any]] = []
         self.commands: list[dict[str, Any]] = []
+        self.answered_callbacks: list[str] = []  # answerCallbackQuery ids, in order
         self.calls: Counter[str] = Counter()
         self.files: dict[str, tuple[str, bytes]] = {}
         self._failures: dict[str, deque[_Failure | _Stall]] = {}
@@ -263,6 +264,22 @@ class FakeTelegram(LoopbackServer):
         self._messages.setdefault(chat_id, {})[message["message_id"]] = message
         kind = "edited_message" if edit_of is not None else "message"
         return self._add_update({kind: message})
+
+    def press(self, card: dict[str, Any], label: str, *, user_id: int | None = None) -> int:
+        """A user taps the inline button `label` under `card` (a sent message's record);
+        returns the update_id. `user_id`: who taps (default: the chat's own user)."""
+        chat_id = card["chat_id"]
+        buttons = [b for row in card["reply_markup"]["inline_keyboard"] for b in row]
+        (button,) = [b for b in buttons if b["text"] == label]
+        who = user_id if user_id is not None else chat_id
+        query = {
+            "id": str(next(self._file_ids)),
+            "from": {"id": who, "is_bot": False, "first_name": f"User{who}"},
+            "chat_instance": str(chat_id),
+            "message": self._messages[chat_id][card["message_id"]],
+            "data": button["callback_data"],
+        }
+        return self._add_update({"callback_query": query})
 
     def channel_post(self, chat_id: int, text: str) -> int:
         message = {
@@ -453,7 +470,15 @@ class FakeTelegram(LoopbackServer):
             raise ApiError(400, "Bad Request: message text is empty")
         if utf16_len(text) > 4096:
             raise ApiError(400, "Bad Request: message is too long")
-        return self._deliver(chat_id, params, {"text": text, "raw": raw, "parse_mode": parse_mode})
+        record = {"text": text, "raw": raw, "parse_mode": parse_mode}
+        markup = _json(params.get("reply_markup"))
+        if markup:
+            record["reply_markup"] = markup
+        return self._deliver(chat_id, params, record, {"reply_markup": markup} if markup else None)
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        self.answered_callbacks.append(str(params["callback_query_id"]))
+        return True
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         chat_id = _json(params["chat_id"])

@@ -141,6 +141,10 @@
       }
     },
     reply: function (event) {
+      if (event.choices && event.choices.length) {
+        approvalCard(event);
+        return;
+      }
       const kind = event.is_error ? "assistant error" : "assistant";
       if (fresh.delete(event.reply_to)) {
         list.textContent = "";
@@ -165,6 +169,26 @@
       busy(false);
     },
   };
+
+  // An exec approval card: the command and a button per answer; the turn waits on it.
+  function approvalCard(event) {
+    const body = bubble("assistant approval", event.text);
+    const row = document.createElement("div");
+    event.choices.forEach(function (choice) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = choice.label;
+      button.addEventListener("click", function () {
+        row.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+        window.clawgate.post("/approvals/answer", { choice: choice.id })
+          .then(function (response) { return response.json(); })
+          .then(function (answer) { row.textContent = answer.result; });
+      });
+      row.appendChild(button);
+    });
+    body.appendChild(row);
+    scrollDown();
+  }
 
   function render(items) {
     list.textContent = "";
