@@ -23,6 +23,7 @@ from clawgate.agent.llm import (
     ToolCall,
     failure_reply,
 )
+from clawgate.agent.llm import direct as direct_module
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.llm.routing import endpoint
 from clawgate.kernel.config import AgentConfig
@@ -582,6 +583,22 @@ def test_direct_endpoint_is_chosen_by_provider_prefix(
     assert (target and target.url, target and target.model) == (url, sent)
     if target is not None:
         assert target.headers["Authorization"] == f"Bearer {KEY}"
+
+
+async def test_a_plain_http_endpoint_never_reads_a_tls_trust_store(
+    fake_llm: FakeLLM, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading the CA bundle is ~20 ms of a first call: an http:// endpoint must not pay it,
+    # neither in the warm-up nor in the call.
+    def refuse() -> None:
+        raise AssertionError("a TLS context was built for an http endpoint")
+
+    monkeypatch.setattr(direct_module, "tls_context", refuse)
+    config = AgentConfig(model="openai/fake-model", api_base=fake_llm.url, api_key="k")
+    client = make_client(config)
+    fake_llm.script(text("plain"))
+    await client.warm_up()
+    assert (await client.chat(USER)).content == "plain"
 
 
 def test_deepseek_images_go_through_litellm() -> None:

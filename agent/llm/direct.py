@@ -24,6 +24,7 @@ import asyncio
 import importlib
 import json
 import logging
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -98,18 +99,29 @@ class DirectTransport:
         self._client: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proxies: dict[str, str | None] = {}  # by endpoint URL, for this session
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def ready(self) -> bool:
         return self._client is not None or "aiohttp" in sys.modules
 
-    async def warm_up(self) -> None:
-        if self.ready:
-            return
+    async def warm_up(self, tls: bool) -> None:
+        """aiohttp imported, and with `tls` (an https endpoint) its trust store read."""
         try:
-            await asyncio.to_thread(importlib.import_module, "aiohttp")
+            if not self.ready:
+                await asyncio.to_thread(importlib.import_module, "aiohttp")
+            if tls and self._tls is None:
+                self._tls = await asyncio.to_thread(tls_context)
         except Exception:
             log.exception("loading aiohttp in the background failed")
+
+    def _tls_for(self, url: str) -> ssl.SSLContext | bool:
+        # Reading the CA bundle costs ~20 ms: only a request that uses TLS pays it, once.
+        if not url.startswith("https:"):
+            return True
+        if self._tls is None:
+            self._tls = tls_context()
+        return self._tls
 
     def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -119,9 +131,7 @@ class DirectTransport:
             # A session is bound to the loop its connections were opened in; one left behind
             # by a finished loop is dropped with that loop's sockets.
             self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE, ssl=tls_context()
-                ),
+                connector=aiohttp.TCPConnector(limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE),
                 # Per connect and per read, no total: the retry loop bounds each attempt,
                 # and pushes a stream's bound back with every chunk.
                 timeout=aiohttp.ClientTimeout(
@@ -154,6 +164,7 @@ class DirectTransport:
                     headers=target.headers,
                     allow_redirects=False,
                     proxy=self._proxies[target.url],
+                    ssl=self._tls_for(target.url),
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if resent or isinstance(exc, aiohttp.ClientConnectorError):

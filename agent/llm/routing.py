@@ -154,3 +154,9 @@ class Router:
         return bool(self._config.transcription_model) or any(
             name not in self._in_process and self.endpoint(name) is None for name in models if name
         )
+
+    def direct_tls(self) -> bool:
+        """Some configured model goes direct to an https endpoint."""
+        models = [self._config.model, *self._config.fallback_models]
+        targets = (self.endpoint(name) for name in models if name)
+        return any(t is not None and t.url.startswith("https:") for t in targets)
