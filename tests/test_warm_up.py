@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -58,3 +60,38 @@ async def test_a_failing_warm_up_is_logged_and_the_search_still_reports_it(
             await search.search("anything at all")
     finally:
         await search.close()
+
+
+KEYWORD_ONLY_RUN = """
+import asyncio, sys
+from pathlib import Path
+import clawgate.gateway.app
+from clawgate.agent.memory.embeddings import make_embedder
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.kernel.config import MemorySearchConfig
+
+async def main(root):
+    (root / "ws" / "memory").mkdir(parents=True)
+    (root / "ws" / "memory" / "MEMORY.md").write_text("- Rita lives in Lisbon.\\n")
+    embedder = make_embedder("none", lambda: None)
+    index = MemoryIndex.for_workspace(root / "ws", root / "data", embedder)
+    search = MemorySearch(index, MemorySearchConfig())
+    hits = await search.search("where does Rita live")
+    await search.close()
+    print(len(hits), "numpy" in sys.modules)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_keyword_only_memory_never_imports_numpy(tmp_path: Path) -> None:
+    # numpy is ~13 MB of a gateway's resident memory: with embedding_model = "none" nothing
+    # the gateway imports, nor a search, may load it.
+    done = subprocess.run(
+        [sys.executable, "-c", KEYWORD_ONLY_RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["1", "False"]
