@@ -74,6 +74,7 @@ class Endpoint:
     headers: dict[str, str]
     missing_key: bool
     text_only: bool
+    api: str = "openai"  # the wire format (see routing.py)
 
     def takes(self, messages: list[dict[str, Any]]) -> bool:
         """This request can go direct (a text-only endpoint gets no content lists)."""
@@ -172,13 +173,18 @@ class DirectTransport:
                 log.debug("connection to %s closed before an answer; resending", target.url)
                 resent = True
 
+    async def send(self, target: Endpoint, payload: dict[str, Any]) -> aiohttp.ClientResponse:
+        """POST a provider's own JSON body (a native path: anthropic.py); the response once
+        its head arrived."""
+        return await self._post(target, _encoded(target, payload))
+
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
         async with await self._post(target, _request_body(target, params)) as response:
             content = await response.read()
         if response.status >= 300:
             raise HTTPFailure(status_failure(response.status, content, response.headers))
-        return _parsed(content)
+        return parsed_body(content)
 
     async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         """POST one chat completion with `"stream": true`; yield each SSE event as a chunk
@@ -190,15 +196,15 @@ class DirectTransport:
                 content = await response.read()
                 raise HTTPFailure(status_failure(response.status, content, response.headers))
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield whole_chunk(_parsed(await response.read()))
+                yield whole_chunk(parsed_body(await response.read()))
                 return
-            async for line in _lines(response.content):
+            async for line in sse_lines(response.content):
                 if not line.startswith(b"data:"):
                     continue  # comments, event names, keep-alives
                 data = line[5:].strip()
                 if data == b"[DONE]":
                     return
-                event = _parsed(data)
+                event = parsed_body(data)
                 if event.get("error"):
                     raise HTTPFailure(_stream_error(event["error"]))
                 yield parse_chunk(event)
@@ -297,7 +303,7 @@ def _piece(call: dict[str, Any]) -> ToolCallPiece:
     )
 
 
-async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+async def sse_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
     """The body's lines, ended by LF, CRLF or CR as SSE allows. Split here rather than by
     aiohttp's readline, which refuses a line over twice its read buffer (512 KiB by default),
     and a provider may send a tool call's arguments whole in one event."""
@@ -313,15 +319,17 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 
 def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:
+    return _encoded(target, {"model": target.model, **params})
+
+
+def _encoded(target: Endpoint, payload: dict[str, Any]) -> bytes:
     if target.missing_key:
         # As litellm does: nothing is sent without the key the provider requires.
         raise HTTPFailure(Failure("auth", None, "missing credentials", "AuthenticationError"))
-    return json.dumps(
-        {"model": target.model, **params}, ensure_ascii=False, separators=(",", ":")
-    ).encode()
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _parsed(content: bytes) -> dict[str, Any]:
+def parsed_body(content: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(content)
     except ValueError:

@@ -10,7 +10,10 @@
    its public default; hosted_vllm has none).
 3. Except what litellm would rewrite or adapt: OpenAI's reasoning models (o1, o3, gpt-5
    ...), and for DeepSeek a request carrying images.
-4. Everything else goes through litellm, as do embeddings and speech to text.
+4. `anthropic/` goes direct too, in Anthropic's own Messages API (anthropic.py), with
+   prompt caching; its base URL: agent.api_base, $ANTHROPIC_API_BASE, $ANTHROPIC_BASE_URL
+   or api.anthropic.com (`/v1/messages` appended).
+5. Everything else goes through litellm, as do embeddings and speech to text.
 
 Which endpoint a direct name reaches, by its prefix (the rest is the name sent):
   openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
@@ -28,6 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from clawgate.agent.llm.anthropic import API_VERSION, AnthropicModel
 from clawgate.agent.llm.direct import DirectModel, DirectTransport, Endpoint
 from clawgate.agent.llm.litellm_path import LitellmLib, LitellmModel
 from clawgate.agent.llm.protocol import Model, ModelRequest
@@ -42,6 +46,7 @@ class _Provider:
     key_required: bool
     suffix: str = ""  # appended to the base when it lacks it (Ollama serves OpenAI at /v1)
     text_only: bool = False  # image content goes through litellm, which adapts it
+    api: str = "openai"  # the wire format: OpenAI's chat completions, or "anthropic"
 
 
 _PROVIDERS = {
@@ -64,6 +69,13 @@ _PROVIDERS = {
     ),
 }
 _PROVIDERS["ollama_chat"] = _PROVIDERS["ollama"]
+_PROVIDERS["anthropic"] = _Provider(
+    "ANTHROPIC_API_KEY",
+    ("ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"),
+    "https://api.anthropic.com",
+    True,
+    api="anthropic",
+)
 # OpenAI models whose parameters litellm rewrites (max_completion_tokens, fixed temperature).
 _REWRITTEN_OPENAI = re.compile(r"(o\d|gpt-5)")
 
@@ -87,14 +99,21 @@ def endpoint(model: str, api_base: str | None, api_key: str | None) -> Endpoint 
         base += provider.suffix
     key = api_key or os.environ.get(provider.key_env) or None
     headers = {"Content-Type": "application/json"}
-    if key:
+    url = f"{base}/chat/completions"
+    if provider.api == "anthropic":
+        headers["anthropic-version"] = API_VERSION
+        url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+        if key:
+            headers["x-api-key"] = key
+    elif key:
         headers["Authorization"] = f"Bearer {key}"
     return Endpoint(
-        url=f"{base}/chat/completions",
+        url=url,
         model=name,
         headers=headers,
         missing_key=provider.key_required and not key,
         text_only=provider.text_only,
+        api=provider.api,
     )
 
 
@@ -114,7 +133,7 @@ class Router:
         self._litellm = litellm
         self._in_process = {model.name: model for model in in_process}
         self._endpoints: dict[str, Endpoint | None] = {}
-        self._direct_models: dict[str, DirectModel] = {}
+        self._direct_models: dict[str, Model] = {}
         self._litellm_models: dict[str, LitellmModel] = {}
 
     def model(self, name: str, request: ModelRequest | None = None) -> Model:
@@ -125,7 +144,8 @@ class Router:
         if target is None or (request is not None and not target.takes(request.messages)):
             return self.litellm(name)
         if name not in self._direct_models:
-            self._direct_models[name] = DirectModel(name, target, self._direct)
+            native = AnthropicModel if target.api == "anthropic" else DirectModel
+            self._direct_models[name] = native(name, target, self._direct)
         return self._direct_models[name]
 
     def endpoint(self, name: str) -> Endpoint | None:
