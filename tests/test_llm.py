@@ -565,7 +565,7 @@ async def test_both_paths_send_the_same_request(
         # What litellm rewrites, serves natively, or cannot place stays on litellm.
         ("openai/o3-mini", None, None, None),
         ("openai/gpt-5", None, None, None),
-        ("gemini/gemini-2.0-flash", None, None, None),
+        ("mistral/mistral-small-latest", None, None, None),
         ("hosted_vllm/m", None, None, None),
         ("gpt-4o-mini", None, None, None),
     ],
@@ -617,7 +617,7 @@ async def test_warm_up_loads_only_what_the_models_need(
     # litellm's import (seconds, ~190 MB, and a thread a stop must wait for) only if needed.
     assert client.litellm_loaded is (model_path == "litellm")
 
-    other = agent_config.model_copy(update={"fallback_models": ["gemini/gemini-2.0-flash"]})
+    other = agent_config.model_copy(update={"fallback_models": ["mistral/mistral-small-latest"]})
     client = LLMClient(other)
     await client.warm_up()
     assert client.ready and client.litellm_loaded

@@ -17,54 +17,9 @@ from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.errors import ContextOverflow
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.llm import call, error, text, tool_calls
+from tests.llm_conversation import CONVERSATION, TOOLS
 
 MODEL = "anthropic/claude-3-5-haiku-20241022"
-PIXEL = "data:image/png;base64,iVBORw0KGgo="
-CONVERSATION: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "[Summary of the earlier part]\nAnn likes tea."},
-    {"role": "user", "content": [{"type": "text", "text": "what is this?"}]},
-    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": PIXEL}}]},
-    {"role": "assistant", "content": "A pixel. Let me look at your files."},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "list_dir", "arguments": '{"path": "."}'},
-            },
-            {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": ""}},
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
-    {"role": "tool", "tool_call_id": "call_2", "content": "09:00"},
-    {"role": "assistant", "content": "Two files, at nine."},
-    {"role": "user", "content": "thanks, and the weather?"},
-]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "list_dir",
-            "description": "List a folder.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "now",
-            "description": "The time.",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    },
-]
 
 
 @pytest.fixture

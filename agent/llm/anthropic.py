@@ -62,7 +62,7 @@ def request_body(model: str, request: ModelRequest, *, stream: bool) -> dict[str
             result = {
                 "type": "tool_result",
                 "tool_use_id": message.get("tool_call_id") or "",
-                "content": _text(message.get("content")),
+                "content": text_of(message.get("content")),
             }
             _add(turns, "user", [result])
         elif role == "assistant":
@@ -74,7 +74,7 @@ def request_body(model: str, request: ModelRequest, *, stream: bool) -> dict[str
                         "type": "tool_use",
                         "id": call.get("id") or "",
                         "name": function.get("name") or "",
-                        "input": _arguments(function.get("arguments")),
+                        "input": arguments_of(function.get("arguments")),
                     }
                 )
             _add(turns, "assistant", blocks)
@@ -128,13 +128,13 @@ def _image_source(url: str) -> dict[str, str]:
     return {"type": "url", "url": url}
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.get("text", "") for p in content or [] if p.get("type") == "text")
 
 
-def _arguments(raw: Any) -> Any:
+def arguments_of(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw or {}
     try:

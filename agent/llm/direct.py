@@ -143,7 +143,9 @@ class DirectTransport:
             self._proxies = {}
         return self._client
 
-    async def _post(self, target: Endpoint, body: bytes) -> aiohttp.ClientResponse:
+    async def _post(
+        self, target: Endpoint, body: bytes, suffix: str = ""
+    ) -> aiohttp.ClientResponse:
         """Send the request; the response once its head arrived.
 
         A server may close an idle keep-alive connection just as it is taken for the next
@@ -156,16 +158,17 @@ class DirectTransport:
         session = self._session()
         if target.url not in self._proxies:
             self._proxies[target.url] = env_proxy(target.url)
+        url = target.url + suffix
         resent = False
         while True:
             try:
                 return await session.post(
-                    target.url,
+                    url,
                     data=body,
                     headers=target.headers,
                     allow_redirects=False,
                     proxy=self._proxies[target.url],
-                    ssl=self._tls_for(target.url),
+                    ssl=self._tls_for(url),
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if resent or isinstance(exc, aiohttp.ClientConnectorError):
@@ -173,10 +176,12 @@ class DirectTransport:
                 log.debug("connection to %s closed before an answer; resending", target.url)
                 resent = True
 
-    async def send(self, target: Endpoint, payload: dict[str, Any]) -> aiohttp.ClientResponse:
-        """POST a provider's own JSON body (a native path: anthropic.py); the response once
-        its head arrived."""
-        return await self._post(target, _encoded(target, payload))
+    async def send(
+        self, target: Endpoint, payload: dict[str, Any], suffix: str = ""
+    ) -> aiohttp.ClientResponse:
+        """POST a provider's own JSON body to the endpoint's URL + `suffix` (a native path:
+        anthropic.py, gemini.py); the response once its head arrived."""
+        return await self._post(target, _encoded(target, payload), suffix)
 
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""

@@ -10,9 +10,11 @@
    its public default; hosted_vllm has none).
 3. Except what litellm would rewrite or adapt: OpenAI's reasoning models (o1, o3, gpt-5
    ...), and for DeepSeek a request carrying images.
-4. `anthropic/` goes direct too, in Anthropic's own Messages API (anthropic.py), with
-   prompt caching; its base URL: agent.api_base, $ANTHROPIC_API_BASE, $ANTHROPIC_BASE_URL
-   or api.anthropic.com (`/v1/messages` appended).
+4. `anthropic/` and `gemini/` go direct too, each in its provider's own API: Anthropic's
+   Messages API (anthropic.py, with prompt caching; base: agent.api_base,
+   $ANTHROPIC_API_BASE, $ANTHROPIC_BASE_URL or api.anthropic.com, + `/v1/messages`) and
+   Gemini's generateContent (gemini.py; base: agent.api_base, $GEMINI_API_BASE or
+   generativelanguage.googleapis.com/v1beta, + `/models/<name>:generateContent`).
 5. Everything else goes through litellm, as do embeddings and speech to text.
 
 Which endpoint a direct name reaches, by its prefix (the rest is the name sent):
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 from clawgate.agent.llm.anthropic import API_VERSION, AnthropicModel
 from clawgate.agent.llm.direct import DirectModel, DirectTransport, Endpoint
+from clawgate.agent.llm.gemini import GeminiModel
 from clawgate.agent.llm.litellm_path import LitellmLib, LitellmModel
 from clawgate.agent.llm.protocol import Model, ModelRequest
 from clawgate.kernel.config import AgentConfig
@@ -46,7 +49,7 @@ class _Provider:
     key_required: bool
     suffix: str = ""  # appended to the base when it lacks it (Ollama serves OpenAI at /v1)
     text_only: bool = False  # image content goes through litellm, which adapts it
-    api: str = "openai"  # the wire format: OpenAI's chat completions, or "anthropic"
+    api: str = "openai"  # the wire format: OpenAI's chat completions, "anthropic", "gemini"
 
 
 _PROVIDERS = {
@@ -76,6 +79,17 @@ _PROVIDERS["anthropic"] = _Provider(
     True,
     api="anthropic",
 )
+_PROVIDERS["gemini"] = _Provider(
+    "GEMINI_API_KEY",
+    ("GEMINI_API_BASE",),
+    "https://generativelanguage.googleapis.com/v1beta",
+    True,
+    api="gemini",
+)
+_NATIVE: dict[str, type[AnthropicModel | GeminiModel]] = {
+    "anthropic": AnthropicModel,
+    "gemini": GeminiModel,
+}
 # OpenAI models whose parameters litellm rewrites (max_completion_tokens, fixed temperature).
 _REWRITTEN_OPENAI = re.compile(r"(o\d|gpt-5)")
 
@@ -105,6 +119,10 @@ def endpoint(model: str, api_base: str | None, api_key: str | None) -> Endpoint 
         url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
         if key:
             headers["x-api-key"] = key
+    elif provider.api == "gemini":
+        url = f"{base}/models/{name}"  # + :generateContent or :streamGenerateContent
+        if key:
+            headers["x-goog-api-key"] = key
     elif key:
         headers["Authorization"] = f"Bearer {key}"
     return Endpoint(
@@ -144,8 +162,9 @@ class Router:
         if target is None or (request is not None and not target.takes(request.messages)):
             return self.litellm(name)
         if name not in self._direct_models:
-            native = AnthropicModel if target.api == "anthropic" else DirectModel
-            self._direct_models[name] = native(name, target, self._direct)
+            native = _NATIVE.get(target.api)
+            made = native or DirectModel
+            self._direct_models[name] = made(name, target, self._direct)
         return self._direct_models[name]
 
     def endpoint(self, name: str) -> Endpoint | None:
