@@ -15,14 +15,14 @@ included), divided by the calls made. Each measurement ends with a short idle wa
 the window, so work a path defers to a background thread is counted against that path.
 Paths and history sizes are interleaved; each cell is the median of --rounds rounds.
 
-With --api anthropic the same is measured for an `anthropic/` model: the model answers
-Anthropic's Messages API at /v1/messages, "direct" is clawgate's native Anthropic path,
-"llmclient" and "litellm" litellm's Anthropic provider, and the raw POSTs send the
-Messages API body (the history converted once, outside the timing: a raw client would hold
-it in that shape).
+With --api anthropic (or gemini) the same is measured for an `anthropic/` (`gemini/`)
+model: the model answers that provider's own API (Messages at /v1/messages, generateContent
+at /v1beta/models/...), "direct" is clawgate's native path for it, "llmclient" and
+"litellm" litellm's provider, and the raw POSTs send that API's body (the history converted
+once, outside the timing: a raw client would hold it in that shape).
 
 Run: python bench/model_call.py [--rounds 3] [--budget 0.4] [--sizes 10 1000 10000]
-                                [--api openai|anthropic]
+                                [--api openai|anthropic|gemini]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clawgate.agent.llm import LLMClient, ModelRequest
+from clawgate.agent.llm import LLMClient, ModelRequest, gemini
 from clawgate.agent.llm.anthropic import API_VERSION, request_body
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.tools import default_tools
@@ -74,6 +74,12 @@ _MESSAGE = {
     "stop_sequence": None,
     "usage": {"input_tokens": 10, "output_tokens": 1},
 }
+_GENERATED = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11},
+}
 
 
 # -- the model, in its own process ------------------------------------------------------------
@@ -85,6 +91,7 @@ async def serve() -> None:
 
     payload = json.dumps(_COMPLETION).encode()
     message = json.dumps(_MESSAGE).encode()
+    generated = json.dumps(_GENERATED).encode()
 
     async def chat(request: web.Request) -> web.Response:
         await request.read()
@@ -94,9 +101,14 @@ async def serve() -> None:
         await request.read()
         return web.Response(body=message, content_type="application/json")
 
+    async def generate(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=generated, content_type="application/json")
+
     app = web.Application(client_max_size=1024**3)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1beta/models/{call}", generate)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -131,6 +143,8 @@ async def make_paths(url: str, api: str) -> tuple[dict[str, Call], Callable[[], 
 
     if api == "anthropic":
         url = url.removesuffix("/v1")  # litellm and the direct path append /v1/messages
+    elif api == "gemini":
+        url = url.removesuffix("/v1") + "/v1beta"
     config = AgentConfig(
         model=f"{api}/{MODEL}",
         api_base=url,
@@ -149,14 +163,21 @@ async def make_paths(url: str, api: str) -> tuple[dict[str, Call], Callable[[], 
         headers = {"x-api-key": API_KEY, "anthropic-version": API_VERSION}
         headers["Content-Type"] = "application/json"
         endpoint = f"{url}/v1/messages"
+    elif api == "gemini":
+        headers = {"x-goog-api-key": API_KEY, "Content-Type": "application/json"}
+        endpoint = f"{url}/models/{MODEL}:generateContent"
     hx = httpx.AsyncClient(timeout=120)
     aio = aiohttp.ClientSession()
 
     def body(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
-        if api == "anthropic":
+        if api != "openai":
             if id(messages) not in converted:
                 request = ModelRequest(messages, config.temperature, config.max_tokens, tools)
-                converted[id(messages)] = request_body(MODEL, request, stream=False)
+                converted[id(messages)] = (
+                    request_body(MODEL, request, stream=False)
+                    if api == "anthropic"
+                    else gemini.request_body(request)
+                )
             return json.dumps(converted[id(messages)]).encode()
         return json.dumps(
             {
@@ -295,7 +316,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds per batch")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1_000, 10_000])
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
-    parser.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--api", choices=("openai", "anthropic", "gemini"), default="openai")
     args = parser.parse_args()
     asyncio.run(serve() if args.serve else main_async(args))
 
