@@ -609,11 +609,12 @@ def test_deepseek_images_go_through_litellm() -> None:
 
 
 async def test_warm_up_loads_only_what_the_models_need(
-    agent_config: AgentConfig, model_path: str
+    agent_config: AgentConfig, model_path: str, fake_llm: FakeLLM
 ) -> None:
     client = LLMClient(agent_config)
     await client.warm_up()
     assert client.ready
+    assert fake_llm.requests == []  # litellm's first call is warmed with a mocked one
     # litellm's import (seconds, ~190 MB, and a thread a stop must wait for) only if needed.
     assert client.litellm_loaded is (model_path == "litellm")
 

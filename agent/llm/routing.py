@@ -194,6 +194,14 @@ class Router:
             name not in self._in_process and self.endpoint(name) is None for name in models if name
         )
 
+    def litellm_chat_model(self) -> str | None:
+        """The first configured chat model litellm serves, if any."""
+        models = [self._config.model, *self._config.fallback_models]
+        return next(
+            (n for n in models if n and n not in self._in_process and self.endpoint(n) is None),
+            None,
+        )
+
     def direct_tls(self) -> bool:
         """Some configured model goes direct to an https endpoint."""
         models = [self._config.model, *self._config.fallback_models]
