@@ -204,16 +204,20 @@ class AnthropicModel:
         return self._name
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
-        body = request_body(self._target.model, request, stream=False)
-        async with await self._transport.send(self._target, body) as response:
+        def build() -> dict[str, Any]:
+            return request_body(self._target.model, request, stream=False)
+
+        async with await self._transport.send(self._target, build) as response:
             content = await response.read()
         if response.status >= 300:
             raise HTTPFailure(_status_failure(response.status, content, response.headers))
         return parse_message(parsed_body(content), self._name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        body = request_body(self._target.model, request, stream=True)
-        async with await self._transport.send(self._target, body) as response:
+        def build() -> dict[str, Any]:
+            return request_body(self._target.model, request, stream=True)
+
+        async with await self._transport.send(self._target, build) as response:
             if response.status >= 300:
                 content = await response.read()
                 raise HTTPFailure(_status_failure(response.status, content, response.headers))

@@ -21,12 +21,13 @@ types (agent/llm/protocol.py) itself. Which names come here: agent/llm/routing.p
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import logging
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -177,11 +178,12 @@ class DirectTransport:
                 resent = True
 
     async def send(
-        self, target: Endpoint, payload: dict[str, Any], suffix: str = ""
+        self, target: Endpoint, build: Callable[[], dict[str, Any]], suffix: str = ""
     ) -> aiohttp.ClientResponse:
-        """POST a provider's own JSON body to the endpoint's URL + `suffix` (a native path:
-        anthropic.py, gemini.py); the response once its head arrived."""
-        return await self._post(target, _encoded(target, payload), suffix)
+        """POST the JSON body `build()` makes in a provider's own format (a native path:
+        anthropic.py, gemini.py) to the endpoint's URL + `suffix`; the response once its
+        head arrived."""
+        return await self._post(target, _built(target, build), suffix)
 
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
@@ -325,6 +327,20 @@ async def sse_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:
     return _encoded(target, {"model": target.model, **params})
+
+
+def _built(target: Endpoint, build: Callable[[], dict[str, Any]]) -> bytes:
+    """`build()` encoded with the cyclic collector paused. A native body holds new dicts
+    and lists for every message (tens of thousands for a long history), none in a cycle
+    and all freed by the time this returns; made with the collector on, they would set
+    off full collections over the whole heap, several times the cost of the request."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _encoded(target, build())
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _encoded(target: Endpoint, payload: dict[str, Any]) -> bytes:

@@ -195,17 +195,21 @@ class GeminiModel:
         return self._name
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
-        body = request_body(request)
-        async with await self._transport.send(self._target, body, ":generateContent") as response:
+        def build() -> dict[str, Any]:
+            return request_body(request)
+
+        async with await self._transport.send(self._target, build, ":generateContent") as response:
             content = await response.read()
         if response.status >= 300:
             raise HTTPFailure(status_failure(response.status, content, response.headers))
         return parse_response(parsed_body(content), self._name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        body = request_body(request)
+        def build() -> dict[str, Any]:
+            return request_body(request)
+
         suffix = ":streamGenerateContent?alt=sse"
-        async with await self._transport.send(self._target, body, suffix) as response:
+        async with await self._transport.send(self._target, build, suffix) as response:
             if response.status >= 300:
                 content = await response.read()
                 raise HTTPFailure(status_failure(response.status, content, response.headers))
