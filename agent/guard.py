@@ -74,9 +74,7 @@ class ContextGuard:
     # What is sent -------------------------------------------------------------
 
     def latest_compaction(self, session: Session) -> Compaction | None:
-        latest = None
-        for record in session.records_of(Compaction):
-            latest = record
+        latest = session.latest(Compaction)
         if latest is None or latest.up_to_seq <= session.last_consolidated:
             return None  # consolidation has moved past it: the raw tail is short again
         return latest
@@ -95,11 +93,11 @@ class ContextGuard:
 
     def flush_due(self, session: Session, estimate: int) -> bool:
         """Once per compaction cycle, when the soft threshold is crossed."""
-        cycle = sum(1 for _ in session.records_of(Compaction))
+        cycle = session.count(Compaction)
         return estimate > self.soft_limit and session.state.flushed_cycle != cycle
 
     def mark_flushed(self, session: Session) -> None:
-        cycle = sum(1 for _ in session.records_of(Compaction))
+        cycle = session.count(Compaction)
         self.sessions.update_state(session, flushed_cycle=cycle)
 
     # Compaction ---------------------------------------------------------------

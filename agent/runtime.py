@@ -33,6 +33,7 @@ from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.agent.memory.warm import warm_memory
 from clawgate.agent.session import (
     Archived,
     Delivery,
@@ -211,6 +212,14 @@ class AgentRuntime:
             if not any(True for _ in session.records_of(Archived)):
                 log.info("%s: finishing the archive of %s", session.key, path.name)
                 self.consolidator.schedule_archive(session)
+
+    async def warm_up(self) -> None:
+        """What the first turn needs, loaded in the background once the gateway runs: the
+        model path, and with auto-recall on the memory index and its embedder."""
+        if self.config.memory.auto_recall:
+            await asyncio.gather(self.llm.warm_up(), warm_memory(self.search))
+        else:
+            await self.llm.warm_up()
 
     async def unanswered(self, channels: set[str]) -> list[InboundMessage]:
         """User messages that were stored but never answered (the process died mid-turn),

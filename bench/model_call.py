@@ -15,7 +15,14 @@ included), divided by the calls made. Each measurement ends with a short idle wa
 the window, so work a path defers to a background thread is counted against that path.
 Paths and history sizes are interleaved; each cell is the median of --rounds rounds.
 
+With --api anthropic (or gemini) the same is measured for an `anthropic/` (`gemini/`)
+model: the model answers that provider's own API (Messages at /v1/messages, generateContent
+at /v1beta/models/...), "direct" is clawgate's native path for it, "llmclient" and
+"litellm" litellm's provider, and the raw POSTs send that API's body (the history converted
+once, outside the timing: a raw client would hold it in that shape).
+
 Run: python bench/model_call.py [--rounds 3] [--budget 0.4] [--sizes 10 1000 10000]
+                                [--api openai|anthropic|gemini]
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clawgate.agent.llm import LLMClient
+from clawgate.agent.llm import LLMClient, ModelRequest, gemini
+from clawgate.agent.llm.anthropic import API_VERSION, request_body
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.tools import default_tools
 from clawgate.agent.tools.registry import ToolRegistry
@@ -56,6 +64,22 @@ _COMPLETION = {
     ],
     "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
 }
+_MESSAGE = {
+    "id": "msg_bench",
+    "type": "message",
+    "role": "assistant",
+    "model": MODEL,
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 1},
+}
+_GENERATED = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11},
+}
 
 
 # -- the model, in its own process ------------------------------------------------------------
@@ -66,13 +90,25 @@ async def serve() -> None:
     from aiohttp import web
 
     payload = json.dumps(_COMPLETION).encode()
+    message = json.dumps(_MESSAGE).encode()
+    generated = json.dumps(_GENERATED).encode()
 
     async def chat(request: web.Request) -> web.Response:
         await request.read()
         return web.Response(body=payload, content_type="application/json")
 
+    async def messages(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=message, content_type="application/json")
+
+    async def generate(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=generated, content_type="application/json")
+
     app = web.Application(client_max_size=1024**3)
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1beta/models/{call}", generate)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -101,12 +137,16 @@ def tool_schemas() -> list[dict[str, Any]]:
 Call = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[Any]]
 
 
-async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[None]]]:
+async def make_paths(url: str, api: str) -> tuple[dict[str, Call], Callable[[], Awaitable[None]]]:
     import aiohttp
     import httpx
 
+    if api == "anthropic":
+        url = url.removesuffix("/v1")  # litellm and the direct path append /v1/messages
+    elif api == "gemini":
+        url = url.removesuffix("/v1") + "/v1beta"
     config = AgentConfig(
-        model=f"openai/{MODEL}",
+        model=f"{api}/{MODEL}",
         api_base=url,
         api_key=API_KEY,
         max_retries=0,
@@ -118,10 +158,27 @@ async def make_paths(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[
     litellm = import_litellm()  # the import is not what we measure
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     endpoint = f"{url}/chat/completions"
+    converted: dict[int, dict[str, Any]] = {}
+    if api == "anthropic":
+        headers = {"x-api-key": API_KEY, "anthropic-version": API_VERSION}
+        headers["Content-Type"] = "application/json"
+        endpoint = f"{url}/v1/messages"
+    elif api == "gemini":
+        headers = {"x-goog-api-key": API_KEY, "Content-Type": "application/json"}
+        endpoint = f"{url}/models/{MODEL}:generateContent"
     hx = httpx.AsyncClient(timeout=120)
     aio = aiohttp.ClientSession()
 
     def body(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
+        if api != "openai":
+            if id(messages) not in converted:
+                request = ModelRequest(messages, config.temperature, config.max_tokens, tools)
+                converted[id(messages)] = (
+                    request_body(MODEL, request, stream=False)
+                    if api == "anthropic"
+                    else gemini.request_body(request)
+                )
+            return json.dumps(converted[id(messages)]).encode()
         return json.dumps(
             {
                 "model": MODEL,
@@ -185,8 +242,10 @@ async def cpu_per_call(call: Call, messages: list[dict[str, Any]], tools: Any, n
     return (time.process_time() - started) / n
 
 
-async def run(url: str, sizes: list[int], rounds: int, budget: float, paths: list[str]) -> None:
-    calls, close = await make_paths(url)
+async def run(
+    url: str, sizes: list[int], rounds: int, budget: float, paths: list[str], api: str
+) -> None:
+    calls, close = await make_paths(url, api)
     tools = tool_schemas()
     workloads = {size: history(size) for size in sizes}
     try:
@@ -208,7 +267,7 @@ async def run(url: str, sizes: list[int], rounds: int, budget: float, paths: lis
     finally:
         await close()
 
-    print(f"client CPU per chat completion, ms (median of {rounds} interleaved rounds)")
+    print(f"{api}: client CPU per chat completion, ms (median of {rounds} interleaved rounds)")
     floors = [name for name in ("httpx", "aiohttp") if name in paths]
     print(
         f"{'messages':>9} "
@@ -244,7 +303,7 @@ async def main_async(args: argparse.Namespace) -> None:
     assert server.stdout is not None and server.stdin is not None
     url = (await server.stdout.readline()).decode().strip()
     try:
-        await run(url, args.sizes, args.rounds, args.budget, args.paths)
+        await run(url, args.sizes, args.rounds, args.budget, args.paths, args.api)
     finally:
         server.stdin.close()
         await server.wait()
@@ -257,6 +316,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.4, help="CPU seconds per batch")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1_000, 10_000])
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--api", choices=("openai", "anthropic", "gemini"), default="openai")
     args = parser.parse_args()
     asyncio.run(serve() if args.serve else main_async(args))
 

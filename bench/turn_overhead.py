@@ -9,10 +9,12 @@ layer plus the loopback round trip to a zero-latency fake in its own process (th
 bench/model_call.py), so the fake's CPU is not ours. Last, the wall time of
 `clawgate --help`.
 
-Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm]
+Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm] [--chunks N]
 
 --no-recall turns memory.auto_recall off, to see the turn without the memory search that
-otherwise runs on every owner turn.
+otherwise runs on every owner turn. --chunks N fills memory/ with N chunks of synthetic
+notes (bench/search.py's corpus, indexed before the turns are timed) and makes each turn a
+question in their words, so auto-recall searches a large memory and finds things.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import functools
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -37,6 +40,9 @@ from clawgate.agent.session import Message, State
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, Trust
 from clawgate.kernel.config import AgentConfig, Config, MemoryConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search import CHUNKS_PER_FILE, sentence, vocabulary  # bench/search.py's corpus
 
 LIVE_TAIL = 40  # what consolidation leaves unconsolidated in a long session
 STEPS = ("recall", "prompt", "estimate", "session", "rest")
@@ -96,8 +102,23 @@ class Steps:
         return turn
 
 
+def write_notes(workspace: Path, chunks: int) -> list[str]:
+    """`chunks` sections of synthetic notes under memory/; returns questions in their words."""
+    rng = random.Random(7)
+    vocab = vocabulary(rng)
+    memory = workspace / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    for day in range(max(1, chunks // CHUNKS_PER_FILE)):
+        sections = [
+            f"## {n:02d} {sentence(rng, vocab, 2)}\n{sentence(rng, vocab, 45)}\n"
+            for n in range(CHUNKS_PER_FILE)
+        ]
+        (memory / f"notes-{day:04d}.md").write_text("\n".join(sections))
+    return [f"what do you know about {sentence(rng, vocab, 3)}?" for _ in range(50)]
+
+
 async def measure(
-    size: int, turns: int, url: str, root: Path, recall: bool, direct: bool
+    size: int, turns: int, url: str, root: Path, recall: bool, direct: bool, chunks: int
 ) -> tuple[list[float], list[float], dict[str, list[float]]]:
     agent = AgentConfig(
         model="openai/fake", api_base=url, api_key="x", max_retries=0, direct_http=direct
@@ -109,7 +130,9 @@ async def measure(
         memory=MemoryConfig(auto_recall=recall),
     )
     onboard(root / "data" / f"config{size}.toml", workspace=config.workspace)
+    questions = write_notes(config.workspace, chunks) if chunks else []
     runtime = AgentRuntime.build(config)
+    await runtime.search.index.refresh()  # the build is not a turn's cost
     llm = TimedLLM(agent)
     runtime.loop.llm = llm
     steps = Steps()
@@ -133,8 +156,9 @@ async def measure(
         totals: list[float] = []
         breakdown: list[dict[str, float]] = []
         for i in range(turns + 5):
+            text = questions[i % len(questions)] if questions else f"turn {i}"
             message = InboundMessage(
-                channel="bench", chat_id="1", message_id=str(i), text=f"turn {i}", trust=Trust.OWNER
+                channel="bench", chat_id="1", message_id=str(i), text=text, trust=Trust.OWNER
             )
             steps.take()
             start = time.perf_counter()
@@ -174,7 +198,7 @@ def help_time() -> float:
     return min(runs)
 
 
-async def main_async(turns: int, recall: bool, direct: bool) -> None:
+async def main_async(turns: int, recall: bool, direct: bool, chunks: int) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     model_call = Path(__file__).with_name("model_call.py")
     server = await asyncio.create_subprocess_exec(
@@ -189,7 +213,10 @@ async def main_async(turns: int, recall: bool, direct: bool) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = "direct" if direct else "litellm"
-            print(f"auto-recall {'on' if recall else 'off'}, model path {path}; ms per turn")
+            print(
+                f"auto-recall {'on' if recall else 'off'}, model path {path},"
+                f" {chunks} memory chunks; ms per turn"
+            )
             print(
                 f"{'messages':>9} {'model p50':>10} {'model p99':>10} {'outside p50':>12}"
                 f" {'outside p99':>12} | "
@@ -198,7 +225,7 @@ async def main_async(turns: int, recall: bool, direct: bool) -> None:
             )
             for size in (10, 1_000, 10_000):
                 inside, outside, per_step = await measure(
-                    size, turns, url, Path(tmp), recall, direct
+                    size, turns, url, Path(tmp), recall, direct, chunks
                 )
                 medians = " ".join(
                     f"{statistics.median(per_step[step]) * 1000:>8.2f}" for step in STEPS
@@ -222,8 +249,9 @@ def main() -> None:
     parser.add_argument(
         "--litellm", dest="direct", action="store_false", help="agent.direct_http off"
     )
+    parser.add_argument("--chunks", type=int, default=0, help="memory chunks (0: none)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.turns, args.recall, args.direct))
+    asyncio.run(main_async(args.turns, args.recall, args.direct, args.chunks))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ server scripted with `text`, `tool_call`, `tool_calls`, `raw_tool_call`, `error`
 the model client talks to it for real (chat, embeddings, transcriptions). `telegram.py` and
 `discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules;
 `web.py` is a web site on 127.0.0.2 for web_fetch, `search.py` the four search providers,
-`mcp_server.py` a real MCP server (the SDK's) over stdio or streamable HTTP.
+`mcp_server.py` a real MCP server (the SDK's) over stdio or streamable HTTP;
+`anthropic.py` and `gemini.py` serve those providers' own APIs (Messages, generateContent).
 
 Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test
 module imported by another file): `harness.py` (the in-process gateway with a recording
@@ -16,7 +17,8 @@ channel), `process.py` (the `clawgate` console script as a child process),
 `scheduler_harness.py` (the harness with the scheduler on), `web_helpers.py` (a tool context
 at a trust, one call through the registry), `small_disk.py` (a small tmpfs
 over one folder: a real full disk), `memory_helpers.py` (scripted
-consolidation calls), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
+consolidation calls), `llm_conversation.py` (one conversation of every turn kind, sent
+through both model paths), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
 Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test
 client, in a real gateway process, and in headless Chromium), and `conftest.py` for the
 shared fixtures. `fixtures/` holds small OpenClaw and nanobot homes, written by hand from

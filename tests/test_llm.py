@@ -23,6 +23,7 @@ from clawgate.agent.llm import (
     ToolCall,
     failure_reply,
 )
+from clawgate.agent.llm import direct as direct_module
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.llm.routing import endpoint
 from clawgate.kernel.config import AgentConfig
@@ -564,7 +565,7 @@ async def test_both_paths_send_the_same_request(
         # What litellm rewrites, serves natively, or cannot place stays on litellm.
         ("openai/o3-mini", None, None, None),
         ("openai/gpt-5", None, None, None),
-        ("anthropic/claude-3-5-haiku", None, None, None),
+        ("mistral/mistral-small-latest", None, None, None),
         ("hosted_vllm/m", None, None, None),
         ("gpt-4o-mini", None, None, None),
     ],
@@ -584,6 +585,22 @@ def test_direct_endpoint_is_chosen_by_provider_prefix(
         assert target.headers["Authorization"] == f"Bearer {KEY}"
 
 
+async def test_a_plain_http_endpoint_never_reads_a_tls_trust_store(
+    fake_llm: FakeLLM, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading the CA bundle is ~20 ms of a first call: an http:// endpoint must not pay it,
+    # neither in the warm-up nor in the call.
+    def refuse() -> None:
+        raise AssertionError("a TLS context was built for an http endpoint")
+
+    monkeypatch.setattr(direct_module, "tls_context", refuse)
+    config = AgentConfig(model="openai/fake-model", api_base=fake_llm.url, api_key="k")
+    client = make_client(config)
+    fake_llm.script(text("plain"))
+    await client.warm_up()
+    assert (await client.chat(USER)).content == "plain"
+
+
 def test_deepseek_images_go_through_litellm() -> None:
     target = endpoint("deepseek/deepseek-chat", None, KEY)
     assert target is not None and target.takes(USER)
@@ -592,15 +609,16 @@ def test_deepseek_images_go_through_litellm() -> None:
 
 
 async def test_warm_up_loads_only_what_the_models_need(
-    agent_config: AgentConfig, model_path: str
+    agent_config: AgentConfig, model_path: str, fake_llm: FakeLLM
 ) -> None:
     client = LLMClient(agent_config)
     await client.warm_up()
     assert client.ready
+    assert fake_llm.requests == []  # litellm's first call is warmed with a mocked one
     # litellm's import (seconds, ~190 MB, and a thread a stop must wait for) only if needed.
     assert client.litellm_loaded is (model_path == "litellm")
 
-    other = agent_config.model_copy(update={"fallback_models": ["anthropic/claude-3-5-haiku"]})
+    other = agent_config.model_copy(update={"fallback_models": ["mistral/mistral-small-latest"]})
     client = LLMClient(other)
     await client.warm_up()
     assert client.ready and client.litellm_loaded

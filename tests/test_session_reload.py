@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from clawgate.agent.session import (
+    Archived,
+    Compaction,
     Consolidation,
     Delivery,
     Message,
@@ -64,3 +66,30 @@ async def test_a_record_shaped_line_that_is_a_message_still_loads_as_one(tmp_pat
     loaded = load_session(session.path, session.key)
     assert [m.content for m in loaded.messages] == ["hello", "a", "b"]
     assert loaded.records == [] and loaded.next_seq == 4
+
+
+@pytest.mark.parametrize("live_only", [False, True])
+async def test_records_by_kind_answer_as_a_scan_of_the_file_does(
+    tmp_path: Path, live_only: bool
+) -> None:
+    # A turn asks for the latest compaction, how many there were and a reply's deliveries
+    # from running indexes; after a reload (the cold part read on demand) they must answer
+    # what a scan of every record answers.
+    store = SessionStore(tmp_path)
+    session = await store.get("telegram:42")
+    for turn in range(6):
+        store.append(session, Message(role="user", content=f"q{turn}", message_id=str(turn)))
+        reply = store.append(session, Message(role="assistant", content=f"a{turn}"))
+        store.append(session, Delivery(seq=reply.seq, status="failed" if turn == 1 else "sent"))
+        if turn in (2, 4):
+            store.append(session, Compaction(up_to_seq=reply.seq, summary=f"s{turn}"))
+    store.append(session, Consolidation(from_seq=1, to_seq=6, mode="llm"))
+    await store.sync(session)
+
+    for loaded in (session, load_session(session.path, session.key, live_only=live_only)):
+        compactions = [r for r in loaded.records if isinstance(r, Compaction)]
+        assert loaded.count(Compaction) == 2 and loaded.latest(Compaction) == compactions[-1]
+        assert [r.summary for r in loaded.records_of(Compaction)] == ["s2", "s4"]
+        assert [r.status for r in loaded.deliveries_for(4)] == ["failed"]
+        assert [r.seq for r in loaded.records_of(Delivery)] == [2, 4, 6, 8, 10, 12]
+        assert list(loaded.records_of(Archived)) == []

@@ -107,16 +107,17 @@ class LLMClient:
 
     async def warm_up(self) -> None:
         """Load what the configured models need in a thread, so the first reply after a start
-        does not wait for it: aiohttp for the direct path, litellm only if a model needs it
-        (it costs seconds and ~190 MB, and an import cannot be cancelled at shutdown).
+        does not wait for it: aiohttp for the direct path (and its TLS trust store if an
+        endpoint is https), litellm only if a model needs it (it costs seconds and ~190 MB,
+        and an import cannot be cancelled at shutdown), then its first call's one-off work.
 
         A daemon calls this once its channels are up; a failure is only logged, since the
         first model call would meet (and report) it again.
         """
         if self._config.direct_http:
-            await self._direct.warm_up()
+            await self._direct.warm_up(tls=self._router.direct_tls())
         if self._router.needs_litellm():
-            await self._litellm.warm_up()
+            await self._litellm.warm_up(self._router.litellm_chat_model())
 
     async def aclose(self) -> None:
         """Close the direct path's connections (litellm keeps its own)."""

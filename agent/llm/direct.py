@@ -21,11 +21,13 @@ types (agent/llm/protocol.py) itself. Which names come here: agent/llm/routing.p
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import logging
+import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +75,7 @@ class Endpoint:
     headers: dict[str, str]
     missing_key: bool
     text_only: bool
+    api: str = "openai"  # the wire format (see routing.py)
 
     def takes(self, messages: list[dict[str, Any]]) -> bool:
         """This request can go direct (a text-only endpoint gets no content lists)."""
@@ -98,18 +101,29 @@ class DirectTransport:
         self._client: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proxies: dict[str, str | None] = {}  # by endpoint URL, for this session
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def ready(self) -> bool:
         return self._client is not None or "aiohttp" in sys.modules
 
-    async def warm_up(self) -> None:
-        if self.ready:
-            return
+    async def warm_up(self, tls: bool) -> None:
+        """aiohttp imported, and with `tls` (an https endpoint) its trust store read."""
         try:
-            await asyncio.to_thread(importlib.import_module, "aiohttp")
+            if not self.ready:
+                await asyncio.to_thread(importlib.import_module, "aiohttp")
+            if tls and self._tls is None:
+                self._tls = await asyncio.to_thread(tls_context)
         except Exception:
             log.exception("loading aiohttp in the background failed")
+
+    def _tls_for(self, url: str) -> ssl.SSLContext | bool:
+        # Reading the CA bundle costs ~20 ms: only a request that uses TLS pays it, once.
+        if not url.startswith("https:"):
+            return True
+        if self._tls is None:
+            self._tls = tls_context()
+        return self._tls
 
     def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -119,9 +133,7 @@ class DirectTransport:
             # A session is bound to the loop its connections were opened in; one left behind
             # by a finished loop is dropped with that loop's sockets.
             self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE, ssl=tls_context()
-                ),
+                connector=aiohttp.TCPConnector(limit=_CONNECTIONS, keepalive_timeout=_KEEPALIVE),
                 # Per connect and per read, no total: the retry loop bounds each attempt,
                 # and pushes a stream's bound back with every chunk.
                 timeout=aiohttp.ClientTimeout(
@@ -132,7 +144,9 @@ class DirectTransport:
             self._proxies = {}
         return self._client
 
-    async def _post(self, target: Endpoint, body: bytes) -> aiohttp.ClientResponse:
+    async def _post(
+        self, target: Endpoint, body: bytes, suffix: str = ""
+    ) -> aiohttp.ClientResponse:
         """Send the request; the response once its head arrived.
 
         A server may close an idle keep-alive connection just as it is taken for the next
@@ -145,15 +159,17 @@ class DirectTransport:
         session = self._session()
         if target.url not in self._proxies:
             self._proxies[target.url] = env_proxy(target.url)
+        url = target.url + suffix
         resent = False
         while True:
             try:
                 return await session.post(
-                    target.url,
+                    url,
                     data=body,
                     headers=target.headers,
                     allow_redirects=False,
                     proxy=self._proxies[target.url],
+                    ssl=self._tls_for(url),
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if resent or isinstance(exc, aiohttp.ClientConnectorError):
@@ -161,13 +177,21 @@ class DirectTransport:
                 log.debug("connection to %s closed before an answer; resending", target.url)
                 resent = True
 
+    async def send(
+        self, target: Endpoint, build: Callable[[], dict[str, Any]], suffix: str = ""
+    ) -> aiohttp.ClientResponse:
+        """POST the JSON body `build()` makes in a provider's own format (a native path:
+        anthropic.py, gemini.py) to the endpoint's URL + `suffix`; the response once its
+        head arrived."""
+        return await self._post(target, _built(target, build), suffix)
+
     async def complete(self, target: Endpoint, params: dict[str, Any]) -> dict[str, Any]:
         """POST one chat completion; the parsed body, or HTTPFailure."""
         async with await self._post(target, _request_body(target, params)) as response:
             content = await response.read()
         if response.status >= 300:
             raise HTTPFailure(status_failure(response.status, content, response.headers))
-        return _parsed(content)
+        return parsed_body(content)
 
     async def stream(self, target: Endpoint, params: dict[str, Any]) -> AsyncIterator[Chunk]:
         """POST one chat completion with `"stream": true`; yield each SSE event as a chunk
@@ -179,15 +203,15 @@ class DirectTransport:
                 content = await response.read()
                 raise HTTPFailure(status_failure(response.status, content, response.headers))
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield whole_chunk(_parsed(await response.read()))
+                yield whole_chunk(parsed_body(await response.read()))
                 return
-            async for line in _lines(response.content):
+            async for line in sse_lines(response.content):
                 if not line.startswith(b"data:"):
                     continue  # comments, event names, keep-alives
                 data = line[5:].strip()
                 if data == b"[DONE]":
                     return
-                event = _parsed(data)
+                event = parsed_body(data)
                 if event.get("error"):
                     raise HTTPFailure(_stream_error(event["error"]))
                 yield parse_chunk(event)
@@ -286,7 +310,7 @@ def _piece(call: dict[str, Any]) -> ToolCallPiece:
     )
 
 
-async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+async def sse_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
     """The body's lines, ended by LF, CRLF or CR as SSE allows. Split here rather than by
     aiohttp's readline, which refuses a line over twice its read buffer (512 KiB by default),
     and a provider may send a tool call's arguments whole in one event."""
@@ -302,15 +326,31 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 
 def _request_body(target: Endpoint, params: dict[str, Any]) -> bytes:
+    return _encoded(target, {"model": target.model, **params})
+
+
+def _built(target: Endpoint, build: Callable[[], dict[str, Any]]) -> bytes:
+    """`build()` encoded with the cyclic collector paused. A native body holds new dicts
+    and lists for every message (tens of thousands for a long history), none in a cycle
+    and all freed by the time this returns; made with the collector on, they would set
+    off full collections over the whole heap, several times the cost of the request."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _encoded(target, build())
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _encoded(target: Endpoint, payload: dict[str, Any]) -> bytes:
     if target.missing_key:
         # As litellm does: nothing is sent without the key the provider requires.
         raise HTTPFailure(Failure("auth", None, "missing credentials", "AuthenticationError"))
-    return json.dumps(
-        {"model": target.model, **params}, ensure_ascii=False, separators=(",", ":")
-    ).encode()
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _parsed(content: bytes) -> dict[str, Any]:
+def parsed_body(content: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(content)
     except ValueError:

@@ -10,7 +10,12 @@
    its public default; hosted_vllm has none).
 3. Except what litellm would rewrite or adapt: OpenAI's reasoning models (o1, o3, gpt-5
    ...), and for DeepSeek a request carrying images.
-4. Everything else goes through litellm, as do embeddings and speech to text.
+4. `anthropic/` and `gemini/` go direct too, each in its provider's own API: Anthropic's
+   Messages API (anthropic.py, with prompt caching; base: agent.api_base,
+   $ANTHROPIC_API_BASE, $ANTHROPIC_BASE_URL or api.anthropic.com, + `/v1/messages`) and
+   Gemini's generateContent (gemini.py; base: agent.api_base, $GEMINI_API_BASE or
+   generativelanguage.googleapis.com/v1beta, + `/models/<name>:generateContent`).
+5. Everything else goes through litellm, as do embeddings and speech to text.
 
 Which endpoint a direct name reaches, by its prefix (the rest is the name sent):
   openai/       agent.api_base, $OPENAI_BASE_URL, $OPENAI_API_BASE or api.openai.com
@@ -28,7 +33,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from clawgate.agent.llm.anthropic import API_VERSION, AnthropicModel
 from clawgate.agent.llm.direct import DirectModel, DirectTransport, Endpoint
+from clawgate.agent.llm.gemini import GeminiModel
 from clawgate.agent.llm.litellm_path import LitellmLib, LitellmModel
 from clawgate.agent.llm.protocol import Model, ModelRequest
 from clawgate.kernel.config import AgentConfig
@@ -42,6 +49,7 @@ class _Provider:
     key_required: bool
     suffix: str = ""  # appended to the base when it lacks it (Ollama serves OpenAI at /v1)
     text_only: bool = False  # image content goes through litellm, which adapts it
+    api: str = "openai"  # the wire format: OpenAI's chat completions, "anthropic", "gemini"
 
 
 _PROVIDERS = {
@@ -64,6 +72,24 @@ _PROVIDERS = {
     ),
 }
 _PROVIDERS["ollama_chat"] = _PROVIDERS["ollama"]
+_PROVIDERS["anthropic"] = _Provider(
+    "ANTHROPIC_API_KEY",
+    ("ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"),
+    "https://api.anthropic.com",
+    True,
+    api="anthropic",
+)
+_PROVIDERS["gemini"] = _Provider(
+    "GEMINI_API_KEY",
+    ("GEMINI_API_BASE",),
+    "https://generativelanguage.googleapis.com/v1beta",
+    True,
+    api="gemini",
+)
+_NATIVE: dict[str, type[AnthropicModel | GeminiModel]] = {
+    "anthropic": AnthropicModel,
+    "gemini": GeminiModel,
+}
 # OpenAI models whose parameters litellm rewrites (max_completion_tokens, fixed temperature).
 _REWRITTEN_OPENAI = re.compile(r"(o\d|gpt-5)")
 
@@ -87,14 +113,25 @@ def endpoint(model: str, api_base: str | None, api_key: str | None) -> Endpoint 
         base += provider.suffix
     key = api_key or os.environ.get(provider.key_env) or None
     headers = {"Content-Type": "application/json"}
-    if key:
+    url = f"{base}/chat/completions"
+    if provider.api == "anthropic":
+        headers["anthropic-version"] = API_VERSION
+        url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+        if key:
+            headers["x-api-key"] = key
+    elif provider.api == "gemini":
+        url = f"{base}/models/{name}"  # + :generateContent or :streamGenerateContent
+        if key:
+            headers["x-goog-api-key"] = key
+    elif key:
         headers["Authorization"] = f"Bearer {key}"
     return Endpoint(
-        url=f"{base}/chat/completions",
+        url=url,
         model=name,
         headers=headers,
         missing_key=provider.key_required and not key,
         text_only=provider.text_only,
+        api=provider.api,
     )
 
 
@@ -114,7 +151,7 @@ class Router:
         self._litellm = litellm
         self._in_process = {model.name: model for model in in_process}
         self._endpoints: dict[str, Endpoint | None] = {}
-        self._direct_models: dict[str, DirectModel] = {}
+        self._direct_models: dict[str, Model] = {}
         self._litellm_models: dict[str, LitellmModel] = {}
 
     def model(self, name: str, request: ModelRequest | None = None) -> Model:
@@ -125,7 +162,9 @@ class Router:
         if target is None or (request is not None and not target.takes(request.messages)):
             return self.litellm(name)
         if name not in self._direct_models:
-            self._direct_models[name] = DirectModel(name, target, self._direct)
+            native = _NATIVE.get(target.api)
+            made = native or DirectModel
+            self._direct_models[name] = made(name, target, self._direct)
         return self._direct_models[name]
 
     def endpoint(self, name: str) -> Endpoint | None:
@@ -154,3 +193,17 @@ class Router:
         return bool(self._config.transcription_model) or any(
             name not in self._in_process and self.endpoint(name) is None for name in models if name
         )
+
+    def litellm_chat_model(self) -> str | None:
+        """The first configured chat model litellm serves, if any."""
+        models = [self._config.model, *self._config.fallback_models]
+        return next(
+            (n for n in models if n and n not in self._in_process and self.endpoint(n) is None),
+            None,
+        )
+
+    def direct_tls(self) -> bool:
+        """Some configured model goes direct to an https endpoint."""
+        models = [self._config.model, *self._config.fallback_models]
+        targets = (self.endpoint(name) for name in models if name)
+        return any(t is not None and t.url.startswith("https:") for t in targets)

@@ -33,9 +33,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
-from clawgate.agent.memory.bert import LOCAL_PREFIX, MINILM, BertEmbedder
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
     STOPWORDS,
@@ -48,6 +45,8 @@ from clawgate.agent.memory.tokens import (
 from clawgate.kernel.errors import ConfigError, ModelFolderError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from clawgate.agent.llm import LLMClient
 
 log = logging.getLogger(__name__)
@@ -85,6 +84,8 @@ class LocalEmbedder(Embedder, Protocol):
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
         matrix = matrix.reshape(1, -1)
@@ -119,6 +120,8 @@ class HashedEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             out[row] = self._vector(text[:MAX_EMBED_CHARS])
@@ -147,6 +150,8 @@ class HashedEmbedder:
         return found
 
     def _vector(self, text: str) -> np.ndarray:
+        import numpy as np
+
         found = self.features(text)
         if not found:
             return np.zeros(self.dim, dtype=np.float32)
@@ -209,6 +214,7 @@ class StaticEmbedder:
     def _load(self) -> tuple[Any, np.ndarray]:
         with self._lock:
             if self._loaded is None:
+                import numpy as np
                 from safetensors.numpy import load_file
                 from tokenizers import Tokenizer
 
@@ -226,6 +232,8 @@ class StaticEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         tokenizer, matrix = self._load()
         out = np.zeros((len(texts), matrix.shape[1]), dtype=np.float32)
         cut = [t[:MAX_EMBED_CHARS] for t in texts]
@@ -262,6 +270,8 @@ class LiteLLMEmbedder:
         return True
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.BATCH):
             batch = [t[:MAX_EMBED_CHARS] or " " for t in texts[start : start + self.BATCH]]
@@ -296,6 +306,9 @@ def make_embedder(name: str, llm: Callable[[], LLMClient]) -> Embedder | None:
         return HashedEmbedder()
     if choice.lower() == NONE:
         return None
+    # The local sentence transformer (and numpy with it) loads only when it is chosen.
+    from clawgate.agent.memory.bert import LOCAL_PREFIX, MINILM, BertEmbedder
+
     if choice.lower() == MINILM:
         found = BertEmbedder.minilm()
         if found is None:

@@ -20,9 +20,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
@@ -43,6 +41,9 @@ from clawgate.agent.memory.index_db import (
     scan_memory,
 )
 from clawgate.agent.memory.vectors import VectorMatrix
+
+if TYPE_CHECKING:
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,8 @@ class MemoryIndex:
         ids = [r[0] for r in rows if r[2] is not None]
         self._missing = {r[0]: r[1] for r in rows if r[2] is None}
         if ids:
+            import numpy as np  # only once there are vectors (an embedder is configured)
+
             blob = b"".join(r[2] for r in rows if r[2] is not None)
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(ids), -1)
             self.vectors.add(ids, matrix)
@@ -287,6 +290,8 @@ class MemoryIndex:
             if time.monotonic() - self._embed_failed_at < EMBED_RETRY_SECONDS:
                 return 0
             self._embed_failed_at = None
+        import numpy as np  # only with an embedder: keyword-only search never loads it
+
         model = self.embedder.model_id
         wanted = dict(self._missing)
         hashes = sorted(set(wanted.values()))

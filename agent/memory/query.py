@@ -8,8 +8,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from clawgate.agent.memory.coverage import CHITCHAT, terms
 from clawgate.agent.memory.embeddings import Embedder
@@ -22,6 +21,9 @@ from clawgate.agent.memory.tokens import (
     stem,
     words,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -37,10 +37,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
-
-import numpy as np
 
 from clawgate.agent.memory import fusion, multihop
 from clawgate.agent.memory.coverage import coverage, entry_coverage, terms
@@ -62,6 +60,9 @@ from clawgate.agent.memory.tokens import (
     token_set,
 )
 from clawgate.kernel.config import MemorySearchConfig
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,10 @@ searched by exact cosine (a matrix-vector product; ~0.4 ms at 10k chunks of 256 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class VectorMatrix:
@@ -17,12 +19,14 @@ class VectorMatrix:
 
     def __init__(self) -> None:
         self.dim = 0
-        self._vectors = np.zeros((0, 0), dtype=np.float32)
-        self._ids = np.zeros(0, dtype=np.int64)
+        # The arrays are made by the first `add`, so numpy loads only once vectors exist
+        # (keyword-only search never loads it); nothing reads them while no row is live.
+        self._vectors: np.ndarray
+        self._ids: np.ndarray
+        self._sum: np.ndarray
         self._slot: dict[int, int] = {}
         self._free: list[int] = []
         self._used = 0
-        self._sum = np.zeros(0, dtype=np.float64)
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -36,12 +40,17 @@ class VectorMatrix:
     def add(self, ids: list[int], vectors: np.ndarray) -> None:
         if not ids:
             return
+        import numpy as np
+
         if self.dim == 0 or vectors.shape[1] != self.dim:
             if self._slot and vectors.shape[1] != self.dim:
                 raise ValueError(f"vector size {vectors.shape[1]} != {self.dim}")
+            # No live row: start the arrays afresh at this size.
             self.dim = vectors.shape[1]
             self._vectors = np.zeros((0, self.dim), dtype=np.float32)
+            self._ids = np.zeros(0, dtype=np.int64)
             self._sum = np.zeros(self.dim, dtype=np.float64)
+            self._free, self._used = [], 0
         for chunk_id, vector in zip(ids, vectors, strict=True):
             slot = self._slot.get(chunk_id)
             if slot is None:
@@ -54,6 +63,8 @@ class VectorMatrix:
             self._sum += self._vectors[slot]
 
     def _grow(self) -> int:
+        import numpy as np
+
         if self._used == len(self._ids):
             capacity = max(1024, 2 * len(self._ids))
             vectors = np.zeros((capacity, self.dim), dtype=np.float32)
@@ -77,6 +88,8 @@ class VectorMatrix:
         """The k chunks of highest cosine to a unit query vector, best first."""
         if not self._slot or k <= 0 or query.shape[0] != self.dim:
             return []
+        import numpy as np
+
         # einsum runs in this thread; a threaded BLAS would spin up workers that fight the
         # SQLite thread (running the keyword side at the same moment) for the cores.
         scores = np.einsum("ij,j->i", self._vectors[: self._used], query)

@@ -106,6 +106,11 @@ class Session:
         self._state = SessionState()
         self._consolidated = 0
         self._records: list[RecordKind] = []
+        # The same records by type, and the deliveries by reply seq: what a turn asks of
+        # them (the latest compaction, how many, a reply's deliveries) stays O(1) however
+        # many replies a session has delivered since the start.
+        self._by_kind: dict[type, list[RecordKind]] = {}
+        self._deliveries: dict[int, list[Delivery]] = {}
         self.next_seq = next_seq
         self.first_seq = first_seq  # seqs continue across /new: the first seq this file holds
         # The file ended mid-line when it was loaded (a torn write, or another writer's junk
@@ -167,6 +172,7 @@ class Session:
         part.parse(raw)
         self._messages[:0] = part._messages
         self._records[: cold.records] = part._records
+        self._reindex()
         part._message_ids.update(self._message_ids)
         self._message_ids = part._message_ids
 
@@ -174,7 +180,7 @@ class Session:
 
     def parse(self, raw: bytes, start: int = 0) -> int:
         """Fold the lines of raw[start:] in; returns the highest message seq (0 = none)."""
-        return parse_lines(
+        max_seq = parse_lines(
             raw,
             start,
             file_name=self.path.name,
@@ -183,6 +189,19 @@ class Session:
             records=self._records,
             fold=self.fold,
         )
+        self._reindex()  # delivery lines went straight onto the list
+        return max_seq
+
+    def _reindex(self) -> None:
+        self._by_kind = {}
+        self._deliveries = {}
+        for record in self._records:
+            self._index(record)
+
+    def _index(self, record: RecordKind) -> None:
+        self._by_kind.setdefault(type(record), []).append(record)
+        if type(record) is Delivery:
+            self._deliveries.setdefault(record.seq, []).append(record)
 
     def add_message(self, message: MessageLine) -> None:
         self._messages.append(message)
@@ -205,6 +224,7 @@ class Session:
                 self.trust_marks.append((last + 1 if last else 0, record.trust))
         else:
             self._records.append(record)
+            self._index(record)
             if isinstance(record, Command):
                 self._command_ids[record.message_id] = None
             if isinstance(record, Consolidation):
@@ -273,16 +293,32 @@ class Session:
         return list(self._command_ids)
 
     def records_of(self, kind: type[R]) -> Iterator[R]:
-        # Only delivery records are left in the cold part.
-        records = self.records if issubclass(Delivery, kind) else self._records
-        return (r for r in records if isinstance(r, kind))
+        """The records of this type (or its subtypes), in file order."""
+        if issubclass(Delivery, kind):
+            self.load_cold()  # only delivery records are left in the cold part
+        kinds = [t for t in self._by_kind if issubclass(t, kind)]
+        if len(kinds) <= 1:
+            return iter(self._of(kinds[0]) if kinds else ())
+        return (r for r in self._records if isinstance(r, kind))
+
+    def latest(self, kind: type[R]) -> R | None:
+        """The newest record of exactly this type (not kept in a cold part: not a delivery)."""
+        found = self._of(kind)
+        return found[-1] if found else None
+
+    def count(self, kind: type[RecordKind]) -> int:
+        """How many records of exactly this type (not kept in a cold part: not a delivery)."""
+        return len(self._by_kind.get(kind, ()))
+
+    def _of(self, kind: type[R]) -> list[R]:
+        return self._by_kind.get(kind, [])  # type: ignore[return-value]
 
     def deliveries_for(self, seq: int) -> Iterator[Delivery]:
         """The delivery records of the reply at `seq`, reading the cold part only if it may
         hold some (a delivery record is written after its reply)."""
         if self.cold is not None and seq <= self.cold.last_seq:
             self.load_cold()
-        return (r for r in self._records if type(r) is Delivery and r.seq == seq)
+        return iter(self._deliveries.get(seq, ()))
 
     def trusts_between(self, first: int, last: int) -> set[str]:
         """The trusts the messages first..last were handled at; "" for any not known."""

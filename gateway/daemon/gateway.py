@@ -153,8 +153,11 @@ class Gateway:
                     await unit.bus.publish_inbound(message)
             if self.status is not None:
                 self._chores += [
-                    # The daemon will need litellm: load it now, not on the first message.
-                    tasks.create_task(self.default.runtime.llm.warm_up(), name="litellm import"),
+                    # What the first turns need (litellm, the memory index), loaded now.
+                    *(
+                        tasks.create_task(unit.runtime.warm_up(), name=f"warm-up {unit.name}")
+                        for unit in self.units.values()
+                    ),
                     tasks.create_task(self.status.run(), name="status"),
                     *(
                         tasks.create_task(

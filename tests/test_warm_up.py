@@ -1,0 +1,97 @@
+"""The background warm-up after a start leaves the first owner turn nothing to load."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from clawgate.agent.memory.embeddings import StaticEmbedder
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.recall import recall_part
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.agent.memory.warm import warm_memory
+from clawgate.kernel.bus import Trust
+from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
+
+
+async def test_warm_memory_builds_the_index_and_loads_the_local_embedder(tmp_path: Path) -> None:
+    embedder = StaticEmbedder.find()
+    if embedder is None:
+        pytest.skip("the builtin embedder's package is not installed")
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "memory" / "MEMORY.md").write_text(
+        "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n", encoding="utf-8"
+    )
+    index = MemoryIndex.for_workspace(workspace, tmp_path / "data", embedder)
+    search = MemorySearch(index, MemorySearchConfig(), today=lambda: date(2027, 1, 20))
+    try:
+        await warm_memory(search)
+
+        status = await index.status()
+        assert status.chunks > 0 and status.vectors == status.chunks
+        assert status.dirty_files == []
+        assert embedder._loaded is not None  # the model the first query embeds with
+
+        recalled = await recall_part(search, MemoryConfig())(Trust.OWNER, "where does Rita live?")
+        assert recalled is not None and "Lisbon" in recalled.text
+    finally:
+        await search.close()
+
+
+async def test_a_failing_warm_up_is_logged_and_the_search_still_reports_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # The index's database cannot be made under a file: the warm-up must not raise.
+    blocker = tmp_path / "data"
+    blocker.write_text("not a folder", encoding="utf-8")
+    index = MemoryIndex.for_workspace(workspace, blocker, None)
+    search = MemorySearch(index, MemorySearchConfig())
+    try:
+        await warm_memory(search)
+        assert "warming the memory index up failed" in caplog.text
+        with pytest.raises(OSError):
+            await search.search("anything at all")
+    finally:
+        await search.close()
+
+
+KEYWORD_ONLY_RUN = """
+import asyncio, sys
+from pathlib import Path
+import clawgate.gateway.app
+from clawgate.agent.memory.embeddings import make_embedder
+from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.search import MemorySearch
+from clawgate.kernel.config import MemorySearchConfig
+
+async def main(root):
+    (root / "ws" / "memory").mkdir(parents=True)
+    (root / "ws" / "memory" / "MEMORY.md").write_text("- Rita lives in Lisbon.\\n")
+    embedder = make_embedder("none", lambda: None)
+    index = MemoryIndex.for_workspace(root / "ws", root / "data", embedder)
+    search = MemorySearch(index, MemorySearchConfig())
+    hits = await search.search("where does Rita live")
+    await search.close()
+    print(len(hits), "numpy" in sys.modules)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_keyword_only_memory_never_imports_numpy(tmp_path: Path) -> None:
+    # numpy is ~13 MB of a gateway's resident memory: with embedding_model = "none" nothing
+    # the gateway imports, nor a search, may load it.
+    done = subprocess.run(
+        [sys.executable, "-c", KEYWORD_ONLY_RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["1", "False"]
