@@ -27,6 +27,7 @@ from dialogues import NOW, build  # noqa: E402
 from clawgate.agent.memory.embeddings import default_embedder  # noqa: E402
 from clawgate.agent.memory.index import MemoryIndex  # noqa: E402
 from clawgate.agent.memory.query import keyword_query  # noqa: E402
+from clawgate.agent.memory.rerank import Reranker  # noqa: E402
 from clawgate.agent.memory.search import MemorySearch  # noqa: E402
 from clawgate.kernel.config import MemorySearchConfig  # noqa: E402
 
@@ -154,6 +155,8 @@ async def main() -> int:
         engine = MemorySearch(pool.index(default_embedder(), "default"), config, today=lambda: NOW)
         rows.append(("default", await score(pool, searcher(engine))))
         print(f"chunks: {(await engine.index.status()).chunks}")
+        first = MemorySearch(engine.index, config, today=lambda: NOW, reranker=Reranker(depth=0))
+        rows.append(("first stage only", await score(pool, searcher(first))))
         keyword = MemorySearch(pool.index(None, "none"), config, today=lambda: NOW)
         rows.append(("keyword only", await score(pool, searcher(keyword))))
         rows.append(("plain BM25", await score(pool, plain_bm25(keyword))))
