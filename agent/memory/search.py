@@ -40,7 +40,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -66,6 +66,9 @@ from clawgate.agent.memory.tokens import (
     token_set,
 )
 from clawgate.kernel.config import MemorySearchConfig
+
+if TYPE_CHECKING:
+    from clawgate.agent.memory.transcripts import TranscriptIndex
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +145,12 @@ class MemorySearch:
         timezone: str = "UTC",
         today: Callable[[], date] | None = None,
         reranker: Reranker | None = None,
+        transcripts: TranscriptIndex | None = None,
     ) -> None:
         self.index = index
         self.reranker = reranker or Reranker()
+        # Past conversations, searched only when asked (`sessions`), by the owner only.
+        self.transcripts = transcripts
         self.config = config
         zone = ZoneInfo(timezone)
         self._today = today or (lambda: datetime.now(UTC).astimezone(zone).date())
@@ -159,6 +165,8 @@ class MemorySearch:
 
     async def close(self) -> None:
         await self.index.close()
+        if self.transcripts is not None:
+            await self.transcripts.close()
 
     async def search(
         self,
