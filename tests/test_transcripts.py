@@ -1,6 +1,7 @@
 """Issue 29: search across past conversations (agent/memory/transcripts.py): incremental
 indexing by byte offset, the archive move, results naming conversation, time and speaker,
-the trust rules, and the memory_search tool, batch, CLI and auto-recall options."""
+the trust rules, the memory_search tool, batch, CLI and auto-recall options, and a
+transcript of 100,000 messages growing by one (only its bytes are read)."""
 
 from __future__ import annotations
 
@@ -187,3 +188,38 @@ def test_cli_memory_search_sessions(tmp_path):
     assert said[0]["session"] == GROUP and said[0]["speaker"] == "Maya"
     table = runner.invoke(app, [*base, "--sessions"])
     assert table.exit_code == 0 and GROUP in table.stdout and "Maya" in table.stdout
+
+
+async def test_a_transcript_of_100000_messages_grows_without_being_read_again(tmp_path):
+    sessions = tmp_path / "ws" / "sessions"
+    sessions.mkdir(parents=True)
+    path = sessions / "telegram_-100700.jsonl"
+    lines = [json.dumps({"type": "session", "key": GROUP})]
+    for seq in range(1, 100_001):
+        content = f"[Tom] weekly budget review number {seq}" if seq % 2 else f"Noted {seq}."
+        role = "user" if seq % 2 else "assistant"
+        lines.append(json.dumps({"seq": seq, "role": role, "content": content, "timestamp": "t"}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = TranscriptIndex.for_workspace(tmp_path / "ws", tmp_path / "data")
+    try:
+        assert (await index.refresh()).messages_added == 100_000
+        appended = (
+            json.dumps(
+                {
+                    "seq": 100_001,
+                    "role": "user",
+                    "content": "[Maya] the kayak is in Oban",
+                    "timestamp": "t",
+                }
+            )
+            + "\n"
+        )
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(appended)
+        grown = await index.refresh()
+        assert (grown.bytes_read, grown.messages_added) == (len(appended.encode()), 1)
+        (hit,) = await index.search("kayak Oban", Trust.OWNER, 1)
+        assert (hit.session, hit.speaker, hit.seq) == (GROUP, "Maya", 100_001)
+        assert len(await index.search("budget review", Trust.OWNER, 6)) == 6
+    finally:
+        await index.close()
