@@ -67,8 +67,10 @@ def cjk_bigrams(run: str) -> list[str]:
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
 
 
+@lru_cache(maxsize=32768)
 def stem(word: str) -> str:
-    """A crude English suffix stripper: enough to match "booked" with "booking"."""
+    """A crude English suffix stripper: enough to match "booked" with "booking". Cached: a
+    search stems the words of every candidate, and a memory's vocabulary repeats."""
     for suffix in ("ations", "ation", "ings", "ing", "edly", "ies", "ied", "ed", "es", "ly", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)]
