@@ -34,6 +34,7 @@ from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.agent.memory.warm import warm_memory
+from clawgate.agent.memory.transcripts import TranscriptIndex
 from clawgate.agent.session import (
     Archived,
     Delivery,
@@ -123,7 +124,10 @@ class AgentRuntime:
         # The search index is derived data under data_dir; it opens on the first search.
         embedder = make_embedder(config.memory.embedding_model, lambda: llm)
         index = MemoryIndex.for_workspace(workspace, config.data_dir, embedder)
-        search = MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
+        transcripts = TranscriptIndex.for_workspace(workspace, config.data_dir)
+        search = MemorySearch(
+            index, config.memory.search, timezone=config.agent.timezone, transcripts=transcripts
+        )
         tools = ToolRegistry(
             [*default_tools(), *memory_tools(search, shared_memory), *extra_tools],
             sources=tool_sources,

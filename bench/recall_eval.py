@@ -1,7 +1,7 @@
 """Recall of memory search on a labelled corpus: recall@5 and MRR, overall, by the target's
 age and by language, for keyword-only, vector-only and hybrid ranking.
 
-    python bench/recall_eval.py [--sweep] [--pooled]
+    python bench/recall_eval.py [--sweep] [--pooled] [--large]
 
 The corpus and labels are in bench/recall_data/ (queries.jsonl, built from facts.py by
 build_corpus.py; "today" is facts.NOW). First the script checks the labels: every target
@@ -44,6 +44,7 @@ from clawgate.kernel.config import MemorySearchConfig
 
 DATA = Path(__file__).resolve().parent / "recall_data"
 POOLED = Path(__file__).resolve().parent / "recall_pooled"
+LARGE = Path(__file__).resolve().parent / "recall_dialogue"
 K = 5
 
 
@@ -188,7 +189,17 @@ async def main() -> int:
         action="store_true",
         help="with --pooled: the fresh questions of bench/recall_fresh.py instead of the tuned set",
     )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="the large pooled eval of issue 29 (bench/recall_dialogue/): dialogues, two years",
+    )
     args = parser.parse_args()
+    if args.large:
+        sys.path.insert(0, str(LARGE))
+        from large_eval import main as large_main
+
+        return await large_main()
     if args.pooled:
         return await pooled_main(misses=args.misses, fresh=args.fresh)
     sys.path.insert(0, str(DATA))

@@ -2,8 +2,9 @@
 
 For each size: full index build time (chunk + FTS + embed), one-file incremental reindex
 time (a new day's log; a line appended to a 100-chunk file), and search latency p50/p95
-over 200 queries for keyword-only and hybrid search. Every search includes the per-search
-freshness check (a stat of each memory file). Prints figures; asserts nothing.
+over 200 queries for keyword-only and hybrid search, and hybrid without the reranker (its
+cost). Every search includes the per-search freshness check (a stat of each memory file).
+Prints figures; asserts nothing.
 
     python bench/search.py [--sizes 1000,10000,100000]
 """
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clawgate.agent.memory.embeddings import default_embedder
 from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.rerank import Reranker
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.kernel.config import MemorySearchConfig
 
@@ -145,6 +147,10 @@ async def run(size: int) -> None:
         print(f"  keyword-only search:  p50 {p50:6.1f} ms   p95 {p95:6.1f} ms")
         p50, p95 = await time_searches(hybrid, queries)
         print(f"  hybrid search:        p50 {p50:6.1f} ms   p95 {p95:6.1f} ms")
+        # The same hybrid search without the second stage (rerank.py), for its cost.
+        first = MemorySearch(hybrid.index, config, reranker=Reranker(depth=0))
+        p50, p95 = await time_searches(first, queries)
+        print(f"  hybrid, first stage:  p50 {p50:6.1f} ms   p95 {p95:6.1f} ms")
         await keyword.close()
         await hybrid.close()
     finally:

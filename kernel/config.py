@@ -150,8 +150,7 @@ class ChannelsConfig(Section):
 class MemorySearchConfig(Section):
     max_results: int = Field(6, ge=1, le=50)
     candidate_multiplier: int = Field(4, ge=1, le=20)
-    # None: chosen by embedder (0.7/0.3 for a semantic model; the offline embedder's defaults
-    # come from bench/recall_eval.py). Normalised to sum 1.
+    # None: by embedder (its measured defaults, else 0.7/0.3 if semantic); normalised to sum 1.
     vector_weight: float | None = Field(None, ge=0)
     text_weight: float | None = Field(None, ge=0)
     half_life_days: float = Field(30.0, gt=0)
@@ -160,10 +159,11 @@ class MemorySearchConfig(Section):
 
 
 class MemoryConfig(Section):
-    # "" or "builtin": the offline embedder; "none": keyword only; "minilm" or "local:PATH": a
-    # local sentence-transformer run in numpy; else a litellm embedding model name.
+    # "" or "builtin": offline; "none": keyword only; "minilm", "local:PATH": a local model in
+    # numpy; else a litellm embedding model. recall_sessions: auto-recall transcripts too.
     embedding_model: str = "builtin"
     auto_recall: bool = True
+    recall_sessions: bool = False
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
 
 

@@ -6,6 +6,10 @@ line per input line, in order: the results as `--json` prints them (a list of ob
 path, start_line, end_line, score, snippet), or `{"error": "..."}` for a line that could not
 be read. The index is opened and refreshed once, so a thousand queries cost a thousand
 searches, not a thousand index loads. Held-out evaluations drive this: keep it stable.
+
+With `"sessions": true` a line's results go on with up to k messages of past conversations
+(transcripts.py), each `{"session", "timestamp", "speaker", "seq", "path", "score",
+"snippet"}`; without it the output is exactly as before.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, TextIO
 
 from clawgate.agent.memory.dates import parse_bound
 from clawgate.agent.memory.search import MemorySearch, SearchHit
+from clawgate.kernel.bus import Trust
 
 HIT_KEYS = ("path", "start_line", "end_line", "score", "snippet")
 MAX_K = 50
@@ -54,8 +59,16 @@ async def run_one(search: MemorySearch, request: dict[str, Any], default_k: int)
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
         raise ValueError(f'"k" must be an integer from 1 to {MAX_K}')
     since, until = date_window(search, request.get("since"), request.get("until"))
+    sessions = request.get("sessions", False)
+    if not isinstance(sessions, bool):
+        raise ValueError('"sessions" must be true or false')
     hits = await search.search(query, max_results=k, since=since, until=until)
-    return [hit_json(hit) for hit in hits]
+    found: list[dict] = [hit_json(hit) for hit in hits]
+    if sessions and search.transcripts is not None:
+        # The batch interface is the owner's (the CLI, on the gateway's machine).
+        said = await search.transcripts.search(query, Trust.OWNER, k)
+        found += [hit.as_json() for hit in said]
+    return found
 
 
 async def run_batch(

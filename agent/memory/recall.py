@@ -62,6 +62,14 @@ def recall_part(search: MemorySearch, config: MemoryConfig) -> ExtraPart:
             log.info("auto-recall skipped: the memory index is still being built")
             return None
         text = format_recall(hits)
+        if config.recall_sessions and search.transcripts is not None:
+            said = await search.transcripts.search(incoming_text, trust, RECALL_HITS)
+            lines = [
+                f"- [{h.session} {h.timestamp[:16].replace('T', ' ')} {h.speaker}] {h.snippet}"
+                for h in said
+                if h.score >= floor
+            ]
+            text = "\n".join(filter(None, [text, *lines]))[:RECALL_BUDGET_CHARS]
         if not text:
             return None
         intro = "Possibly relevant memory (use memory_get for more):\n"

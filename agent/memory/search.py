@@ -27,6 +27,9 @@ For a query:
    Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
    reached through a name in the first hits that, with it, covers more of the question
    than any one chunk goes first, its bridge second.
+   Then the second stage (rerank.py): the first 30 (gathered from 60 a side) ordered again
+   by a fitted linear model that adds line-level evidence; recency again only breaks
+   near-ties. The second hop runs on that order.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
@@ -54,6 +57,7 @@ from clawgate.agent.memory.query import (
     query_vector_async,
     term_weights,
 )
+from clawgate.agent.memory.rerank import Reranker
 from clawgate.agent.memory.tokens import (
     normalise,
     stem,
@@ -63,6 +67,7 @@ from clawgate.kernel.config import MemorySearchConfig
 
 if TYPE_CHECKING:
     import numpy as np
+    from clawgate.agent.memory.transcripts import TranscriptIndex
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +143,13 @@ class MemorySearch:
         *,
         timezone: str = "UTC",
         today: Callable[[], date] | None = None,
+        reranker: Reranker | None = None,
+        transcripts: TranscriptIndex | None = None,
     ) -> None:
         self.index = index
+        self.reranker = reranker or Reranker()
+        # Past conversations, searched only when asked (`sessions`), by the owner only.
+        self.transcripts = transcripts
         self.config = config
         zone = ZoneInfo(timezone)
         self._today = today or (lambda: datetime.now(UTC).astimezone(zone).date())
@@ -154,6 +164,8 @@ class MemorySearch:
 
     async def close(self) -> None:
         await self.index.close()
+        if self.transcripts is not None:
+            await self.transcripts.close()
 
     async def search(
         self,
@@ -169,6 +181,9 @@ class MemorySearch:
             return []
         k = max_results or self.config.max_results
         pool = k * self.config.candidate_multiplier
+        # The reranker orders `depth` candidates, gathered from twice as many per side.
+        kept = max(pool, self.reranker.depth)
+        gather = max(pool, 2 * self.reranker.depth)
         floor = self.config.min_score if min_score is None else min_score
         today = self._today()
         asked = query_range(query, today)
@@ -188,7 +203,7 @@ class MemorySearch:
                 if local is None:
                     return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
-            gathered = self._gather(reader, plan, vector, pool, window, dated)
+            gathered = self._gather(reader, plan, vector, gather, window, dated)
             return _Visit(weights, unseen, vector, gathered)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
@@ -201,7 +216,7 @@ class MemorySearch:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
             gathered = await self.index.read(
-                lambda r: self._gather(r, plan, query_vec, pool, window, dated)
+                lambda r: self._gather(r, plan, query_vec, gather, window, dated)
             )
         raw, cosines, rows = gathered
         if window is not None:
@@ -240,7 +255,9 @@ class MemorySearch:
         confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
-        ranked = fusion.order(cands, weights, 0.0 if asked else RECENCY_WEIGHT)[:pool]
+        recency_weight = 0.0 if asked else RECENCY_WEIGHT
+        ranked = fusion.order(cands, weights, recency_weight)[:kept]
+        ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight)
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
         hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
         pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)

@@ -39,7 +39,8 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
     description: ClassVar[str] = (
         "Search long-term memory (MEMORY.md, daily logs, HISTORY.md) by meaning and keywords, "
         "English or Chinese. Returns path, line range, score and a snippet per hit; read more "
-        "of a hit with memory_get."
+        "of a hit with memory_get. With sessions=true it also searches past conversations "
+        "(what was said, in every chat), each hit naming the conversation, time and speaker."
     )
 
     class Params(ToolParams):
@@ -47,6 +48,7 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
         max_results: int | None = Field(None, description="How many hits (default 6)")
         since: str | None = Field(None, description="Only entries dated on/after (YYYY-MM-DD)")
         until: str | None = Field(None, description="Only entries dated on/before (YYYY-MM-DD)")
+        sessions: bool = Field(False, description="Also search the conversation transcripts")
 
     def __init__(self, search: MemorySearch, shared: Mapping[str, MemorySearch]) -> None:
         self._search = search
@@ -69,7 +71,10 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
         for agent, search in [("", self._search), *self._shared.items()]:
             hits = await search.search(query, max_results=limit, since=since, until=until)
             found += [(agent, hit) for hit in hits]
-        if not found:
+        said = []
+        if params.sessions and self._search.transcripts is not None:
+            said = await self._search.transcripts.search(query, ctx.trust, limit)
+        if not found and not said:
             return f"No memory matches {query!r}."
         found.sort(key=lambda pair: -pair[1].score)
         lines = []
@@ -79,6 +84,13 @@ class MemorySearchTool(Tool["MemorySearchTool.Params"]):
                 f"{number}. {where}{hit.path}:{hit.start_line}-{hit.end_line} "
                 f"(score {hit.score:.2f})\n   {hit.snippet}"
             )
+        if said:
+            lines.append("Past conversations:")
+            lines += [
+                f"- {hit.session}, {hit.timestamp[:16].replace('T', ' ')}, {hit.speaker} "
+                f"(score {hit.score:.2f}): {hit.snippet}"
+                for hit in said
+            ]
         return "\n".join(lines)
 
 

@@ -85,6 +85,7 @@ def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` st
     from clawgate.agent.memory.embeddings import make_embedder
     from clawgate.agent.memory.index import MemoryIndex
     from clawgate.agent.memory.search import MemorySearch
+    from clawgate.agent.memory.transcripts import TranscriptIndex
 
     def llm():
         from clawgate.agent.llm import (
@@ -96,7 +97,10 @@ def _open_search(config):  # -> MemorySearch; imports stay inside so `--help` st
 
     embedder = make_embedder(config.memory.embedding_model, llm)
     index = MemoryIndex.for_workspace(config.workspace, config.data_dir, embedder)
-    return MemorySearch(index, config.memory.search, timezone=config.agent.timezone)
+    transcripts = TranscriptIndex.for_workspace(config.workspace, config.data_dir)
+    return MemorySearch(
+        index, config.memory.search, timezone=config.agent.timezone, transcripts=transcripts
+    )
 
 
 def _progress_bar():
@@ -128,11 +132,18 @@ def search(
         str | None,
         typer.Option("--batch", help='JSON lines {"q": ..., "k": 5} from FILE or - (stdin).'),
     ] = None,
+    sessions: Annotated[
+        bool,
+        typer.Option("--sessions", help="Also search past conversations (the transcripts)."),
+    ] = False,
     agent: AgentOption = None,
 ) -> None:
-    """Search memory (MEMORY.md, daily logs, HISTORY.md); the index updates itself first."""
+    """Search memory (MEMORY.md, daily logs, HISTORY.md); the index updates itself first.
+    With --sessions, also what was said in every chat (sessions/ and sessions/archive/)."""
     import asyncio
     import json
+
+    from clawgate.kernel.bus import Trust
 
     config = cli_context(ctx).config()
     if batch is not None:
@@ -143,33 +154,40 @@ def search(
     async def run():
         engine = _open_search(config)
         try:
-            return await engine.search(query, max_results=k)
+            hits = await engine.search(query, max_results=k)
+            said = []
+            if sessions and engine.transcripts is not None:
+                said = await engine.transcripts.search(query, Trust.OWNER, k)
+            return hits, said
         finally:
             await engine.close()
 
-    hits = asyncio.run(run())
+    hits, said = asyncio.run(run())
     if as_json:
         keys = ("path", "start_line", "end_line", "score", "snippet")
-        typer.echo(
-            json.dumps(
-                [{key: hit.as_json()[key] for key in keys} for hit in hits],
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
+        found = [{key: hit.as_json()[key] for key in keys} for hit in hits]
+        found += [hit.as_json() for hit in said]
+        typer.echo(json.dumps(found, ensure_ascii=False, indent=2))
         return
-    if not hits:
+    if not hits and not said:
         typer.echo("no matches")
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("score", "where", "snippet", show_lines=True)
-    for hit in hits:
-        table.add_row(
-            f"{hit.score:.2f}", f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.snippet
-        )
-    Console().print(table)
+    if hits:
+        table = Table("score", "where", "snippet", show_lines=True)
+        for hit in hits:
+            table.add_row(
+                f"{hit.score:.2f}", f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.snippet
+            )
+        Console().print(table)
+    if said:
+        table = Table("score", "conversation", "time", "speaker", "said", show_lines=True)
+        for one in said:
+            when = one.timestamp[:16].replace("T", " ")
+            table.add_row(f"{one.score:.2f}", one.session, when, one.speaker, one.snippet)
+        Console().print(table)
 
 
 @memory_app.command("index")

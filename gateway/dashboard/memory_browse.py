@@ -1,5 +1,6 @@
 """Reading memory in the browser: HISTORY.md and the daily logs by date, memory search with
-why each result ranked, and the audit of transcripts against HISTORY.md. Read-only; every
+why each result ranked (and, switched on, what was said in past conversations, the words
+of the question highlighted), and the audit of transcripts against HISTORY.md. Read-only; every
 file is reached through the runtime's MemoryStore, SessionStore and MemorySearch."""
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from aiohttp import web
 
 from clawgate.agent.memory.audit import audit_sessions
 from clawgate.agent.memory.entries import parse_entries
+from clawgate.agent.memory.query import keyword_query
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.kernel.bus import Trust
 from clawgate.kernel.errors import PathOutsideRoot
 from clawgate.kernel.storage import confine
 
@@ -94,7 +97,13 @@ async def daily_page(request: web.Request) -> web.StreamResponse:
 async def search_page(request: web.Request) -> web.StreamResponse:
     search = services(request).search
     query = request.query.get("q", "").strip()
+    with_sessions = request.query.get("sessions") == "1"
     hits = await search.search(query) if query else []
+    said = []
+    if query and with_sessions and search.transcripts is not None:
+        # The dashboard is the owner's: every conversation, groups included.
+        found = await search.transcripts.search(query, Trust.OWNER)
+        said = [(hit, marked(hit.snippet, query)) for hit in found]
     w_v, w_t = search.weights
     return render(
         request,
@@ -102,8 +111,30 @@ async def search_page(request: web.Request) -> web.StreamResponse:
         title="Search memory",
         query=query,
         hits=hits,
+        with_sessions=with_sessions,
+        said=said,
         weights={"keyword": w_t, "vector": w_v},
     )
+
+
+def marked(text: str, query: str) -> list[tuple[str, bool]]:
+    """`text` cut into (piece, is_a_word_of_the_query) for the template to highlight; the
+    template escapes every piece."""
+    plan = keyword_query(query)
+    words = sorted({w for w in plan.terms if len(w) > 1 or not w.isascii()}, key=len, reverse=True)
+    if not words:
+        return [(text, False)]
+    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+    parts: list[tuple[str, bool]] = []
+    last = 0
+    for match in pattern.finditer(text):
+        if match.start() > last:
+            parts.append((text[last : match.start()], False))
+        parts.append((match.group(0), True))
+        last = match.end()
+    if last < len(text):
+        parts.append((text[last:], False))
+    return parts
 
 
 async def audit_page(request: web.Request) -> web.StreamResponse:
