@@ -186,10 +186,14 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
             "cli": ControlChannel(
                 AccountBus(bus, "cli", router), config.data_dir, config.default_agent
             ),
-            # The dashboard's chat talks to the default agent.
+            # The dashboard's chat talks to the agent its page has chosen.
             **{
                 channel.name: channel
-                for channel in web_chat(config, AccountBus(bus, "web", router), default)
+                for channel in web_chat(
+                    config,
+                    AccountBus(bus, "web", router),
+                    [default, *(r for r, _ in runtimes if r is not default)],
+                )
             },
         },
         bus,
@@ -228,9 +232,9 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
 
 
 def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> DashboardServices:
-    """What the dashboard's pages reach: the default agent's running parts."""
+    """What the dashboard's pages reach: each agent's running parts, the default's first."""
     default = gateway.default
-    return DashboardServices.build(
+    services = DashboardServices.build(
         default.runtime,
         gateway.bus,
         manager=gateway.manager,
@@ -239,3 +243,4 @@ def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> Das
         config_path=config_path,
         mcp=gateway.mcp,
     )
+    return services.with_agents(list(gateway.units.values()))

@@ -165,8 +165,9 @@ async def dashboard(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[
         yield client
 
 
-def web_channel(bus: MessageBus, runtime: AgentRuntime) -> Sequence[Channel]:
-    return [WebChannel(bus, runtime.loop.progress)]
+def web_channel(bus: MessageBus, runtimes: Sequence[AgentRuntime]) -> Sequence[Channel]:
+    """The web chat over every agent's runtime (the default agent's first)."""
+    return [WebChannel(bus, [r.loop.progress for r in runtimes], runtimes[0].config.agent_name)]
 
 
 @pytest.fixture

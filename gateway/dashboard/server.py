@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 # placeholder). Each exposes `routes(services) -> list[web.RouteDef]`.
 PAGE_MODULES = (
     "login",
+    "agent_switch",
     "memory",
     "memory_browse",
     "sessions",

@@ -3,6 +3,7 @@
 "use strict";
 
 (function () {
+  document.documentElement.classList.add("js");
   const meta = document.querySelector('meta[name="csrf-token"]');
   const csrf = meta ? meta.content : "";
 
