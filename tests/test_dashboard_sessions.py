@@ -14,7 +14,6 @@ from clawgate.agent.session import Consolidation
 from clawgate.kernel.bus import Trust
 from tests.dashboard_harness import DashboardClient, dashboard
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
-from tests.harness import wait_until
 from tests.memory_helpers import save
 
 __all__ = ["dashboard"]
@@ -65,7 +64,9 @@ async def test_a_session_running_a_turn_is_marked_active(
     release = asyncio.Event()
     fake_llm.script(gate(release, text("Done.")))
     await dashboard.harness.channel.say("slow one")
-    await wait_until(lambda: dashboard.services.dispatcher.busy("test:1"))  # type: ignore[union-attr]
+    await fake_llm.wait_for_requests(1)  # the message is stored; the turn waits on the model
+    assert dashboard.services.dispatcher is not None
+    assert dashboard.services.dispatcher.busy("test:1")
     assert 'class="badge active">replying' in await dashboard.text("/sessions")
     release.set()
     await dashboard.harness.channel.next_reply("1")

@@ -34,6 +34,7 @@ ENVIRONMENT = web.AppKey("jinja", jinja2.Environment)
 NAV: tuple[tuple[str, str], ...] = (
     ("Chat", "/chat"),
     ("Memory", "/memory"),
+    ("Files", "/files"),
     ("Sessions", "/sessions"),
     ("People", "/people"),
     ("Jobs", "/jobs"),

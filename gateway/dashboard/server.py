@@ -76,6 +76,7 @@ PAGE_MODULES = (
     "agent_switch",
     "memory",
     "memory_browse",
+    "owner_files",
     "sessions",
     "chat",
     "people",
