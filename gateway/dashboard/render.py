@@ -40,6 +40,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("Jobs", "/jobs"),
     ("Spend", "/spend"),
     ("Health", "/health"),
+    ("Settings", "/settings"),
 )
 
 

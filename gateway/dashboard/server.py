@@ -83,6 +83,7 @@ PAGE_MODULES = (
     "jobs",
     "spend",
     "health",
+    "settings",
 )
 PUBLIC_PREFIXES = ("/login", "/static/", PROOF_PATH)
 PROOF_NONCE = web.AppKey("proof_nonce", str)
