@@ -224,6 +224,15 @@ def parse(field: Field, raw: str | None) -> Any:
     return text
 
 
+async def write_changes(svc: DashboardServices, changes: Mapping[Field, Any]) -> None:
+    """Set `changes` in the config file of the chosen agent's section, through onboard's
+    round-trip editor; ConfigError (nothing written) if the result would not load."""
+    agent = None if svc.agent_name == svc.config.root.default_agent else svc.agent_name
+    path = config_file(svc)
+    text, _ = await asyncio.to_thread(wizard.edit_config, path, apply(changes, agent))
+    await asyncio.to_thread(wizard.save, path, text, svc.runtime.writer)
+
+
 def apply(
     changes: Mapping[Field, Any], agent: str | None
 ) -> Callable[[tomlkit.TOMLDocument], None]:
@@ -255,11 +264,8 @@ async def save(request: web.Request) -> web.StreamResponse:
     changes = {f: v for f, v in parsed.items() if v != current(svc.config, f)}
     if not changes:
         raise web.HTTPSeeOther("/settings?saved=nothing")
-    agent = None if svc.agent_name == svc.config.root.default_agent else svc.agent_name
-    path = config_file(svc)
     try:
-        text, _ = await asyncio.to_thread(wizard.edit_config, path, apply(changes, agent))
-        await asyncio.to_thread(wizard.save, path, text, svc.runtime.writer)
+        await write_changes(svc, changes)
     except ConfigError as exc:
         return await _page(request, typed, error=str(exc), status=400)
     raise web.HTTPSeeOther("/settings?saved=1")
