@@ -121,3 +121,12 @@ async def test_a_value_the_gateway_would_refuse_is_not_written(
         assert response.status == 400
         assert "agent.max_tokens: a whole number, not &#39;lots&#39;" in await response.text()
         assert path.read_text(encoding="utf-8") == before
+
+
+async def test_a_dashboard_without_a_restarter_offers_no_restart(
+    tmp_path: Path, agent_config: AgentConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with settings_client(tmp_path, agent_config, monkeypatch) as (client, _):
+        assert 'id="restart"' not in await client.text("/settings")
+        refused = await client.post_form("/restart", {"next": "/settings"})
+        assert refused.status == 503 and "cannot restart itself" in await refused.text()

@@ -1,7 +1,7 @@
 """Every page of the dashboard in headless Chromium against a real `clawgate gateway` process
 with two agents: the agent switcher, the chat (the / menu above the composer, Esc, a
 Markdown reply), sessions by name and a transcript, memory, the owner's files with a
-preview, settings, the job form kept after an error, people, health, spend, dark mode.
+preview, settings and a restart the page comes back from, the job form kept after an error, people, health, spend, dark mode.
 Each page is checked with axe-core at phone and desktop width (no serious or critical
 violation) and saved as screenshots (build/screenshots/, or $CLAWGATE_SCREENSHOTS); the
 README's are copied from there."""
@@ -121,6 +121,22 @@ async def test_every_page_reads_well_at_both_widths_and_passes_axe(
         await browser.get(f"{gateway.url}settings")
         await browser.wait_for_text("#effective", "agent.model")
         await audit("settings")
+        # A change saved, then the gateway restarted from the page, which comes back by
+        # itself, logged in, with the new value in effect.
+        limit = await browser.find("input[name='agent.max_tool_iterations']")
+        await browser.call(limit.clear)
+        await browser.call(limit.send_keys, "25")
+        await browser.call((await browser.find("#save-settings")).click)
+        await browser.find("#saved")
+        await browser.call((await browser.find("#restart")).click)
+        await browser.find("#restarting")
+        await audit("restarting")
+        await gateway.process.wait_for_log("restarting with the config file", timeout=30)
+        await browser.find("#settings-form", timeout=60)
+        assert browser.current_url.endswith("/settings")
+        source = await browser.call(lambda: browser.driver.page_source)
+        row = '<code>agent.max_tool_iterations</code></td><td data-label="Value">25</td>'
+        assert row in source
 
         await browser.get(f"{gateway.url}jobs")
         form = await browser.find("#add-job")

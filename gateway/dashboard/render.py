@@ -103,6 +103,7 @@ def render(
         agents=scoped.agent_names,
         agent=scoped.agent_name,
         waiting=scoped.pending_count() if token else 0,
+        can_restart=scoped.restarts is not None,
         **values,
     )
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")

@@ -84,6 +84,7 @@ PAGE_MODULES = (
     "spend",
     "health",
     "settings",
+    "restart",
 )
 PUBLIC_PREFIXES = ("/login", "/static/", PROOF_PATH)
 PROOF_NONCE = web.AppKey("proof_nonce", str)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon.dispatcher import Dispatcher
     from clawgate.gateway.daemon.unit import AgentUnit
+    from clawgate.gateway.dashboard.restart import Restarts
     from clawgate.kernel.bus import MessageBus
     from clawgate.kernel.config import Config
 
@@ -60,6 +61,8 @@ class DashboardServices:
     # Exec approvals waiting for the owner (wired in by the composition root once they
     # exist); counted with pairing requests in the header's badge.
     pending_approvals: Callable[[], int] | None = None
+    # How the running gateway restarts itself (restart.py); None: it cannot (a test's app).
+    restarts: Restarts | None = None
 
     @property
     def agent_name(self) -> str:
@@ -132,21 +135,29 @@ class DashboardServices:
         scheduler: CronScheduler | None = None,
         config_path: Path | None = None,
         mcp: McpHub | None = None,
+        auth: Auth | None = None,
+        restarts: Restarts | None = None,
     ) -> DashboardServices:
+        """`auth`: the logins of the run before an in-process restart, kept (when the data
+        folder is the same) so the browsers stay logged in."""
         config = runtime.config
+        data_dir = config.root.data_dir
+        if auth is None or auth.data_dir != data_dir:
+            auth = Auth(
+                data_dir,
+                writer=runtime.writer,
+                idle_seconds=config.dashboard.session_idle_minutes * 60,
+            )
         return cls(
             config=config,
             runtime=runtime,
             bus=bus,
-            auth=Auth(
-                config.root.data_dir,
-                writer=runtime.writer,
-                idle_seconds=config.dashboard.session_idle_minutes * 60,
-            ),
+            auth=auth,
             pairing=PairingStore(config.pairing_file, writer=runtime.writer),
             manager=manager,
             dispatcher=dispatcher,
             scheduler=scheduler,
             config_path=config_path,
             mcp=mcp,
+            restarts=restarts,
         )
