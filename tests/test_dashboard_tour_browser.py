@@ -1,6 +1,6 @@
 """Every page of the dashboard in headless Chromium against a real `clawgate gateway` process
-with two agents: the agent switcher, the chat (the / menu above the composer, Esc, a
-Markdown reply), sessions by name and a transcript, memory, the owner's files with a
+with two agents: the agent switcher, the chat (the / menu above the composer, a Markdown
+reply, Esc stopping a reply), sessions by name and a transcript, memory, the owner's files with a
 preview, settings and a restart the page comes back from, the job form kept after an error, people, health, spend, dark mode.
 Each page is checked with axe-core at phone and desktop width (no serious or critical
 violation) and saved as screenshots (build/screenshots/, or $CLAWGATE_SCREENSHOTS); the
@@ -8,6 +8,7 @@ README's are copied from there."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from selenium.webdriver.common.keys import Keys
 
 from clawgate.agent.memory.store import MemoryStore
 from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
-from tests.fakes.llm import FakeLLM, text, tool_call
+from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 
 __all__ = ["browser", "browser_driver"]
@@ -93,6 +94,13 @@ async def test_every_page_reads_well_at_both_widths_and_passes_axe(
         await browser.call(
             browser.driver.execute_cdp_cmd, "Emulation.setEmulatedMedia", {"features": []}
         )
+
+        # Esc stops the reply being written.
+        fake_llm.script(gate(asyncio.Event(), text("never sent")))
+        await browser.call(field.send_keys, "take your time", Keys.ENTER)
+        await browser.find("#chat.busy")
+        await browser.call(field.send_keys, Keys.ESCAPE)
+        await browser.wait_for_text("#messages li.assistant:last-child", "Stopped.")
 
         await browser.get(f"{gateway.url}sessions")
         await browser.wait_for_text("#sessions", "web chat")
