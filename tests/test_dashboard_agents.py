@@ -8,6 +8,7 @@ from pathlib import Path
 
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.channels.pairing import PairingStore
+from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.kernel.config import AgentConfig, AgentSpec
 from tests.dashboard_harness import DashboardClient, dashboard, dashboard_client, web_channel
 from tests.fakes.llm import FakeLLM, text
@@ -73,3 +74,15 @@ async def test_the_header_counts_pairing_requests(dashboard: DashboardClient) ->
     pairing.request("telegram", "4242", "ann")
     page = await dashboard.text("/chat")
     assert 'id="pending-badge"' in page and "1 waiting" in page
+
+
+async def test_the_badge_also_counts_what_the_approvals_hook_reports(
+    dashboard: DashboardClient,
+) -> None:
+    waiting = [2]
+    services = DashboardServices.build(
+        dashboard.services.runtime, dashboard.services.bus, pending_approvals=lambda: waiting[0]
+    )
+    assert services.pending_count() == 2
+    PairingStore(dashboard.config.pairing_file).request("telegram", "4242", "ann")
+    assert services.pending_count() == 3

@@ -137,9 +137,11 @@ class DashboardServices:
         mcp: McpHub | None = None,
         auth: Auth | None = None,
         restarts: Restarts | None = None,
+        pending_approvals: Callable[[], int] | None = None,
     ) -> DashboardServices:
         """`auth`: the logins of the run before an in-process restart, kept (when the data
-        folder is the same) so the browsers stay logged in."""
+        folder is the same) so the browsers stay logged in. `pending_approvals`: how many
+        exec approvals wait for the owner (the header's badge counts them)."""
         config = runtime.config
         data_dir = config.root.data_dir
         if auth is None or auth.data_dir != data_dir:
@@ -160,4 +162,5 @@ class DashboardServices:
             config_path=config_path,
             mcp=mcp,
             restarts=restarts,
+            pending_approvals=pending_approvals,
         )
