@@ -33,8 +33,8 @@ from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.recent import daily_logs_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
-from clawgate.agent.memory.warm import warm_memory
 from clawgate.agent.memory.transcripts import TranscriptIndex
+from clawgate.agent.memory.warm import warm_memory
 from clawgate.agent.session import (
     Archived,
     Delivery,

@@ -33,6 +33,8 @@ from clawgate.gateway.cron.tool import cron_tools
 from clawgate.gateway.daemon.control import ControlChannel
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.daemon.routing import AccountBus, AgentBus, Router
+from clawgate.gateway.dashboard.auth import Auth
+from clawgate.gateway.dashboard.restart import Restarts
 from clawgate.gateway.dashboard.server import Dashboard
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.gateway.dashboard.web_channel import web_chat
@@ -161,13 +163,34 @@ def build_channels(config: Config, bus: MessageBus) -> list[Channel]:
 
 
 async def serve(config: Config, config_path: Path | None = None) -> None:
-    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM.
+    """Run the gateway, with every agent of the config, until SIGINT or SIGTERM; built again
+    from the config file each time the dashboard asks for a restart (its logins kept).
     `config_path`: the file `config` came from (the dashboard edits it)."""
     forbid_environ_reads()  # exec'd commands must not read our environment or memory
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    restarts = Restarts()
+    auth: Auth | None = None
+    while True:
+        auth = await _run(config, config_path, stop, restarts, auth)
+        fresh = restarts.take()
+        if fresh is None or stop.is_set():
+            return
+        log.info("restarting with the config file as it is now (asked from the dashboard)")
+        config = fresh
+
+
+async def _run(
+    config: Config,
+    config_path: Path | None,
+    stop: asyncio.Event,
+    restarts: Restarts,
+    auth: Auth | None,
+) -> Auth:
+    """One run of the gateway, until `stop` or a restart is asked for; its dashboard's
+    logins, for the next run."""
     bus = MessageBus()
     router = Router(config)
     # /status reports the channel states, which the manager (built after the runtimes, since
@@ -186,10 +209,14 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
             "cli": ControlChannel(
                 AccountBus(bus, "cli", router), config.data_dir, config.default_agent
             ),
-            # The dashboard's chat talks to the default agent.
+            # The dashboard's chat talks to the agent its page has chosen.
             **{
                 channel.name: channel
-                for channel in web_chat(config, AccountBus(bus, "web", router), default)
+                for channel in web_chat(
+                    config,
+                    AccountBus(bus, "web", router),
+                    [default, *(r for r, _ in runtimes if r is not default)],
+                )
             },
         },
         bus,
@@ -199,7 +226,8 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
         daemon=True,
         mcp=mcp,
     )
-    dashboard = Dashboard(dashboard_services(gateway, config_path))
+    services = dashboard_services(gateway, config_path, auth=auth, restarts=restarts)
+    dashboard = Dashboard(services)
     await gateway.start()
     rejected = gateway.manager.rejected()
     if rejected and len(rejected) == len(chats):
@@ -219,18 +247,31 @@ async def serve(config: Config, config_path: Path | None = None) -> None:
         "gateway running (workspace %s); Ctrl-C to stop", gateway.default.runtime.config.workspace
     )
     try:
-        await stop.wait()
+        ended = [asyncio.create_task(stop.wait()), asyncio.create_task(restarts.wanted.wait())]
+        try:
+            await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in ended:
+                task.cancel()
     finally:
         log.info("shutting down: finishing in-flight turns")
         await dashboard.stop()
         await gateway.stop(grace=config.agent.shutdown_grace_seconds)
         log.info("stopped")
+    return services.auth
 
 
-def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> DashboardServices:
-    """What the dashboard's pages reach: the default agent's running parts."""
+def dashboard_services(
+    gateway: Gateway,
+    config_path: Path | None = None,
+    *,
+    auth: Auth | None = None,
+    restarts: Restarts | None = None,
+) -> DashboardServices:
+    """What the dashboard's pages reach: each agent's running parts, the default's first;
+    `auth`: the logins to keep from the run before a restart."""
     default = gateway.default
-    return DashboardServices.build(
+    services = DashboardServices.build(
         default.runtime,
         gateway.bus,
         manager=gateway.manager,
@@ -238,4 +279,10 @@ def dashboard_services(gateway: Gateway, config_path: Path | None = None) -> Das
         scheduler=default.scheduler,
         config_path=config_path,
         mcp=gateway.mcp,
+        auth=auth,
+        restarts=restarts,
+        pending_approvals=lambda: sum(
+            len(unit.runtime.approvals.pending()) for unit in gateway.units.values()
+        ),
     )
+    return services.with_agents(list(gateway.units.values()))

@@ -15,7 +15,10 @@
   absent, except with CI=true, where the browser tests must run. Selenium blocks, so every
   call runs in a thread (`await browser.call(fn)`): the fakes serve on this event loop.
   `await browser.screenshots(name)` saves `<name>-desktop.png` (1280x900) and
-  `<name>-phone.png` (390x844) under $CLAWGATE_SCREENSHOTS (default build/screenshots/).
+  `<name>-phone.png` (390x844) under $CLAWGATE_SCREENSHOTS (default build/screenshots/,
+  which .ci/run leaves behind as the run's artifacts); `await browser.audit(name)` also
+  runs axe-core (tests/vendor/axe.min.js, vendored from the npm package) in the page at
+  both widths and returns its serious and critical violations.
 
 Test modules import the fixtures they use: `from tests.dashboard_harness import dashboard`.
 """
@@ -75,6 +78,20 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
+AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
+# Runs in the page (Selenium's script channel, which the page's CSP does not govern): the
+# serious and critical violations, each with the first few elements it names.
+AXE_RUN = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then(function (result) {
+  done(result.violations
+    .filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
+    .map(function (v) {
+      return {id: v.id, impact: v.impact, help: v.help,
+              nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); })};
+    }));
+}, function (error) { done([{id: "axe-error", impact: "critical", help: String(error)}]); });
+"""
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
 
 
@@ -165,8 +182,9 @@ async def dashboard(tmp_path: Path, agent_config: AgentConfig) -> AsyncIterator[
         yield client
 
 
-def web_channel(bus: MessageBus, runtime: AgentRuntime) -> Sequence[Channel]:
-    return [WebChannel(bus, runtime.loop.progress)]
+def web_channel(bus: MessageBus, runtimes: Sequence[AgentRuntime]) -> Sequence[Channel]:
+    """The web chat over every agent's runtime (the default agent's first)."""
+    return [WebChannel(bus, [r.loop.progress for r in runtimes], runtimes[0].config.agent_name)]
 
 
 @pytest.fixture
@@ -388,6 +406,26 @@ class Browser:
     @property
     def current_url(self) -> str:
         return str(self.driver.current_url)
+
+    async def accessibility(self) -> list[dict[str, Any]]:
+        """axe-core's serious and critical violations on the page as it is now."""
+        if not await self.call(self.driver.execute_script, "return !!window.axe"):
+            await self.call(self.driver.execute_script, AXE.read_text(encoding="utf-8"))
+        await self.call(self.driver.set_script_timeout, 60)
+        found: list[dict[str, Any]] = await self.call(self.driver.execute_async_script, AXE_RUN)
+        return found
+
+    async def audit(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        """Screenshots of the page at phone and desktop width (as `screenshots`), with
+        axe-core run at each: {"phone": violations, "desktop": violations}."""
+        found = {}
+        folder = screenshot_dir()
+        for label, (width, height) in (("phone", PHONE), ("desktop", DESKTOP)):
+            await self.call(self.driver.set_window_size, width, height)
+            found[label] = await self.accessibility()
+            path = folder / f"{name}-{label}.png"
+            assert await self.call(self.driver.save_screenshot, str(path)), path
+        return found
 
     async def screenshots(self, name: str) -> list[Path]:
         """The current page at desktop and at phone width; back to desktop after."""

@@ -13,7 +13,10 @@ from clawgate.agent.runtime import AgentRuntime
 from clawgate.agent.tools import Tool
 from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.channels.base import Channel
+from clawgate.channels.manager import ChannelStates
+from clawgate.gateway.app import build_runtimes
 from clawgate.gateway.daemon.gateway import Gateway
+from clawgate.gateway.daemon.routing import AgentBus, Router
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
 from clawgate.kernel.clock import SYSTEM_CLOCK, Clock
@@ -95,34 +98,44 @@ class Harness:
         config: Config,
         writer: DiskWriter | None = None,
         extra_tools: Sequence[Tool] = (),
-        extra_channels: Callable[[MessageBus, AgentRuntime], Sequence[Channel]] | None = None,
+        extra_channels: Callable[[MessageBus, Sequence[AgentRuntime]], Sequence[Channel]]
+        | None = None,
         llm: LLMClient | None = None,
         clock: Clock = SYSTEM_CLOCK,
         mcp: McpHub | None = None,
         owner_chat: Callable[[], str] | None = None,
         **gateway_options: Any,
     ) -> None:
-        """`extra_channels(bus, runtime)`: channels to run beside the recording one; `llm`:
+        """`extra_channels(bus, runtimes)`: channels to run beside the recording one (the
+        runtimes: the default agent's first); `llm`:
         the model client, when not the one the config describes (a FunctionModel's);
         `clock`: the runtime's (the budget's days); `mcp`: MCP servers the gateway runs and
         the runtime offers the tools of; `owner_chat`: where budget notices go."""
         self.config = config
         self.bus = MessageBus()
         self.channel = RecordingChannel(self.bus)
+        # With several agents, the default one's replies carry its name, as in the daemon.
+        own_bus = AgentBus(self.bus, config.default_agent) if config.agents else self.bus
         self.runtime = AgentRuntime.build(
             config,
             writer=writer,
             extra_tools=extra_tools,
             tool_sources=[mcp] if mcp is not None else [],
-            outbox=self.bus.publish_outbound,
+            outbox=own_bus.publish_outbound,
             llm=llm,
             clock=clock,
             owner_chat=owner_chat,
         )
-        more = extra_channels(self.bus, self.runtime) if extra_channels is not None else ()
-        self.gateway = Gateway(
-            [(self.runtime, self.bus)], [self.channel, *more], self.bus, mcp=mcp, **gateway_options
-        )
+        agents: list[tuple[AgentRuntime, MessageBus]] = [(self.runtime, own_bus)]
+        if config.agents:
+            # The other agents built as the daemon builds them (from the config alone).
+            router = Router(config)
+            others = build_runtimes(router, self.bus, ChannelStates(), mcp)
+            agents += [(r, b) for r, b in others if r.config.agent_name != config.default_agent]
+            gateway_options["router"] = router
+        self.runtimes = [runtime for runtime, _ in agents]
+        more = extra_channels(self.bus, self.runtimes) if extra_channels is not None else ()
+        self.gateway = Gateway(agents, [self.channel, *more], self.bus, mcp=mcp, **gateway_options)
 
     @property
     def workspace(self) -> Path:

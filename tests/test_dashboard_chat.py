@@ -260,7 +260,7 @@ async def test_a_page_without_the_web_channel_says_so(
 
 
 async def test_a_tab_that_stops_reading_is_dropped_not_waited_for() -> None:
-    channel = WebChannel(MessageBus(), ProgressWatchers(Redactor()))
+    channel = WebChannel(MessageBus(), [ProgressWatchers(Redactor())], "main")
     await channel.start()
     async with channel.events("owner") as slow, channel.events("owner") as fast:
         for i in range(STREAM_BACKLOG + 1):

@@ -19,7 +19,14 @@ from clawgate.agent.usage import TurnUsage
 from clawgate.channels.groups import SeenGroups
 from clawgate.gateway.cron.models import JobsFile
 from clawgate.gateway.ops.logs import log_file_path
-from clawgate.kernel.config import CONFIG_ENV, AgentConfig, ChannelsConfig, Config, HeartbeatConfig
+from clawgate.kernel.config import (
+    CONFIG_ENV,
+    AgentConfig,
+    ChannelsConfig,
+    Config,
+    HeartbeatConfig,
+    load_config,
+)
 from clawgate.kernel.secrets import REDACTED
 from tests.dashboard_harness import DashboardClient, dashboard_client
 from tests.fakes.llm import FakeLLM, text
@@ -231,6 +238,33 @@ async def test_allowing_a_seen_group_edits_the_config_keeping_its_comments(
     assert SeenGroups(ops.config.data_dir / "groups.json").seen() == []
 
 
+async def test_the_heartbeat_is_set_from_the_jobs_page_through_the_config_editor(
+    ops: DashboardClient,
+) -> None:
+    await ops.harness.ask("hi")  # a known chat to report to
+    page = await ops.text("/jobs")
+    assert '<option value="test:1">' in page and 'id="heartbeat-form"' in page
+    response = await ops.post_form(
+        "/jobs/heartbeat",
+        {
+            "heartbeat.enabled": "on",
+            "heartbeat.interval_minutes": "90",
+            "heartbeat.active_hours": "09:00-18:00",
+            "heartbeat.deliver_to": "test:1",
+        },
+    )
+    assert notice_of(response).startswith("heartbeat saved")
+    written = load_config(ops.config.data_dir.parent / "config.toml", environ={})
+    assert written.heartbeat.enabled and written.heartbeat.interval_minutes == 90
+    assert written.heartbeat.deliver_to == "test:1"
+    text = (ops.config.data_dir.parent / "config.toml").read_text(encoding="utf-8")
+    assert "# my clawgate setup" in text
+    refused = await ops.post_form(
+        "/jobs/heartbeat", {"heartbeat.interval_minutes": "0", "heartbeat.active_hours": "x"}
+    )
+    assert notice_of(refused).startswith("error: heartbeat not saved")
+
+
 async def test_cron_add_disable_enable_run_now_and_delete(
     ops: DashboardClient, fake_llm: FakeLLM
 ) -> None:
@@ -245,8 +279,18 @@ async def test_cron_add_disable_enable_run_now_and_delete(
     assert (job.name, job.schedule.every, job.deliver_to) == ("tea", 3600, "test:1")
     assert ops.services.scheduler.next_run(job.id) is not None  # type: ignore[union-attr]
 
-    bad = await ops.post_form("/jobs/add", {"message": "x", "kind": "cron", "schedule": "nope"})
-    assert notice_of(bad).startswith("error: ")
+    bad = await ops.post_form(
+        "/jobs/add",
+        {"name": "walk", "message": "Go for a walk", "kind": "cron", "schedule": "nope"},
+    )
+    page = await bad.text()
+    # Refused, the form comes back as typed, the error above it.
+    assert bad.status == 400 and 'class="error"' in page
+    assert 'value="walk"' in page and ">Go for a walk</textarea>" in page
+    assert 'value="nope"' in page and '<option value="cron" selected>' in page
+    assert len(store.load().jobs) == 1
+    # The target picker defaults to the owner's chat (the known chats: the heartbeat test).
+    assert '<select name="to" id="job-target">\n      <option value="">the owner' in page
 
     await ops.post_form(f"/jobs/{job.id}/disable")
     assert not store.load().jobs[0].enabled

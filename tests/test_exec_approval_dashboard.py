@@ -49,6 +49,8 @@ async def test_the_owner_answers_a_card_from_the_dashboard(
         await wait_until(lambda: bool(pending_approvals(client.services)), timeout=TIMEOUT)
         page = await client.text("/approvals")
         assert "touch from-web.txt" in page and "Allow for this session" in page
+        # The header's badge counts the card and leads to it.
+        assert 'id="pending-badge" href="/approvals"' in page and "1 waiting" in page
 
         refused = await client.post_json("/approvals/answer", {"choice": "rm -rf"})
         assert refused.status == 400
@@ -61,4 +63,5 @@ async def test_the_owner_answers_a_card_from_the_dashboard(
         after = await client.text("/approvals")
     assert (config.workspace / "from-web.txt").exists()
     assert "Nothing is waiting for you." in after
+    assert 'id="pending-badge"' not in after
     assert "once" in after and "dashboard" in after

@@ -67,6 +67,7 @@ from clawgate.kernel.config import MemorySearchConfig
 
 if TYPE_CHECKING:
     import numpy as np
+
     from clawgate.agent.memory.transcripts import TranscriptIndex
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The memory files: MEMORY.md (replaced whole), HISTORY.md and daily logs (append-only).
 
     memory/MEMORY.md        long-term facts, owner-only; previous versions in memory/.versions/
-                            as MEMORY.<counter>.md (never named by the clock, which can go back)
+                            as MEMORY.<counter>.md (versions.py, the owner's files' too)
     memory/HISTORY.md       "[YYYY-MM-DD HH:MM] (session key) entry <!-- key #first-last -->",
                             blank line between entries (the range marker: entries.py)
     memory/YYYY-MM-DD.md    the day's log (dated in agent.timezone)
@@ -19,7 +19,6 @@ editor's stray byte) is read with replacement characters instead of failing.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -38,13 +37,11 @@ from clawgate.agent.memory.removed import (
     removed_lines,
     with_restored,
 )
+from clawgate.agent.memory.versions import KeptFile
 from clawgate.agent.text import without_surrogates
 from clawgate.kernel.storage import DiskWriter
 
 log = logging.getLogger(__name__)
-
-MAX_VERSIONS = 20
-VERSION_NAME = re.compile(r"^MEMORY\.(\d+)\.md$")
 
 
 class MemoryStore:
@@ -65,6 +62,7 @@ class MemoryStore:
         self.history_path = self.dir / "HISTORY.md"
         self.versions_dir = self.dir / ".versions"
         self.writer = writer or DiskWriter()
+        self._kept = KeptFile(self.memory_path, self.versions_dir, self.writer)
         self.lock = lock or MemoryLock(workspace, self.writer)
         self.zone = ZoneInfo(timezone)
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -118,23 +116,8 @@ class MemoryStore:
 
     def replace_memory(self, text: str) -> None:
         """Replace MEMORY.md atomically, keeping the previous version in memory/.versions/."""
-        text = without_surrogates(text)
-        final = text if text.endswith("\n") else text + "\n"
         with self._locked():
-            try:
-                # The backup keeps the previous bytes as they were, valid UTF-8 or not.
-                previous = self.memory_path.read_bytes()
-            except FileNotFoundError:
-                previous = b""
-            if previous in (text.encode("utf-8"), final.encode("utf-8")):
-                return
-            if previous:
-                self.writer.mkdir(self.versions_dir)
-                versions = self._versions()
-                number = _version_number(versions[-1]) + 1 if versions else 1
-                self.writer.replace(self.versions_dir / f"MEMORY.{number:06d}.md", previous)
-                self._prune_versions()
-            self.writer.replace(self.memory_path, final)
+            self._kept.replace(text)
 
     def rewrite_memory(self, rewrite: MemoryRewrite) -> str:
         """Apply a model's whole-file rewrite: as it is if MEMORY.md is still what the model
@@ -166,17 +149,7 @@ class MemoryStore:
 
     def versions(self) -> list[Path]:
         """The kept MEMORY.md versions, oldest first."""
-        return self._versions()
-
-    def _versions(self) -> list[Path]:
-        """Backups, oldest first: by their counter, after any named by the old clock stamps
-        (which all predate the counter)."""
-        found = self.versions_dir.glob("MEMORY.*.md")
-        return sorted(found, key=lambda path: (_version_number(path), path.name))
-
-    def _prune_versions(self) -> None:
-        for old in self._versions()[:-MAX_VERSIONS]:
-            old.unlink(missing_ok=True)
+        return self._kept.versions()
 
     def read_history(self) -> str:
         try:
@@ -224,9 +197,3 @@ class MemoryStore:
                 counter += 1
             self.writer.replace(path, text)
             return path
-
-
-def _version_number(path: Path) -> int:
-    """A backup's counter; 0 for one named by a clock stamp (written before the counter)."""
-    match = VERSION_NAME.match(path.name)
-    return int(match.group(1)) if match else 0

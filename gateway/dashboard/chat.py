@@ -172,7 +172,7 @@ async def send(request: web.Request) -> web.StreamResponse:
     if channel is None:
         raise web.HTTPServiceUnavailable(text="the web chat is not running in this gateway")
     try:
-        message_id = await channel.say(name, text)
+        message_id = await channel.say(name, text, services(request).agent_name)
     except ChannelError as exc:
         raise web.HTTPServiceUnavailable(text=str(exc)) from None
     if is_form:
@@ -191,7 +191,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     cookie = request.cookies.get(COOKIE_NAME)
     auth = services(request).auth
-    async with channel.events(name) as queue:
+    async with channel.events(name, services(request).agent_name) as queue:
         ended = auth.on_session_end(cookie, lambda: channel.end_stream(queue))
         with ended, contextlib.suppress(ConnectionError):
             # The browser reconnects after 2 s if the stream drops.

@@ -1,5 +1,6 @@
 """The jobs page: cron jobs with their schedule, next run, last run and error; add, enable,
-disable, run now, delete; the heartbeat's state.
+disable, run now, delete (the add form kept as typed after an error, its target picked from
+the known chats, the owner's by default); the heartbeat's state and settings.
 
 Definitions are edited through the functions `clawgate cron` uses (`gateway/cron/store.py`:
 a read-modify-write of jobs.json under its lock), then the running `CronScheduler` is told
@@ -24,7 +25,11 @@ from clawgate.gateway.cron.models import CronJob, JobState, StateFile
 from clawgate.gateway.cron.scheduler import HEARTBEAT_JOB, CronScheduler
 from clawgate.gateway.cron.store import CronStore, create_job, remove_job, set_enabled
 from clawgate.gateway.cron.targets import default_target
+from clawgate.gateway.dashboard import settings
+from clawgate.gateway.dashboard.auth import CSRF_FIELD
 from clawgate.gateway.dashboard.render import render, services
+from clawgate.gateway.dashboard.services import DashboardServices
+from clawgate.gateway.dashboard.session_names import Directory
 from clawgate.kernel.config import Config, HeartbeatConfig
 from clawgate.kernel.errors import ClawgateError, CronError
 
@@ -120,22 +125,49 @@ def _heartbeat(
 
 
 async def jobs_page(request: web.Request) -> web.Response:
+    return await _page(request, notice=request.query.get("notice", ""))
+
+
+async def _page(
+    request: web.Request,
+    *,
+    notice: str = "",
+    error: str = "",
+    form: dict[str, str] | None = None,
+    status: int = 200,
+) -> web.Response:
+    """The page; `form`: the add-job form's values, kept after an error."""
     svc = services(request)
     scheduler = svc.scheduler
     files = await asyncio.to_thread(_read_files, _store(request), scheduler, svc.config.workspace)
+    chats = await asyncio.to_thread(known_chats, svc)
     return render(
         request,
         "jobs.html",
         title="Jobs",
+        status=status,
         jobs=_rows(files, scheduler, svc.config.agent.timezone),
         problem=files.problem,
         heartbeat=_heartbeat(svc.config.heartbeat, scheduler, files.heartbeat),
         scheduler_running=scheduler is not None,
         default_target=await asyncio.to_thread(_default_target, svc.config),
         default_tz=svc.config.agent.timezone,
-        notice=request.query.get("notice", ""),
-        error=request.query.get("error", ""),
+        chats=chats,
+        form=form or {},
+        notice=notice,
+        error=error or request.query.get("error", ""),
     )
+
+
+def known_chats(svc: DashboardServices) -> list[tuple[str, str]]:
+    """(session key, who it is with) of every chat a job can report to: the sessions of the
+    chat channels, by name."""
+    names = Directory.read(svc.config)
+    found = []
+    for key, _ in svc.sessions.list_keys():
+        if key.partition(":")[0] not in ("cli", "web"):
+            found.append((key, names.name(key, None)))
+    return sorted(found, key=lambda chat: chat[1].lower())
 
 
 def _default_target(config: Config) -> str:
@@ -160,15 +192,20 @@ async def _reload(request: web.Request) -> None:
 
 async def add_job(request: web.Request) -> web.Response:
     svc = services(request)
-    form = {k: str(v).strip() for k, v in (await request.post()).items()}
+    form = {k: str(v).strip() for k, v in (await request.post()).items() if k != CSRF_FIELD}
     kind = form.get("kind", "")
     value = form.get("schedule", "")
+
+    async def refused(error: str) -> web.Response:
+        # The form comes back with what was typed, to correct rather than retype.
+        return await _page(request, error=error, form=form, status=400)
+
     if kind not in SCHEDULE_KINDS:
-        raise _done(error=f"choose a schedule: {', '.join(SCHEDULE_KINDS)}")
+        return await refused(f"choose a schedule: {', '.join(SCHEDULE_KINDS)}")
     options: dict[str, Any] = {kind: value or None}
     if kind == "every":
         if not value.isdigit():
-            raise _done(error="every takes a whole number of seconds")
+            return await refused("every takes a whole number of seconds")
         options["every"] = int(value)
     try:
         job = await asyncio.to_thread(
@@ -182,9 +219,34 @@ async def add_job(request: web.Request) -> web.Response:
             **options,
         )
     except ClawgateError as exc:
-        raise _done(error=str(exc)) from None
+        return await refused(str(exc))
     await _reload(request)
     raise _done(f"added {job.id} ({job.name})")
+
+
+HEARTBEAT_FIELDS = tuple(f for f in settings.EDITABLE if f.section == "heartbeat")
+
+
+async def set_heartbeat(request: web.Request) -> web.Response:
+    """The heartbeat's settings, written as the settings page writes them (onboard's
+    round-trip editor); applied when the gateway restarts."""
+    svc = services(request)
+    posted = await request.post()
+    try:
+        values = {
+            f: settings.parse(f, None if posted.get(f.name) is None else str(posted.get(f.name)))
+            for f in HEARTBEAT_FIELDS
+        }
+    except ValueError as exc:
+        raise _done(error=str(exc)) from None
+    changes = {f: v for f, v in values.items() if v != settings.current(svc.config, f)}
+    if not changes:
+        raise _done("the heartbeat settings are unchanged")
+    try:
+        await settings.write_changes(svc, changes)
+    except ClawgateError as exc:
+        raise _done(error=f"heartbeat not saved: {exc}") from None
+    raise _done("heartbeat saved to the config file; it applies when the gateway restarts")
 
 
 async def enable_job(request: web.Request) -> web.Response:
@@ -234,6 +296,7 @@ def routes(_services: object) -> list[web.RouteDef]:
     return [
         web.get("/jobs", jobs_page),
         web.post("/jobs/add", add_job),
+        web.post("/jobs/heartbeat", set_heartbeat),
         web.post("/jobs/{job_id}/enable", enable_job),
         web.post("/jobs/{job_id}/disable", disable_job),
         web.post("/jobs/{job_id}/run", run_job),

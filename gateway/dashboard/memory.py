@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from aiohttp import web
 
 from clawgate.agent.memory.removed import Removal, with_restored
 from clawgate.agent.memory.store import MemoryStore
+from clawgate.gateway.dashboard.markdown import to_html
 from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.dashboard.services import DashboardServices
 from clawgate.kernel.errors import PathOutsideRoot
@@ -88,14 +90,22 @@ class Swapped:
     current: str
 
 
+def compare_and_swap(
+    read: Callable[[], str], replace: Callable[[str], None], based_on: str, text: str
+) -> Swapped:
+    """Replace a file with `text` (through `replace`) if it still reads as the version
+    `based_on`; else write nothing. Call it holding the lock that guards the file."""
+    current = read()
+    if version_of(current) != based_on:
+        return Swapped(written=False, current=current)
+    replace(text)
+    return Swapped(written=True, current=read())
+
+
 def save_memory(store: MemoryStore, based_on: str, text: str) -> Swapped:
     """Replace MEMORY.md with `text` if it is still the version `based_on`; else write
     nothing. Call it holding the memory lock (`store.lock.run`)."""
-    current = store.read_memory()
-    if version_of(current) != based_on:
-        return Swapped(written=False, current=current)
-    store.replace_memory(text)
-    return Swapped(written=True, current=store.read_memory())
+    return compare_and_swap(store.read_memory, store.replace_memory, based_on, text)
 
 
 def restore_version(store: MemoryStore, based_on: str, path: Path) -> Swapped:
@@ -153,51 +163,77 @@ async def _memory_view(
 
 async def edit_page(request: web.Request) -> web.StreamResponse:
     text = await asyncio.to_thread(services(request).memory.read_memory)
-    return _edit_form(request, text=text, base=text, version=version_of(text))
+    return edit_form(request, MEMORY_FORM, text=text, base=text)
 
 
-def _edit_form(
+@dataclass(frozen=True)
+class FileForm:
+    """Which file an edit form edits: its name as shown, where it posts, where Cancel goes."""
+
+    name: str
+    action: str
+    back: str
+
+
+MEMORY_FORM = FileForm("MEMORY.md", "/memory/edit", "/memory")
+
+
+def edit_form(
     request: web.Request,
+    form: FileForm,
     *,
     text: str,
     base: str,
-    version: str,
     changes: list[DiffLine] | None = None,
+    preview: str | None = None,
     status: int = 200,
 ) -> web.Response:
+    """The edit page of `form`'s file, showing `text`, based on the version `base`."""
     return render(
         request,
         "memory_edit.html",
-        title="Edit MEMORY.md",
+        title=f"Edit {form.name}",
         status=status,
+        form=form,
         text=text,
         base=base,
-        version=version,
+        version=version_of(base),
         changes=changes or [],
+        preview=preview,
     )
 
 
 async def save(request: web.Request) -> web.StreamResponse:
-    form = await request.post()
-    text, based_on = lf(str(form.get("text", ""))), str(form.get("version", ""))
-    base = lf(str(form.get("base", "")))
     memory = services(request).memory
     lock = services(request).memory_lock
-    outcome = await lock.run(save_memory, memory, based_on, text)
+    return await save_form(
+        request, MEMORY_FORM, lambda *args: lock.run(save_memory, memory, *args), "/memory?saved=1"
+    )
+
+
+async def save_form(
+    request: web.Request,
+    form: FileForm,
+    swap: Callable[[str, str], Awaitable[Swapped]],
+    saved: str,
+) -> web.StreamResponse:
+    """Handle an edit form's post: `swap(based_on, text)` writes if the file is still the
+    version the form showed. Preview (the form's other button) writes nothing."""
+    posted = await request.post()
+    text, based_on = lf(str(posted.get("text", ""))), str(posted.get("version", ""))
+    base = lf(str(posted.get("base", "")))
+    if "preview" in posted:
+        return edit_form(request, form, text=text, base=base, preview=to_html(text))
+    outcome = await swap(based_on, text)
     if outcome.written:
-        raise web.HTTPSeeOther("/memory?saved=1")
+        raise web.HTTPSeeOther(saved)
     # Refused: show what changed underneath since the form was opened; the owner's text stays
     # in the form, now based on the current version, to merge by hand and save again.
     shown_base = base if version_of(base) == based_on else text
-    changes = diff(shown_base, outcome.current, "MEMORY.md when you opened it", "MEMORY.md now")
-    return _edit_form(
-        request,
-        text=text,
-        base=outcome.current,
-        version=version_of(outcome.current),
-        changes=changes,
-        status=409,
+    changes = diff(
+        shown_base, outcome.current, f"{form.name} when you opened it", f"{form.name} now"
     )
+    return edit_form(request, form, text=text, base=outcome.current, changes=changes, status=409)
 
 
 def _version_path(store: MemoryStore, name: str) -> Path:

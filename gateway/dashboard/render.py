@@ -25,6 +25,8 @@ TEMPLATES_DIR = PACKAGE_DIR / "templates"
 STATIC_DIR = PACKAGE_DIR / "static"
 
 SERVICES = web.AppKey("services", DashboardServices)
+# The agent the pages are scoped to, as the header's switcher set it (agent_switch.py).
+AGENT_COOKIE = "clawgate_agent"
 ENVIRONMENT = web.AppKey("jinja", jinja2.Environment)
 
 # Every page the layout links to, in order. A page whose module is not installed yet shows
@@ -33,11 +35,13 @@ NAV: tuple[tuple[str, str], ...] = (
     ("Chat", "/chat"),
     ("Approvals", "/approvals"),
     ("Memory", "/memory"),
+    ("Files", "/files"),
     ("Sessions", "/sessions"),
     ("People", "/people"),
     ("Jobs", "/jobs"),
     ("Spend", "/spend"),
     ("Health", "/health"),
+    ("Settings", "/settings"),
 )
 
 
@@ -72,7 +76,8 @@ def format_time(value: float | str | dt.datetime | None) -> str:
 
 
 def services(request: web.Request) -> DashboardServices:
-    return request.app[SERVICES]
+    """The services of the agent this browser chose (the default agent's until it chooses)."""
+    return request.app[SERVICES].for_agent(request.cookies.get(AGENT_COOKIE))
 
 
 def csrf_token(request: web.Request) -> str:
@@ -87,6 +92,7 @@ def render(
 ) -> web.Response:
     """The page `template` inside the layout, as an HTML response."""
     token = csrf_token(request)
+    scoped = services(request)
     page = request.app[ENVIRONMENT].get_template(template)
     html = page.render(
         title=title,
@@ -95,6 +101,11 @@ def render(
         csrf=token,
         csrf_field=Markup('<input type="hidden" name="{}" value="{}">').format(CSRF_FIELD, token),
         logged_in=bool(token),
+        agents=scoped.agent_names,
+        agent=scoped.agent_name,
+        waiting=scoped.pending_count() if token else 0,
+        approvals_waiting=bool(token and scoped.pending_approvals and scoped.pending_approvals()),
+        can_restart=scoped.restarts is not None,
         **values,
     )
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")

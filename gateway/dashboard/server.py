@@ -73,8 +73,10 @@ log = logging.getLogger(__name__)
 # placeholder). Each exposes `routes(services) -> list[web.RouteDef]`.
 PAGE_MODULES = (
     "login",
+    "agent_switch",
     "memory",
     "memory_browse",
+    "owner_files",
     "sessions",
     "chat",
     "approvals",
@@ -82,6 +84,8 @@ PAGE_MODULES = (
     "jobs",
     "spend",
     "health",
+    "settings",
+    "restart",
 )
 PUBLIC_PREFIXES = ("/login", "/static/", PROOF_PATH)
 PROOF_NONCE = web.AppKey("proof_nonce", str)

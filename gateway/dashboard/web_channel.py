@@ -8,6 +8,10 @@ it runs: the channel watches its turns (`AgentLoop.progress`) and hands each eve
 reply, to every open event stream of that conversation (the dashboard's chat page, one per
 browser tab; see gateway/dashboard/chat.py).
 
+One channel serves every agent of the gateway: the page names the agent it talks to
+(`InboundMessage.agent`, which the router honours), and a conversation's event streams are
+kept per agent (`agent/name`), so two agents' `web:owner` never see each other's turns.
+
 A reply is part of the session transcript, which the page shows on load: one sent while no
 tab is open is recorded as delivered and seen on the next visit.
 """
@@ -19,7 +23,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +37,7 @@ from clawgate.agent.progress import (
 )
 from clawgate.channels.base import Channel
 from clawgate.gateway.dashboard.markdown import to_html
-from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, Trust, agent_key
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError
 
@@ -68,9 +72,12 @@ def progress_event(event: Progress) -> Event:
     return {"type": "turn_ended"}
 
 
-def web_chat(config: Config, bus: MessageBus, runtime: AgentRuntime) -> list[Channel]:
-    """The daemon's web chat channel on `runtime`, when the dashboard that serves it is on."""
-    return [WebChannel(bus, runtime.loop.progress)] if config.dashboard.enabled else []
+def web_chat(config: Config, bus: MessageBus, runtimes: Sequence[AgentRuntime]) -> list[Channel]:
+    """The daemon's web chat channel over every agent's runtime (the default one first), when
+    the dashboard that serves it is on."""
+    if not config.dashboard.enabled:
+        return []
+    return [WebChannel(bus, [r.loop.progress for r in runtimes], runtimes[0].config.agent_name)]
 
 
 class WebChannel(Channel):
@@ -79,19 +86,25 @@ class WebChannel(Channel):
 
     name = "web"
 
-    def __init__(self, bus: MessageBus, progress: ProgressWatchers) -> None:
+    def __init__(
+        self, bus: MessageBus, progress: Sequence[ProgressWatchers], default_agent: str
+    ) -> None:
         super().__init__(bus)
-        self._progress = progress
+        self._progress = list(progress)
+        # Whose turns a message naming no agent are (a gateway of one agent names none).
+        self._default = default_agent
         self._streams: dict[str, set[asyncio.Queue[Event | None]]] = {}
         self._running = False
 
     async def start(self) -> None:
-        self._progress.watch(self.name, self._observe)
+        for watchers in self._progress:
+            watchers.watch(self.name, self._observe)
         self._running = True
 
     async def stop(self) -> None:
         self._running = False
-        self._progress.unwatch(self.name, self._observe)
+        for watchers in self._progress:
+            watchers.unwatch(self.name, self._observe)
         self.end_streams()
 
     def end_streams(self) -> None:
@@ -119,16 +132,22 @@ class WebChannel(Channel):
         }
         if message.choices:  # an exec approval card: its buttons post to /approvals/answer
             event["choices"] = [{"id": c.id, "label": c.label} for c in message.choices]
-        self._publish(message.chat_id, event)
+        self._publish(self._stream(message.agent, message.chat_id), event)
 
-    async def say(self, conversation: str, text: str) -> str:
-        """Publish what the owner typed in `conversation`; the id its reply will carry."""
+    def _stream(self, agent: str | None, conversation: str) -> str:
+        return agent_key(agent or self._default, conversation)
+
+    async def say(self, conversation: str, text: str, agent: str | None = None) -> str:
+        """Publish what the owner typed in `conversation` of `agent` (None: the default
+        one); the id its reply will carry."""
         if not self._running:
             raise ChannelError("the web chat is not running")
         if not valid_name(conversation):
             raise ValueError(f"not a conversation name: {conversation!r}")
         message_id = uuid.uuid4().hex
-        self._publish(conversation, {"type": "user", "id": message_id, "text": text})
+        self._publish(
+            self._stream(agent, conversation), {"type": "user", "id": message_id, "text": text}
+        )
         await self.bus.publish_inbound(
             InboundMessage(
                 channel=self.name,
@@ -139,14 +158,18 @@ class WebChannel(Channel):
                 text=text[:MAX_TEXT_CHARS],
                 trust=Trust.OWNER,
                 mentioned=True,
+                agent=agent,
             )
         )
         return message_id
 
     @contextlib.asynccontextmanager
-    async def events(self, conversation: str) -> AsyncIterator[asyncio.Queue[Event | None]]:
+    async def events(
+        self, conversation: str, agent: str | None = None
+    ) -> AsyncIterator[asyncio.Queue[Event | None]]:
         """A queue receiving the conversation's events while the block runs; None in it means
         the stream is over (the gateway stops, or the reader fell too far behind)."""
+        conversation = self._stream(agent, conversation)
         queue: asyncio.Queue[Event | None] = asyncio.Queue(STREAM_BACKLOG)
         if not self._running:
             _end(queue)
@@ -161,14 +184,15 @@ class WebChannel(Channel):
                 if not queues:
                     del self._streams[conversation]
 
-    def watching(self, conversation: str) -> int:
+    def watching(self, conversation: str, agent: str | None = None) -> int:
         """How many event streams the conversation has open."""
-        return len(self._streams.get(conversation, ()))
+        return len(self._streams.get(self._stream(agent, conversation), ()))
 
     async def _observe(self, message: InboundMessage, event: Progress) -> None:
-        if message.chat_id in self._streams:
+        stream = self._stream(message.agent, message.chat_id)
+        if stream in self._streams:
             # `for`: the message whose turn this is, as its reply's `reply_to` will say.
-            self._publish(message.chat_id, {**progress_event(event), "for": message.message_id})
+            self._publish(stream, {**progress_event(event), "for": message.message_id})
 
     def _publish(self, conversation: str, event: Event) -> None:
         for queue in list(self._streams.get(conversation, ())):

@@ -3,6 +3,7 @@
 "use strict";
 
 (function () {
+  document.documentElement.classList.add("js");
   const meta = document.querySelector('meta[name="csrf-token"]');
   const csrf = meta ? meta.content : "";
 
@@ -35,6 +36,19 @@
       field.form.submit();
     }
   });
+
+  // A box that scrolls (a wide table on a phone, the log) takes keyboard focus, so it can
+  // be scrolled without a pointer; checked again when the window's size changes.
+  function focusableScrollers() {
+    document.querySelectorAll(".table-wrap, .diff, pre, [data-scrolls]").forEach(function (box) {
+      const scrolls = box.scrollWidth > box.clientWidth || box.scrollHeight > box.clientHeight;
+      if (scrolls && !box.hasAttribute("tabindex")) {
+        box.setAttribute("tabindex", "0");
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", focusableScrollers);
+  window.addEventListener("resize", focusableScrollers);
 
   // Warn before leaving a form whose text was edited but not saved.
   let dirty = null;

@@ -269,9 +269,18 @@
     send("/stop");
   });
 
-  // Enter sends, Shift+Enter is a new line; Tab completes a slash command.
+  // Enter (or Ctrl/Cmd+Enter) sends, Shift+Enter is a new line; Tab completes a slash
+  // command; Escape closes the command menu, else stops the running reply.
   input.addEventListener("keydown", function (event) {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      if (commands.classList.contains("open")) {
+        input.value = "";
+        filterCommands();
+      } else if (root.classList.contains("busy")) {
+        send("/stop");
+      }
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       composer.requestSubmit();
     } else if (event.key === "Tab") {
