@@ -212,12 +212,17 @@ def tree(folder: Path) -> dict[str, tuple[bytes, int]]:
 
 def test_export_is_secret_free_and_stable(tmp_path: Path) -> None:
     config = install(tmp_path)
+    # The dashboard keeps the owner's files' old versions beside them: git's job in an export.
+    kept = tmp_path / ".clawgate" / "workspace" / ".versions" / "SOUL.1.md"
+    kept.parent.mkdir()
+    kept.write_text("an older soul\n")
     out = tmp_path / "export"
     code, output = run(tmp_path, "-c", str(config), "export", str(out))
     assert code == 0, output
     first = tree(out)
     assert "agents/main/memory/MEMORY.md" in first and "agents/work/memory/MEMORY.md" in first
     assert "agents/main/media/photo.jpg" not in first
+    assert not [name for name in first if ".versions" in name]
     assert not [name for name in first if "index" in name or "pairing" in name]
     for name, (raw, _) in first.items():
         assert KEY.encode() not in raw and TOKEN.encode() not in raw, name

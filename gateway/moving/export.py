@@ -1,7 +1,7 @@
 """`clawgate export DIR`: the workspaces and the config as a tree to commit to a private
 repository. Markdown and JSONL as they are (each file read as its writer leaves it whole),
-the config with every secret replaced by a placeholder, downloads and MEMORY.md's version
-copies left out (git keeps versions). Files are written only when their bytes change and
+the config with every secret replaced by a placeholder, downloads and the version copies
+(MEMORY.md's, the owner's files' and skills' `.versions/`) left out: git keeps versions. Files are written only when their bytes change and
 files the install no longer has are removed, so a second run on an unchanged install
 leaves the tree byte for byte as it was: no diff.
 
@@ -28,7 +28,7 @@ from clawgate.kernel.storage import make_dirs, replace_file
 MARKER = ".clawgate-export"
 MARKER_TEXT = "A clawgate export (clawgate export DIR); files here are replaced on each run.\n"
 KEPT = {MARKER, ".git", ".gitignore", ".gitattributes", "README.md"}
-LEFT_OUT = {"media"}  # downloads: large and binary, not notes
+LEFT_OUT = {"media", ".versions"}  # downloads (large, binary) and copies git would keep
 
 
 @dataclass(frozen=True)
