@@ -15,7 +15,7 @@
   absent, except with CI=true, where the browser tests must run. Selenium blocks, so every
   call runs in a thread (`await browser.call(fn)`): the fakes serve on this event loop.
   `await browser.screenshots(name)` saves `<name>-desktop.png` (1280x900) and
-  `<name>-phone.png` (390x844) under $CLAWGATE_SCREENSHOTS (default build/screenshots/,
+  `<name>-phone.png` (390x844) under $TEST_SCREENSHOTS_DIR (default build/screenshots/,
   which .ci/run leaves behind as the run's artifacts); `await browser.audit(name)` also
   runs axe-core (tests/vendor/axe.min.js, vendored from the npm package) in the page at
   both widths and returns its serious and critical violations.
@@ -96,7 +96,7 @@ CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
 
 
 def screenshot_dir() -> Path:
-    folder = Path(os.environ.get("CLAWGATE_SCREENSHOTS") or REPO / "build" / "screenshots")
+    folder = Path(os.environ.get("TEST_SCREENSHOTS_DIR") or REPO / "build" / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

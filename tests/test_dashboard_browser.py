@@ -2,7 +2,7 @@
 `clawgate gateway` process with the fake model and fake Telegram: log in with the link
 `clawgate dashboard` prints, read and edit MEMORY.md, see an edit refused when the file
 changed underneath, walk the memory and sessions pages. Every page is saved as a screenshot
-at desktop and phone width (build/screenshots/, or $CLAWGATE_SCREENSHOTS)."""
+at desktop and phone width (build/screenshots/, or $TEST_SCREENSHOTS_DIR)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
 - #24 "Also": the lines that consolidation removed are on the memory page, and one click
   puts them back at the end of MEMORY.md.
 
-Screenshots of each state go to build/screenshots/ (or $CLAWGATE_SCREENSHOTS)."""
+Screenshots of each state go to build/screenshots/ (or $TEST_SCREENSHOTS_DIR)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ with two agents: the agent switcher, the chat (the / menu above the composer, a 
 reply, Esc stopping a reply), sessions by name and a transcript, memory, the owner's files with a
 preview, settings and a restart the page comes back from, the job form kept after an error, people, health, spend, dark mode.
 Each page is checked with axe-core at phone and desktop width (no serious or critical
-violation) and saved as screenshots (build/screenshots/, or $CLAWGATE_SCREENSHOTS); the
+violation) and saved as screenshots (build/screenshots/, or $TEST_SCREENSHOTS_DIR); the
 README's are copied from there."""
 
 from __future__ import annotations
