@@ -115,6 +115,12 @@ COMMANDS = {
         "Scheduled jobs: reminders and recurring tasks the assistant runs for you.",
     ),
     "mcp": _cli("mcp", "mcp_app", "MCP tool servers: `list` shows each with its state and tools."),
+    "cluster": _cli(
+        "cluster",
+        "cluster_app",
+        "Several workers on one PostgreSQL ([cluster]): `status` shows workers and leases, "
+        "`drain WORKER` hands a worker's agents over.",
+    ),
 }
 
 
