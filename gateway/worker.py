@@ -31,7 +31,7 @@ from clawgate.gateway.daemon.routing import Router
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
 from clawgate.kernel.config_cluster import ClusterConfig
-from clawgate.kernel.errors import ConfigError, LockHeld
+from clawgate.kernel.errors import ClawgateError, ConfigError, LockHeld
 from clawgate.kernel.storage import make_dirs
 
 log = logging.getLogger(__name__)
@@ -83,27 +83,39 @@ class AgentGateways:
             except LockHeld:
                 await asyncio.sleep(LOCK_RETRY_SECONDS)
         try:
-            bus = MessageBus()
-            states = ChannelStates()
-            gateway = Gateway(
-                build_runtimes(self._router, bus, states, names=[name]),
-                build_accounts(self._router, bus, keys=self._router.accounts_of(name)),
-                bus,
-                router=self._router,
-                channel_states=states,
-                scheduler=True,
-            )
-            await gateway.start()
-            try:
-                log.info("agent %s running here (lease generation %d)", name, generation)
-                await asyncio.Event().wait()  # until the lease is lost
-            finally:
-                # Inside the time the lease has left once its deadline passed.
-                grace = min(config.agent.shutdown_grace_seconds, self._cluster.renew_seconds / 2)
-                await asyncio.shield(gateway.stop(grace=grace))
-                log.info("agent %s stopped here", name)
+            while True:
+                try:
+                    await self._serve(name, generation)
+                except ClawgateError as exc:
+                    # A refused token, an unreachable platform: tried again while the lease
+                    # lasts, as a single gateway's supervisor would.
+                    log.error("agent %s could not start here: %s", name, exc)
+                    await asyncio.sleep(self._cluster.lease_seconds)
         finally:
             lock.release()
+
+    async def _serve(self, name: str, generation: int) -> None:
+        """Run the agent's gateway until cancelled (the lease lost), then stop it."""
+        config = self._router.agents[name]
+        bus = MessageBus()
+        states = ChannelStates()
+        gateway = Gateway(
+            build_runtimes(self._router, bus, states, names=[name]),
+            build_accounts(self._router, bus, keys=self._router.accounts_of(name)),
+            bus,
+            router=self._router,
+            channel_states=states,
+            scheduler=True,
+        )
+        await gateway.start()
+        try:
+            log.info("agent %s running here (lease generation %d)", name, generation)
+            await asyncio.Event().wait()
+        finally:
+            # Inside the time the lease has left once its deadline passed.
+            grace = min(config.agent.shutdown_grace_seconds, self._cluster.renew_seconds / 2)
+            await asyncio.shield(gateway.stop(grace=grace))
+            log.info("agent %s stopped here", name)
 
 
 async def serve_worker(config: Config) -> None:

@@ -8,14 +8,20 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
 from clawgate.gateway.cluster.db import open_pool
 from clawgate.gateway.cluster.schema import migrate
 from clawgate.kernel.config_cluster import ClusterConfig
+from tests.discord_world import OWNER
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.llm import FakeLLM, Reply, text
+from tests.fakes.telegram import FakeTelegram
+from tests.process import ClawgateProcess, fake_model, fake_telegram, toml_value, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 LEASE = 3.0
@@ -109,3 +115,79 @@ def writers_of(log_dir: Path) -> set[str]:
 
 def log_sizes(log_dir: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in log_dir.glob("*.log")}
+
+
+# -- a cluster of real gateways: three agents, each with its own bot on the fakes -----------
+
+WORK_USER = 2002
+MAIN_USER = 1001
+WORK_TOKEN = "654321:WORK-token"
+AGENT_LEASES = {"agent:main", "agent:work", "agent:home"}
+GATEWAY_LEASE = 5.0  # a gateway starting up holds its event loop longer than LEASE allows
+
+
+def echo(body: dict[str, Any]) -> Reply:
+    said = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
+    return text(f"re: {str(said).split('] ')[-1]}")
+
+
+def cluster_home(
+    home: Path,
+    url: str,
+    telegram: FakeTelegram,
+    work_telegram: FakeTelegram,
+    discord: FakeDiscord,
+    llm: FakeLLM,
+) -> tuple[Path, str]:
+    """The config (each agent its own bot) and the owner's Discord DM channel."""
+    owner_dm = discord.dm_channel(OWNER, "ann")
+
+    def section(name: str, values: dict[str, Any]) -> list[str]:
+        return [f"[{name}]", *(f"{k} = {toml_value(v)}" for k, v in values.items())]
+
+    config = write_config(
+        home,
+        agent=fake_model(llm, request_timeout=30),
+        telegram=fake_telegram(telegram, (MAIN_USER,)),
+    )
+    lines = [
+        "[limits]",
+        "messages_per_minute = 0",
+        *section(
+            "cluster", {"database_url": url, "worker_name": "unset", "lease_seconds": GATEWAY_LEASE}
+        ),
+        *section("agents.work", {}),
+        *section(
+            "agents.work.channels.telegram",
+            {**fake_telegram(work_telegram, (WORK_USER,)), "token": WORK_TOKEN},
+        ),
+        *section("agents.home", {}),
+        *section("agents.home.channels.telegram", {"enabled": False}),
+        *section(
+            "agents.home.channels.discord",
+            {
+                "enabled": True,
+                "token": discord.token,
+                "api_base": discord.api_url,
+                "gateway_url": discord.gateway_url,
+                "allow_from": [OWNER],
+                "streaming": "off",
+                "reactions": False,
+            },
+        ),
+    ]
+    with config.open("a", encoding="utf-8") as file:
+        file.write("\n".join(lines) + "\n")
+    return config, owner_dm
+
+
+def worker(home: Path, config: Path, name: str) -> ClawgateProcess:
+    return ClawgateProcess(
+        home, "--config", str(config), "gateway", env={"CLAWGATE_CLUSTER__WORKER_NAME": name}
+    )
+
+
+async def agent_started(processes: Iterable[ClawgateProcess], agent: str) -> bool:
+    """Whether any of the workers logged that it runs `agent`."""
+    needle = f"agent {agent} running here"
+    return any(needle in line for p in processes for line in p.stderr_lines)

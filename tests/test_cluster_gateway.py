@@ -9,31 +9,35 @@ import json
 import signal
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.cluster_helpers import Leases, eventually
+from tests.cluster_helpers import AGENT_LEASES as AGENTS
+from tests.cluster_helpers import GATEWAY_LEASE as LEASE
+from tests.cluster_helpers import (
+    MAIN_USER,
+    WORK_TOKEN,
+    WORK_USER,
+    Leases,
+    cluster_home,
+    echo,
+    eventually,
+    worker,
+)
 from tests.discord_world import OWNER
 from tests.fakes.discord import FakeDiscord
-from tests.fakes.llm import FakeLLM, Reply, text
+from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import (
     ClawgateProcess,
     fake_model,
     fake_telegram,
     run_clawgate,
-    toml_value,
     write_config,
 )
 
-WORK_USER = 2002
-MAIN_USER = 1001
-WORK_TOKEN = "654321:WORK-token"
-LEASE = 5.0
 START_TIMEOUT = 60.0
 REPLY_TIMEOUT = 60.0
-AGENTS = {"agent:main", "agent:work", "agent:home"}
 
 
 @pytest.fixture
@@ -46,65 +50,6 @@ async def work_telegram() -> AsyncIterator[FakeTelegram]:
 async def discord() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
         yield server
-
-
-def echo(body: dict[str, Any]) -> Reply:
-    said = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
-    return text(f"re: {str(said).split('] ')[-1]}")
-
-
-def cluster_home(
-    home: Path,
-    url: str,
-    telegram: FakeTelegram,
-    work_telegram: FakeTelegram,
-    discord: FakeDiscord,
-    llm: FakeLLM,
-) -> tuple[Path, str]:
-    """The config (each agent its own bot) and the owner's Discord DM channel."""
-    owner_dm = discord.dm_channel(OWNER, "ann")
-
-    def section(name: str, values: dict[str, Any]) -> list[str]:
-        return [f"[{name}]", *(f"{k} = {toml_value(v)}" for k, v in values.items())]
-
-    config = write_config(
-        home,
-        agent=fake_model(llm, request_timeout=30),
-        telegram=fake_telegram(telegram, (MAIN_USER,)),
-    )
-    lines = [
-        "[limits]",
-        "messages_per_minute = 0",
-        *section("cluster", {"database_url": url, "worker_name": "unset", "lease_seconds": LEASE}),
-        *section("agents.work", {}),
-        *section(
-            "agents.work.channels.telegram",
-            {**fake_telegram(work_telegram, (WORK_USER,)), "token": WORK_TOKEN},
-        ),
-        *section("agents.home", {}),
-        *section("agents.home.channels.telegram", {"enabled": False}),
-        *section(
-            "agents.home.channels.discord",
-            {
-                "enabled": True,
-                "token": discord.token,
-                "api_base": discord.api_url,
-                "gateway_url": discord.gateway_url,
-                "allow_from": [OWNER],
-                "streaming": "off",
-                "reactions": False,
-            },
-        ),
-    ]
-    with config.open("a", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n")
-    return config, owner_dm
-
-
-def worker(home: Path, config: Path, name: str) -> ClawgateProcess:
-    return ClawgateProcess(
-        home, "--config", str(config), "gateway", env={"CLAWGATE_CLUSTER__WORKER_NAME": name}
-    )
 
 
 async def test_workers_share_the_agents_and_a_killed_one_loses_nothing(
