@@ -29,6 +29,7 @@ the same total concurrency: per-turn overhead and CPU must not grow with N.
 
 Run: python bench/load.py [--sessions 1000] [--messages 20] [--latency 0.2]
                           [--concurrency 8 64] [--default-messages 4] [--agents 1 2 8]
+     python bench/load.py --cluster 3 [--messages 20]   (bench/load_cluster.py)
 """
 
 from __future__ import annotations
@@ -500,10 +501,20 @@ def main() -> int:
         default=[1],
         help="agents in the gateway, one run each (sessions spread over them)",
     )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        help="instead: 1..N cluster workers on PostgreSQL (bench/load_cluster.py)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if args.cluster:
+        from bench.load_cluster import bench
+
+        return asyncio.run(bench(args.cluster, args.messages))
     if args.serve:
         asyncio.run(serve_fake(args.latency))
         return 0

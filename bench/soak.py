@@ -31,6 +31,7 @@ And two lanes of bench/soak_stop.py: /stop with messages queued behind the stopp
 
 Run: python bench/soak.py [--kills 52] [--lanes 2] [--seed 7] [--budget 540] [--discord-stops 12]
      [--diskfull-rounds 8] [--stop-rounds 6] [--clock-rounds 3] [--stream-rounds 8]
+     python bench/soak.py --cluster 3 --kills 20   (bench/soak_cluster.py, that lane alone)
 Exit status 1 if any tally that must be zero is not.
 """
 
@@ -51,6 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.soak_clock import ClockTally, report_clock, run_clock_lane
+from bench.soak_cluster import report_cluster, run_cluster_lane
 from bench.soak_discord import report_discord, run_discord_lane
 from bench.soak_diskfull import FullDiskTally, report_diskfull, run_diskfull_lane
 from bench.soak_stop import StopTally, report_stop, run_double_new_lane, run_stop_lane
@@ -272,7 +274,17 @@ async def main() -> int:
     parser.add_argument(
         "--stream-rounds", type=int, default=8, help="rounds of each streaming lane (0: none)"
     )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        help="instead of the other lanes: N cluster workers on PostgreSQL, --kills of them",
+    )
     args = parser.parse_args()
+    if args.cluster:
+        with tempfile.TemporaryDirectory(prefix="clawgate-soak-") as tmp:
+            tally = await run_cluster_lane(args.cluster, args.kills, args.seed, Path(tmp))
+        return 0 if report_cluster(tally) else 1
     started = time.monotonic()
     deadline = started + args.budget
     per_lane = -(-args.kills // args.lanes)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +70,17 @@ def owner_chat_of(config: Config) -> Callable[[], str]:
     return find
 
 
-def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
-    """A channel per bot, built from the config of the agent it belongs to (its rules, its
+def build_accounts(
+    router: Router, bus: MessageBus, keys: Collection[str] | None = None
+) -> dict[str, Channel]:
+    """A channel per bot (of `keys` only, when given), built from the config of the agent it belongs to (its rules, its
     data_dir for state, pairing and groups, its workspace for media), publishing through an
     AccountBus that routes what it receives; a shared bot also knows the workspace of each
     agent it serves, where the files that agent's replies attach are."""
     channels = {}
     for key, account in router.accounts.items():
+        if keys is not None and key not in keys:
+            continue
         served = [name for name in router.agents if key in router.accounts_of(name)]
         channels[key] = create_channel(
             account.platform,
@@ -89,13 +93,19 @@ def build_accounts(router: Router, bus: MessageBus) -> dict[str, Channel]:
 
 
 def build_runtimes(
-    router: Router, bus: MessageBus, states: ChannelStates, mcp: McpHub | None = None
+    router: Router,
+    bus: MessageBus,
+    states: ChannelStates,
+    mcp: McpHub | None = None,
+    names: Collection[str] | None = None,
 ) -> list[tuple[AgentRuntime, MessageBus]]:
-    """Every agent's runtime, each publishing through its own AgentBus (its name on every
+    """Every agent's runtime (of `names` only, when given), each publishing through its own AgentBus (its name on every
     reply), with the cron tool over its own workspace and the MCP servers' tools."""
     built: list[tuple[AgentRuntime, MessageBus]] = []
     searches: dict[str, MemorySearch] = {}
     for name, config in router.agents.items():
+        if names is not None and name not in names:
+            continue
         agent_bus = AgentBus(bus, name)
         spec = router.root.agents.get(name)
         shared = SharedMemory(searches, spec.share_memory_from if spec is not None else [])

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from clawgate.kernel.agent_configs import check_agents, derive_agent
+from clawgate.kernel.config_cluster import ClusterConfig
 from clawgate.kernel.config_hints import check_model_names, did_you_mean
 from clawgate.kernel.config_sections import (
     SECRET_NAME,
@@ -137,8 +138,7 @@ class TelegramConfig(_ChatChannelConfig):
 class DiscordConfig(_ChatChannelConfig):
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
-    # After a fresh gateway session, messages older than this are not caught up on: answers
-    # to last week would only confuse.
+    # Older messages are not caught up on after a fresh session: answers to last week confuse.
     catchup_max_age_hours: float = Field(24.0, gt=0)
 
 
@@ -204,8 +204,7 @@ class LimitsConfig(Section):
 
 
 class HousekeepingConfig(Section):
-    # Days to keep files; 0 keeps them forever. Archived transcripts whose archive has not
-    # landed are never deleted, whatever their age.
+    # Days to keep files; 0: forever. A transcript whose archive has not landed is always kept.
     media_days: int = Field(90, ge=0)
     archive_days: int = Field(365, ge=0)
     versions_days: int = Field(90, ge=0)
@@ -304,6 +303,7 @@ class Config(Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    cluster: ClusterConfig | None = None  # None: one machine, no database (gateway/cluster/)
 
     @field_validator("workspace", "data_dir")
     @classmethod

@@ -14,6 +14,7 @@
      │    └── CredentialsRejected   the platform refused the bot's token
      ├── PairingError               pairing.json or a pairing command
      ├── CronError                  a job definition or jobs.json
+     ├── ClusterError               the cluster's database: unreachable, refused, no driver
      └── ModelError                 the model endpoint
           └── ModelUnavailable      unreachable, refused, or out of retries
                ├── ContextOverflow      the provider says the request exceeds the window
@@ -106,6 +107,10 @@ class PairingError(ClawgateError):
 
 
 class CronError(ClawgateError):
+    pass
+
+
+class ClusterError(ClawgateError):
     pass
 
 

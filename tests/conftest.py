@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.kernel.config import AgentConfig
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
+from tests.postgres import PrivatePostgres
 
 # The browser tests each drive a headless Chromium: one worker takes them all, one at a time,
 # so two browsers never compete for the two cores with the rest of the suite.
@@ -117,3 +118,20 @@ async def harness(tmp_path, agent_config):
 
     async with Harness(make_config(tmp_path, agent_config)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PrivatePostgres]:
+    """One private PostgreSQL per test process, started on first use, stopped at the end."""
+    server = PrivatePostgres()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def database_url(postgres: PrivatePostgres) -> str:
+    """A fresh empty database of the private server, for one test."""
+    return postgres.create_database()

@@ -134,6 +134,12 @@ COMMANDS = {
         "import_app",
         "Bring an OpenClaw or nanobot workspace in: a report first, --apply to write.",
     ),
+    "cluster": _cli(
+        "cluster",
+        "cluster_app",
+        "Several workers on one PostgreSQL ([cluster]): `status` shows workers and leases, "
+        "`drain WORKER` hands a worker's agents over.",
+    ),
 }
 
 

@@ -25,6 +25,8 @@ def gateway(
     from clawgate.gateway.ops.doctor import missing_keys
     from clawgate.gateway.ops.logs import setup_logging
     from clawgate.gateway.setup.onboard import missing_setup, prepare_workspace
+    from clawgate.gateway.worker import serve_worker
+    from clawgate.kernel.storage import make_dirs
 
     # Every agent: the daemon serves them all, so no --agent here.
     config = cli_context(ctx).file_config()
@@ -35,7 +37,13 @@ def gateway(
         for problem in problems:
             typer.echo(f"  - {problem}", err=True)
         fail("`clawgate onboard` asks for each of these, or set them in the config.")
-    lock = InstanceLock(config.data_dir)
+    # A cluster worker locks its own folder (each agent's lock is taken where it runs) and
+    # logs there: several workers may share one data_dir on a shared volume.
+    own_dir = config.data_dir
+    if config.cluster is not None:
+        own_dir = config.data_dir / "workers" / config.cluster.worker_name
+        make_dirs(own_dir)
+    lock = InstanceLock(own_dir)
     # A terminal session ends: a gateway started meanwhile (e.g. by systemd) waits for it.
     lock.acquire(
         wait_for_agent=lambda holder: typer.echo(
@@ -46,7 +54,7 @@ def gateway(
         # Inside the lock: a refused second gateway must not write (or rotate) the log.
         setup_logging(
             config.logging,
-            config.data_dir,
+            own_dir,
             json=log_json or config.logging.json_format,
             verbose=verbose,
             secrets=config.secrets(),
@@ -57,6 +65,9 @@ def gateway(
                 "`clawgate onboard` does. Edit AGENTS.md, SOUL.md and USER.md there.",
                 err=True,
             )
-        asyncio.run(serve(config, cli_context(ctx).config_path))
+        if config.cluster is not None:
+            asyncio.run(serve_worker(config))
+        else:
+            asyncio.run(serve(config, cli_context(ctx).config_path))
     finally:
         lock.release()

@@ -102,10 +102,10 @@ class Gateway:
             )
             self.units[unit.name] = unit
             relay.attach(agent_runtime.loop.progress, streaming)
+        # A cluster worker runs some agents only: the default may be another worker's.
+        first = next(iter(self.units.values()))
         if router is not None:
-            first = self.units[router.root.default_agent]
-        else:
-            first = next(iter(self.units.values()))
+            first = self.units.get(router.root.default_agent, first)
         # The agent a message naming none goes to.
         self.default = first
         self.status: StatusWriter | None = None
