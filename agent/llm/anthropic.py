@@ -19,8 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.llm.direct import (
-    DirectTransport,
-    Endpoint,
+    EndpointModel,
     HTTPFailure,
     failure,
     parsed_body,
@@ -191,17 +190,8 @@ def parse_message(body: dict[str, Any], model: str) -> LLMResponse:
     )
 
 
-class AnthropicModel:
+class AnthropicModel(EndpointModel):
     """One `anthropic/` model name on the direct path (the protocol in protocol.py)."""
-
-    def __init__(self, name: str, target: Endpoint, transport: DirectTransport) -> None:
-        self._name = name
-        self._target = target
-        self._transport = transport
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
         def build() -> dict[str, Any]:

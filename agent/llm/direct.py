@@ -222,8 +222,8 @@ class DirectTransport:
             await client.close()
 
 
-class DirectModel:
-    """One model name on the direct path (the protocol in agent/llm/protocol.py)."""
+class EndpointModel:
+    """What every direct-path model holds: its name, its endpoint and the shared transport."""
 
     def __init__(self, name: str, target: Endpoint, transport: DirectTransport) -> None:
         self._name = name
@@ -233,6 +233,10 @@ class DirectModel:
     @property
     def name(self) -> str:
         return self._name
+
+
+class DirectModel(EndpointModel):
+    """One model name on the direct path (the protocol in agent/llm/protocol.py)."""
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
         body = await self._transport.complete(self._target, request.params())

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.llm.anthropic import arguments_of, text_of
 from clawgate.agent.llm.direct import (
-    DirectTransport,
-    Endpoint,
+    EndpointModel,
     HTTPFailure,
     failure,
     parsed_body,
@@ -182,17 +181,8 @@ def parse_response(body: dict[str, Any], model: str) -> LLMResponse:
     )
 
 
-class GeminiModel:
+class GeminiModel(EndpointModel):
     """One `gemini/` model name on the direct path (the protocol in protocol.py)."""
-
-    def __init__(self, name: str, target: Endpoint, transport: DirectTransport) -> None:
-        self._name = name
-        self._target = target
-        self._transport = transport
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
         def build() -> dict[str, Any]:
