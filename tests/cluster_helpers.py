@@ -94,6 +94,14 @@ class Leases:
         )
         return {row["resource"]: row["worker"] for row in rows}
 
+    async def generations(self) -> dict[str, int]:
+        """Each held agent lease's generation now."""
+        rows = await self.pool.fetch(
+            "SELECT resource, generation FROM leases "
+            "WHERE resource LIKE 'agent:%' AND worker IS NOT NULL AND expires_at > now()"
+        )
+        return {row["resource"]: row["generation"] for row in rows}
+
     async def close(self) -> None:
         await self.pool.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
@@ -71,7 +71,9 @@ async def test_workers_share_the_agents_and_a_killed_one_loses_nothing(
             await process.start()
         await eventually(lambda: _spread(leases), START_TIMEOUT)
         # A Discord message sent before its bot connected is not caught up on (a new session).
-        await eventually(lambda: _running(workers.values(), generation=1), START_TIMEOUT)
+        # A worker that started first may have taken every agent and handed some back, so each
+        # runs under whatever generation its lease has now.
+        await eventually(lambda: _running(workers.values(), leases), START_TIMEOUT)
 
         async def everyone_answers(word: str) -> None:
             telegram.user_says(MAIN_USER, f"main {word}")
@@ -168,19 +170,20 @@ async def test_a_shared_bot_is_refused_in_a_cluster(
     assert "each bot serves one agent" in out
 
 
-def _running(workers: Iterable[ClawgateProcess], generation: int) -> Awaitable[bool]:
-    """Every agent's gateway started, under that lease generation."""
+async def _running(workers: Iterable[ClawgateProcess], leases: Leases) -> bool:
+    """Every agent's gateway started, under the lease generation it holds now."""
     lines = [line for w in workers for line in w.stderr_lines]
+    current = await leases.generations()
     started = {
         f"agent:{name}"
         for name in ("main", "work", "home")
-        if any(f"agent {name} running here (lease generation {generation})" in x for x in lines)
+        if f"agent:{name}" in current
+        and any(
+            f"agent {name} running here (lease generation {current[f'agent:{name}']})" in x
+            for x in lines
+        )
     }
-    return _now(started == AGENTS)
-
-
-async def _now(value: bool) -> bool:
-    return value
+    return started == AGENTS
 
 
 async def _spread(leases: Leases) -> bool:
