@@ -284,3 +284,40 @@ async def test_a_pending_exec_approval_shows_a_badge_leading_to_it(
         await browser.get(f"{gateway.url}chat")
         await browser.wait_for_text("#messages li.assistant:last-child", "Made it.")
     assert (gateway.workspace / "from-web.txt").exists()
+
+
+async def test_a_reloaded_chat_shows_the_approval_card_still_waiting(
+    tmp_path: Path, telegram: FakeTelegram, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    fake_llm.script(tool_call("exec", command="touch after-reload.txt"), text("Made it."))
+    extra = '[tools]\nexec_approval = "risky"\n'
+    async with DashboardGateway(tmp_path, telegram, fake_llm, extra=extra) as gateway:
+        await log_in_at_phone_width(browser, gateway)
+        await browser.find("#chat.connected")
+        field = await browser.find("#text")
+        await browser.call(field.send_keys, "make the file", Keys.ENTER)
+        await browser.wait_for_text("#messages li.approval", "touch after-reload.txt")
+
+        # Drawn again from the server: the question the turn still waits on is there, with
+        # its buttons, last in the conversation.
+        await browser.get(f"{gateway.url}chat")
+        await browser.find("#chat.connected")
+        await browser.wait_for_text("#messages li.approval:last-child", "touch after-reload.txt")
+        assert await on_screen(browser, "#messages li.approval button")
+        await browser.screenshots("flows-chat-approval-reloaded")
+        await at(browser, PHONE)
+
+        # Answered on the phone from the redrawn card: the command runs and the turn ends.
+        await click(browser, "#messages li.approval button")
+        await browser.wait_for_text("#messages li.approval", "Allow once: touch after-reload.txt")
+        assert browser.current_url.endswith("/chat")
+        await browser.wait_for_text("#messages li.assistant:last-child", "Made it.")
+        await browser.get(f"{gateway.url}chat")
+        await browser.wait_for_text("#messages li.assistant:last-child", "Made it.")
+        assert (
+            await browser.call(
+                lambda: browser.driver.find_elements("css selector", "#messages li.approval")
+            )
+            == []
+        )
+    assert (gateway.workspace / "after-reload.txt").exists()
