@@ -1,8 +1,9 @@
 """Issue 30's flows in headless Chromium against a real `clawgate gateway` process, each run
 at phone width (390x844) with the parts whose layout changes checked at desktop width too:
 the sessions list's "new" and "replying" markers, an owner file's refused stale edit and the
-version kept, the agent switcher driving the web chat, and the header's badge for a pending
-exec approval. Screenshots are saved as `flows-*` (tests/dashboard_harness.py)."""
+version kept, the agent switcher driving the web chat, the header's badge for a pending exec
+approval, and that card redrawn and answerable in a reloaded chat. Screenshots are saved as
+`flows-*` (tests/dashboard_harness.py)."""
 
 from __future__ import annotations
 
