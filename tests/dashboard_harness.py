@@ -96,7 +96,9 @@ CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
 
 
 def screenshot_dir() -> Path:
-    folder = Path(os.environ.get("TEST_SCREENSHOTS_DIR") or REPO / "build" / "screenshots")
+    # Relative to the repository, not the working directory: pytest run from inside a
+    # package folder once left a screenshot committed in gateway/dashboard/.
+    folder = REPO / (os.environ.get("TEST_SCREENSHOTS_DIR") or "build/screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

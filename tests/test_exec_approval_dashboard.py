@@ -51,6 +51,13 @@ async def test_the_owner_answers_a_card_from_the_dashboard(
         assert "touch from-web.txt" in page and "Allow for this session" in page
         # The header's badge counts the card and leads to it.
         assert 'id="pending-badge" href="/approvals"' in page and "1 waiting" in page
+        # A page that reloads its transcript gets the card again, last, with the same buttons.
+        reloaded = await (await client.get("/chat/owner/transcript")).json()
+        assert reloaded["items"][-1] == {
+            "kind": "approval",
+            "text": card["text"],
+            "choices": card["choices"],
+        }
 
         refused = await client.post_json("/approvals/answer", {"choice": "rm -rf"})
         assert refused.status == 400
@@ -61,7 +68,9 @@ async def test_the_owner_answers_a_card_from_the_dashboard(
         stream.close()
         assert pending_approvals(client.services) == []
         after = await client.text("/approvals")
+        done = await (await client.get("/chat/owner/transcript")).json()
     assert (config.workspace / "from-web.txt").exists()
     assert "Nothing is waiting for you." in after
     assert 'id="pending-badge"' not in after
     assert "once" in after and "dashboard" in after
+    assert all(item["kind"] != "approval" for item in done["items"])

@@ -120,6 +120,7 @@ class PendingFile(BaseModel):
 class _Waiting:
     card: PendingCard
     target: str  # channel:chat the card went to
+    text: str  # what the card said there
     answer: asyncio.Future[tuple[Decision, str]] = field(repr=False)
 
 
@@ -162,6 +163,11 @@ class ExecApprovals:
         """The cards waiting for the owner now, oldest first (the dashboard's list)."""
         return [w.card for w in self._waiting.values()]
 
+    def pending_in(self, target: str) -> list[tuple[PendingCard, str]]:
+        """The cards waiting in one chat (`channel:chat`), each with the text it was sent
+        with, oldest first: a page drawn again shows them again."""
+        return [(w.card, w.text) for w in self._waiting.values() if w.target == target]
+
     def allowed_for_session(self, session_key: str, command: str) -> bool:
         return command.strip() in self._session_allowed.get(session_key, set())
 
@@ -185,7 +191,8 @@ class ExecApprovals:
             cwd=request.cwd,
             asked_at=_now(),
         )
-        waiting = _Waiting(card, target, asyncio.get_running_loop().create_future())
+        text = _card_text(request)
+        waiting = _Waiting(card, target, text, asyncio.get_running_loop().create_future())
         await asyncio.to_thread(self._doc.update, lambda v: v.cards.append(card))
         self._waiting[card.id] = waiting
         try:
@@ -194,7 +201,7 @@ class ExecApprovals:
                 OutboundMessage(
                     channel=channel,
                     chat_id=chat_id,
-                    text=_card_text(request),
+                    text=text,
                     choices=tuple(
                         Choice(id=f"{CHOICE_PREFIX}{card.id}:{key}", label=label)
                         for key, label in LABELS.items()

@@ -37,7 +37,8 @@ def pending_approvals(dashboard: DashboardServices) -> list[PendingCard]:
     return dashboard.runtime.approvals.pending()
 
 
-def _buttons(card: PendingCard) -> list[tuple[str, str]]:
+def buttons(card: PendingCard) -> list[tuple[str, str]]:
+    """(choice id, label) for each answer to a card, as the card was sent with."""
     return [(f"{CHOICE_PREFIX}{card.id}:{key}", label) for key, label in LABELS.items()]
 
 
@@ -59,7 +60,7 @@ async def _decisions(dashboard: DashboardServices) -> list[dict[str, Any]]:
 
 async def approvals_page(request: web.Request) -> web.StreamResponse:
     dashboard = services(request)
-    cards = [(card, _buttons(card)) for card in pending_approvals(dashboard)]
+    cards = [(card, buttons(card)) for card in pending_approvals(dashboard)]
     return render(
         request,
         "approvals.html",

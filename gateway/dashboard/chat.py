@@ -1,7 +1,8 @@
 """The chat page: the owner's conversations with the assistant, through the web channel.
 
     GET  /chat, /chat/{name}       the conversation `web:<name>` ("owner" by default): its
-                                   transcript (tool calls as cards), the slash commands
+                                   transcript (tool calls as cards; exec approval cards
+                                   still waiting in it at the end), the slash commands
     GET  /chat?c=NAME              opens (or starts) the conversation NAME
     POST /chat/{name}/send         `{"text": ...}` (JSON, answered 202 with the message id) or
                                    a form post (answered with a redirect back to the page)
@@ -29,6 +30,7 @@ from aiohttp import web
 from clawgate.agent.commands import HELP
 from clawgate.agent.progress import MAX_SHOWN_CHARS
 from clawgate.agent.session import StoredMessage
+from clawgate.gateway.dashboard.approvals import buttons
 from clawgate.gateway.dashboard.auth import COOKIE_NAME
 from clawgate.gateway.dashboard.markdown import to_html
 from clawgate.gateway.dashboard.render import render, services
@@ -113,8 +115,23 @@ def transcript(messages: list[StoredMessage]) -> list[dict[str, Any]]:
 
 
 async def _transcript(request: web.Request, name: str) -> list[dict[str, Any]]:
-    session = await services(request).sessions.get(f"{WebChannel.name}:{name}")
-    return transcript(session.messages[-SHOWN_MESSAGES:])
+    key = f"{WebChannel.name}:{name}"
+    session = await services(request).sessions.get(key)
+    return transcript(session.messages[-SHOWN_MESSAGES:]) + _waiting_cards(request, key)
+
+
+def _waiting_cards(request: web.Request, key: str) -> list[dict[str, Any]]:
+    """The exec approval cards this conversation's turn waits on: the live event that drew
+    them is gone once the page is reloaded, the question is not."""
+    approvals = services(request).runtime.approvals
+    return [
+        {
+            "kind": "approval",
+            "text": text,
+            "choices": [{"id": choice, "label": label} for choice, label in buttons(card)],
+        }
+        for card, text in approvals.pending_in(key)
+    ]
 
 
 async def _conversations(request: web.Request) -> list[str]:

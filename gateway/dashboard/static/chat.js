@@ -170,25 +170,37 @@
     },
   };
 
+  // A press on an approval card's button: answered from here, the answer shown in its place.
+  function answer(row, choice) {
+    row.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    window.clawgate.post("/approvals/answer", { choice: choice })
+      .then(function (response) { return response.json(); })
+      .then(function (said) { row.textContent = said.result; });
+  }
+
   // An exec approval card: the command and a button per answer; the turn waits on it.
   function approvalCard(event) {
     const body = bubble("assistant approval", event.text);
     const row = document.createElement("div");
+    row.className = "choices";
     event.choices.forEach(function (choice) {
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = choice.label;
-      button.addEventListener("click", function () {
-        row.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
-        window.clawgate.post("/approvals/answer", { choice: choice.id })
-          .then(function (response) { return response.json(); })
-          .then(function (answer) { row.textContent = answer.result; });
-      });
+      button.addEventListener("click", function () { answer(row, choice.id); });
       row.appendChild(button);
     });
     body.appendChild(row);
     scrollDown();
   }
+
+  // The cards the page was drawn with post forms (to /approvals); answer them here instead.
+  list.querySelectorAll("li.approval .choices").forEach(function (row) {
+    row.addEventListener("submit", function (event) {
+      event.preventDefault();
+      answer(row, event.target.elements.choice.value);
+    });
+  });
 
   function render(items) {
     list.textContent = "";
@@ -198,6 +210,8 @@
       if (item.kind === "tool") {
         card(item.id, item.name, item.arguments, item.result === null ? "(no result)" : item.result);
         list.lastElementChild.classList.remove("running");
+      } else if (item.kind === "approval") {
+        approvalCard(item);
       } else {
         const body = bubble(item.kind, item.text);
         if (item.html) {
