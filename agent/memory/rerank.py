@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import ge
 
 from clawgate.agent.memory.coverage import terms, weighted_coverage
 from clawgate.agent.memory.fusion import Candidate
@@ -119,16 +120,23 @@ def _respect_dominance(
 ) -> list[Candidate]:
     """The preferred order, except that a candidate waits until every candidate that
     dominates it is placed: each place takes the first candidate no unplaced one dominates."""
-    above = {
-        c.id: sum(dominates(evidence[o.id], evidence[c.id]) for o in preferred) for c in preferred
-    }
-    left, placed = list(preferred), []
+    x = [evidence[c.id] for c in preferred]
+    # beats[i]: the candidates i dominates (each pair compared once; no numpy: a keyword-only
+    # memory never loads it).
+    beats: list[list[int]] = [[] for _ in x]
+    above = [0] * len(x)
+    for i, a in enumerate(x):
+        for j, b in enumerate(x):
+            if a != b and all(map(ge, a, b)):
+                beats[i].append(j)
+                above[j] += 1
+    left, placed = list(range(len(x))), []
     while left:
-        pick = next(c for c in left if above[c.id] == 0)
+        pick = next(i for i in left if above[i] == 0)
         left.remove(pick)
-        placed.append(pick)
-        for c in left:
-            above[c.id] -= dominates(evidence[pick.id], evidence[c.id])
+        placed.append(preferred[pick])
+        for j in beats[pick]:
+            above[j] -= 1
     return placed
 
 
