@@ -27,9 +27,10 @@ For a query:
    Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
    reached through a name in the first hits that, with it, covers more of the question
    than any one chunk goes first, its bridge second.
-   Then the second stage (rerank.py): the first 30 (gathered from 60 a side) ordered again
-   by a fitted linear model that adds line-level evidence; recency again only breaks
-   near-ties. The second hop runs on that order.
+   Then the second stage (rerank.py): of the first 30 (gathered from 60 a side) a fitted
+   linear model that adds line-level evidence picks the first 3; the rest keep the order
+   of relevance as a gather of `pool` a side would give it (BM25 only from a side's first
+   `pool`). No recency within the 30. The second hop runs on that order.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
