@@ -57,7 +57,13 @@ def test_a_candidate_at_least_as_good_on_every_evidence_is_never_placed_below(re
         evidence = dict(
             zip((c.id for c in cands), reranker.features(cands, rows, weights), strict=True)
         )
-        placed = [c.id for c in reranker.order(cands, rows, weights, recency_weight)]
+        # The first stage's own relevance, unrelated to the evidence: only the lead follows
+        # the model, yet dominance holds all the way down.
+        first = {c.id: rng.random() for c in cands}
+        ordered = reranker.order(cands, rows, weights, recency_weight, first)
+        relevance = [c.relevance for c in ordered]
+        assert relevance == sorted(relevance, reverse=True)
+        placed = [c.id for c in ordered]
         assert sorted(placed) == sorted(evidence)
         position = {chunk_id: n for n, chunk_id in enumerate(placed)}
         for a in evidence:
@@ -66,6 +72,20 @@ def test_a_candidate_at_least_as_good_on_every_evidence_is_never_placed_below(re
                     checked += 1
                     assert position[a] < position[b], (evidence[a], evidence[b])
     assert checked > 1000
+
+
+def test_the_model_decides_the_lead_and_the_first_stage_the_places_below():
+    # Keyword evidence rises with the id, vector evidence falls: nobody dominates anybody.
+    cands, rows = [], {}
+    for i in range(7):
+        rows[i] = ChunkRow(i, f"memory/{i}.md", 1, 1, None, "maya dentist bill")
+        cands.append(Candidate(id=i, t=i / 6, v=1 - i / 6, relevance=0.5, recency=i / 6))
+    keyword_only = Reranker(weights=(0, 1, 0, 0, 0, 0), lead=3)
+    first = {i: 1 - i / 6 for i in range(7)}  # the first stage prefers the low ids
+    placed = keyword_only.order(cands, rows, {"dentist": 1.0}, 0.05, first)
+    assert [c.id for c in placed] == [6, 5, 4, 0, 1, 2, 3]
+    assert [c.relevance for c in placed] == sorted((c.relevance for c in placed), reverse=True)
+    assert [c.key for c in placed] == sorted((c.key for c in placed), reverse=True)
 
 
 def test_the_weights_are_one_non_negative_weight_per_feature():

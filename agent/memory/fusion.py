@@ -81,11 +81,14 @@ def normalise_vector(scores: dict[int, float], mean: float) -> dict[int, float]:
     return {c: min(max((s - mean) / spread, 0.0), 1.0) for c, s in scores.items()}
 
 
-def weigh(cands: list[Candidate], weights: tuple[float, float, float]) -> None:
+def relevance(t: float, v: float, d: float, weights: tuple[float, float, float]) -> float:
     w_t, w_v, w_d = weights
-    total = (w_t + w_v + w_d) or 1.0
+    return (w_t * t + w_v * v + w_d * d) / ((w_t + w_v + w_d) or 1.0)
+
+
+def weigh(cands: list[Candidate], weights: tuple[float, float, float]) -> None:
     for c in cands:
-        c.relevance = (w_t * c.t + w_v * c.v + w_d * c.d) / total
+        c.relevance = relevance(c.t, c.v, c.d, weights)
 
 
 def dominates(a: Candidate, b: Candidate, weights: tuple[float, float, float]) -> bool:

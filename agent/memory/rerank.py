@@ -9,12 +9,12 @@ that holds the question (`line`, by idf weight), and words few other candidates 
 line only: a conversation that once names the answer is not diluted by the rest of it.
 
 Every feature is on 0..1, higher is better, and the weights are non-negative (fitted by
-bench/recall_dialogue/train_reranker.py on generated dialogues that are not the eval's), so
-the order is monotone in each kind of evidence: a candidate at least as good on every
-feature and better on one is never placed below the other (ties in the weighted sum are
-broken by the plain sum of the features, which the better one wins). Recency is not
-evidence of relevance: as in the first stage it only breaks near-ties, and never against
-a candidate that dominates.
+bench/recall_dialogue/train_reranker.py on generated dialogues that are not the eval's).
+The model decides the first LEAD places only: below them the first stage's own order held
+more answers in the first five (bench/recall_eval.py --pooled). Either way a candidate at
+least as good on every feature and better on one is never placed below the other (each
+place takes the first candidate that nothing left dominates). Recency is not evidence of
+relevance and plays no part in this order.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import ge
 
 from clawgate.agent.memory.coverage import terms, weighted_coverage
 from clawgate.agent.memory.fusion import Candidate
@@ -31,6 +32,7 @@ FEATURES = ("fused", "keyword", "vector", "date", "line", "specific")
 # Fitted on bench/recall_dialogue/train_reranker.py's data (seed and people not the eval's).
 WEIGHTS = (0.229, 0.187, 0.000, 0.185, 0.227, 0.172)
 DEPTH = 30  # how many of the first stage's candidates are re-ordered
+LEAD = 3  # how many first places the model decides; the first stage orders the rest
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Reranker:
 
     weights: tuple[float, ...] = WEIGHTS
     depth: int = DEPTH
+    lead: int = LEAD
 
     def __post_init__(self) -> None:
         if len(self.weights) != len(FEATURES) or min(self.weights) < 0:
@@ -66,43 +69,75 @@ class Reranker:
         rows: Mapping[int, ChunkRow],
         weights: dict[str, float],
         recency_weight: float = 0.0,
+        first: Mapping[int, float] | None = None,
     ) -> list[Candidate]:
         """The first `depth` candidates re-ordered, the rest after them in their order.
-        Relevance becomes the model's score (none for a candidate the first stage found no
-        evidence for); recency then breaks near-ties as in fusion.order, never moving a
-        candidate above one that dominates it."""
+        The model picks the first `lead` places; below them the first stage's relevance
+        (`first`, by candidate id; else `c.relevance`) keeps its order. No candidate then
+        stays above one that dominates it, and relevance (the model's score in the lead,
+        none for a candidate the first stage found no evidence for) and the key MMR sorts
+        by are made non-increasing down the list."""
         head, tail = cands[: self.depth], cands[self.depth :]
         if not head:
             return cands
+        stage = {c.id: c.relevance for c in cands} | dict(first or {})
+        found = self.features(head, rows, weights)
+        evidence = {c.id: f for c, f in zip(head, found, strict=True)}
         # In integers (features in steps of 1e-9, weights of 1e-6), so that a candidate
         # better by a hair on one feature is never put below by a float's rounding.
         units = [round(w * 1e6) for w in self.weights]
         scale = (sum(units) or 1) * 1e9
-        ranked = []
-        for c, f in zip(head, self.features(head, rows, weights), strict=True):
-            steps = [round(x * 1e9) for x in f]
-            total = sum(u * x for u, x in zip(units, steps, strict=True))
-            ranked.append((total if c.relevance > 0 else 0, sum(steps), f, c))
-        ranked.sort(key=lambda item: (-item[0], -item[1]))
-        scored = [(total / scale, f, c) for total, _, f, c in ranked]
-        best = scored[0][0] or 1.0
-        for value, _, c in scored:
-            c.relevance = value
-            c.key = value / best + recency_weight * c.recency
-        swapped = recency_weight > 0
-        while swapped:
-            swapped = False
-            for i in range(len(scored) - 1):
-                (_, fa, a), (_, fb, b) = scored[i], scored[i + 1]
-                if b.key > a.key and not dominates(fa, fb):
-                    scored[i], scored[i + 1] = scored[i + 1], scored[i]
-                    swapped = True
-        floor = min(c.relevance for c in head)
-        top_tail = max((c.relevance for c in tail), default=0.0) or 1.0
+        model: dict[int, float] = {}
+        for c, f in zip(head, found, strict=True):
+            total = sum(u * round(x * 1e9) for u, x in zip(units, f, strict=True))
+            model[c.id] = (total if c.relevance > 0 else 0) / scale
+        # Recency plays no part here: a newer result preferred in the lead cost old answers
+        # their first place (bench/recall_eval.py, >180d), more than it won new ones.
+        led = sorted(head, key=lambda c: -model[c.id])[: self.lead]
+        lead_ids = {c.id for c in led}
+        rest = sorted((c for c in head if c.id not in lead_ids), key=lambda c: -stage[c.id])
+        placed = _respect_dominance(led + rest, evidence)
+        best = max(model.values()) or 1.0
+        floor = min((model[c.id] for c in led), default=best)
+        top_rest = max((stage[c.id] for c in rest), default=0.0) or 1.0
+        level, key = best, float("inf")
+        for c in placed:
+            value = model[c.id] if c.id in lead_ids else floor * stage[c.id] / top_rest
+            level = min(level, value)
+            key = min(key, level / best + recency_weight * c.recency)
+            c.relevance, c.key = level, key
+        below = level * 0.99
+        top_tail = max((stage[c.id] for c in tail), default=0.0) or 1.0
         for c in tail:
-            c.relevance = floor * 0.99 * c.relevance / top_tail
-            c.key = c.relevance / best + recency_weight * c.recency
-        return [c for _, _, c in scored] + tail
+            level = min(level, below * stage[c.id] / top_tail)
+            key = min(key, level / best + recency_weight * c.recency)
+            c.relevance, c.key = level, key
+        return placed + tail
+
+
+def _respect_dominance(
+    preferred: list[Candidate], evidence: Mapping[int, tuple[float, ...]]
+) -> list[Candidate]:
+    """The preferred order, except that a candidate waits until every candidate that
+    dominates it is placed: each place takes the first candidate no unplaced one dominates."""
+    x = [evidence[c.id] for c in preferred]
+    # beats[i]: the candidates i dominates (each pair compared once; no numpy: a keyword-only
+    # memory never loads it).
+    beats: list[list[int]] = [[] for _ in x]
+    above = [0] * len(x)
+    for i, a in enumerate(x):
+        for j, b in enumerate(x):
+            if a != b and all(map(ge, a, b)):
+                beats[i].append(j)
+                above[j] += 1
+    left, placed = list(range(len(x))), []
+    while left:
+        pick = next(i for i in left if above[i] == 0)
+        left.remove(pick)
+        placed.append(preferred[pick])
+        for j in beats[pick]:
+            above[j] -= 1
+    return placed
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

@@ -27,9 +27,10 @@ For a query:
    Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
    reached through a name in the first hits that, with it, covers more of the question
    than any one chunk goes first, its bridge second.
-   Then the second stage (rerank.py): the first 30 (gathered from 60 a side) ordered again
-   by a fitted linear model that adds line-level evidence; recency again only breaks
-   near-ties. The second hop runs on that order.
+   Then the second stage (rerank.py): of the first 30 (gathered from 60 a side) a fitted
+   linear model that adds line-level evidence picks the first 3; the rest keep the order
+   of relevance as a gather of `pool` a side would give it (BM25 only from a side's first
+   `pool`). No recency within the 30. The second hop runs on that order.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 """
@@ -204,7 +205,7 @@ class MemorySearch:
                 if local is None:
                     return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
-            gathered = self._gather(reader, plan, vector, gather, window, dated)
+            gathered = self._gather(reader, plan, vector, (gather, pool), window, dated)
             return _Visit(weights, unseen, vector, gathered)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
@@ -217,23 +218,16 @@ class MemorySearch:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
             gathered = await self.index.read(
-                lambda r: self._gather(r, plan, query_vec, gather, window, dated)
+                lambda r: self._gather(r, plan, query_vec, (gather, pool), window, dated)
             )
-        raw, cosines, rows = gathered
+        raw, first, cosines, rows = gathered
         if window is not None:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
             return []
-        bm25: dict[int, float] = {}
-        for table in ("chunks_fts", "chunks_tri"):
-            for c, value in fusion.normalise_keyword(raw[table]).items():
-                bm25[c] = max(bm25.get(c, 0.0), value)
-        for c, value in raw["cjk"].items():
-            bm25[c] = max(bm25.get(c, 0.0), value)
-        keyword = {
-            c: entry_coverage(weights_by_term, r.text) * (0.5 + 0.5 * bm25.get(c, 0.0))
-            for c, r in rows.items()
-        }
+        bm25, narrow = _keyword_evidence(raw), _keyword_evidence(raw, first)
+        cover = {c: entry_coverage(weights_by_term, r.text) for c, r in rows.items()}
+        keyword = {c: x * (0.5 + 0.5 * bm25.get(c, 0.0)) for c, x in cover.items()}
         mean = self.index.vectors.mean(query_vec) if query_vec is not None else 0.0
         vector = fusion.normalise_vector(cosines, mean)
         w_v, w_t = self.weights
@@ -258,7 +252,15 @@ class MemorySearch:
             confidence = max(confidence, DATE_CONFIDENCE)
         recency_weight = 0.0 if asked else RECENCY_WEIGHT
         ranked = fusion.order(cands, weights, recency_weight)[:kept]
-        ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight)
+        # Below the reranker's lead, the first stage's order as a gather of `pool` a side
+        # would have it: BM25 from further down a side is noise the wide gather lets in.
+        first_stage = {
+            c.id: fusion.relevance(
+                cover[c.id] * (0.5 + 0.5 * narrow.get(c.id, 0.0)), c.v, c.d, weights
+            )
+            for c in ranked
+        }
+        ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight, first_stage)
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
         hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
         pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)
@@ -278,17 +280,20 @@ class MemorySearch:
         reader: Reader,
         plan: KeywordQuery,
         query_vector: np.ndarray | None,
-        pool: int,
+        limits: tuple[int, int],
         window: tuple[str, str] | None,
         dated: tuple[str, str] | None,
-    ) -> tuple[dict[str, dict[int, float]], dict[int, float], dict[int, ChunkRow]]:
-        """Every candidate with its keyword evidence (raw, by side), its cosine, and its row:
-        all the search's reads, in the one worker thread `index.read` runs it in."""
+    ) -> Gathered:
+        """Every candidate with its keyword evidence (raw, by side), the ids among the first
+        `limits[1]` of a side, its cosine, and its row: all the search's reads, in the one
+        worker thread `index.read` runs it in. `limits`: (wide, narrow) per side."""
+        pool = limits[0]
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
+        first: dict[str, set[int]] = {side: set() for side in raw}
         cosines: dict[int, float] = {}
-        self._candidates(reader, plan, query_vector, pool, window, raw, cosines)
+        self._candidates(reader, plan, query_vector, limits, window, (raw, first), cosines)
         if dated is not None:
-            self._candidates(reader, plan, query_vector, pool, dated, raw, cosines)
+            self._candidates(reader, plan, query_vector, limits, dated, (raw, first), cosines)
         ids = set(cosines).union(*raw.values())
         if dated is not None and not ids:
             # Only the date matched: the chunks of those days, newest first below.
@@ -296,20 +301,21 @@ class MemorySearch:
         if query_vector is not None:
             missing = ids - set(cosines)
             cosines.update(self.index.vectors.scores_for(query_vector, missing))
-        return raw, cosines, reader.chunks(ids)
+        return raw, first, cosines, reader.chunks(ids)
 
     def _candidates(
         self,
         reader: Reader,
         plan: KeywordQuery,
         query_vector: np.ndarray | None,
-        limit: int,
+        limits: tuple[int, int],
         days: tuple[str, str] | None,
-        raw: dict[str, dict[int, float]],
+        into: tuple[dict[str, dict[int, float]], dict[str, set[int]]],
         cosines: dict[int, float],
     ) -> None:
         """Keyword and vector candidates (within `days` if given), gathered into raw/cosines."""
-        self._keyword(reader, plan, limit, days, raw)
+        limit = limits[0]
+        self._keyword(reader, plan, limit, days, into[0], (limits[1], into[1]))
         if query_vector is None:
             return
         if days is None:
@@ -326,11 +332,17 @@ class MemorySearch:
         limit: int,
         days: tuple[str, str] | None,
         raw: dict[str, dict[int, float]],
+        first: tuple[int, dict[str, set[int]]] = (0, {}),
     ) -> None:
+        """Keyword candidates by side into `raw`; the ids among the first `first[0]` of a
+        side also into `first[1]`."""
+        narrow, firsts = first
         for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
             if match:
-                for chunk_id, x in reader.fts(table, match, limit, days):
+                for n, (chunk_id, x) in enumerate(reader.fts(table, match, limit, days)):
                     raw[table][chunk_id] = x
+                    if n < narrow:
+                        firsts[table].add(chunk_id)
         needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
         if needles:
             found = reader.like_cjk(needles, limit * 4)
@@ -338,8 +350,10 @@ class MemorySearch:
             for chunk_id, cjk in found:
                 share = sum(1 for n in needles if n in cjk) / len(needles)
                 scored.append((fusion.SUBSTRING_SCORE * share**0.5, chunk_id))
-            for value, chunk_id in sorted(scored, reverse=True)[:limit]:
+            for n, (value, chunk_id) in enumerate(sorted(scored, reverse=True)[:limit]):
                 raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
+                if n < narrow:
+                    firsts["cjk"].add(chunk_id)
 
     async def _keyword_ids(
         self, missing: str, links: str, limit: int, window: tuple[str, str] | None
@@ -353,14 +367,27 @@ class MemorySearch:
             plan = replace(plan, match=f"({need}) AND ({via})")
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
         await self.index.read(lambda r: self._keyword(r, plan, limit, window, raw))
-        found = dict(raw["cjk"])
-        for table in ("chunks_fts", "chunks_tri"):
-            for c, value in fusion.normalise_keyword(raw[table]).items():
+        return _keyword_evidence(raw)
+
+
+# Raw keyword evidence by side, the ids among a side's first `pool`, cosines, rows.
+Gathered = tuple[
+    dict[str, dict[int, float]], dict[str, set[int]], dict[int, float], dict[int, ChunkRow]
+]
+
+
+def _keyword_evidence(
+    raw: dict[str, dict[int, float]], only: dict[str, set[int]] | None = None
+) -> dict[int, float]:
+    """Each chunk's best keyword evidence over the sides, on this search's 0..1 scale;
+    with `only`, a side counts for the chunks it names."""
+    found: dict[int, float] = {}
+    for side, values in raw.items():
+        scaled = values if side == "cjk" else fusion.normalise_keyword(values)
+        for c, value in scaled.items():
+            if only is None or c in only[side]:
                 found[c] = max(found.get(c, 0.0), value)
-        return found
-
-
-Gathered = tuple[dict[str, dict[int, float]], dict[int, float], dict[int, ChunkRow]]
+    return found
 
 
 class _Visit(NamedTuple):
