@@ -88,13 +88,22 @@ async def click(browser: Browser, css: str) -> None:
 async def submit(browser: Browser, css: str) -> None:
     """Click a link or a form's button and wait until the page it leads to has replaced this
     one (an element found before then may belong to the page going away)."""
-    from selenium.webdriver.support import expected_conditions
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = await browser.find("html")
     await click(browser, css)
-    wait = WebDriverWait(browser.driver, 20)
-    await browser.call(wait.until, expected_conditions.staleness_of(page))
+
+    def gone(_driver: object) -> bool:
+        # Mid-navigation Chrome may answer "node does not belong to the document" instead of
+        # "stale element": both say the old page has been replaced.
+        try:
+            page.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    await browser.call(WebDriverWait(browser.driver, 20).until, gone)
 
 
 async def test_the_sessions_list_marks_unread_and_replying_sessions(
