@@ -6,7 +6,7 @@
      │    ├── LockHeld              another process holds a lock that is not waited for
      │    │    └── AlreadyRunning   another gateway or agent owns this data_dir (names its pid)
      │    ├── DocumentDamaged       a JSON document (json_document.py) is not JSON or misshapen
- │    └── MoveRefused           a backup that fails its checks, a restore onto a live install
+     │    └── MoveRefused           a backup that fails its checks, a restore onto a live install
      ├── PathOutsideRoot            a path escapes the folder it is confined to
      │    ├── ReadOnlyPath          a write to `public/shared/` from a chat that may only read it
      │    └── PathOutsideWorkspace  (also a ToolError) a tool's path outside its session's reach
@@ -36,7 +36,12 @@ Internal signals of the model layer stay beside the code that raises and catches
 never leave it: `NextModel` (agent/llm/failures.py: try the fallback model), `StreamCut`
 (agent/llm/stream.py), `HTTPFailure` (agent/llm/direct.py) and `FunctionFailure`
 (agent/llm/function.py: a scripted model failing as a provider's HTTP status would, which
-the model layer classifies like any other failure). Platform libraries' own
+the model layer classifies like any other failure). So do a few more, each caught one module
+away and never shown raw: `SandboxMissing` (agent/tools/sandbox.py, a ToolError: bwrap is
+configured but not installed), `AddressRefused` (agent/tools/web_guard.py, an OSError so
+aiohttp's connector carries it: web_fetch reached for an address that is not public),
+`SlowDown` (channels/live.py: the platform refused an edit for now) and `ReactionRefused`
+(channels/reactions.py: the chat does not let the bot react). Platform libraries' own
 exceptions (python-telegram-bot, discord.py) are caught at the channel and become
 ChannelError or Retry.
 
