@@ -4,7 +4,10 @@ Callers decide what is worth retrying by raising `Retry` (optionally with the de
 server asked for); any other exception passes straight through. The clock is injected
 (`sleep`), so tests move time instead of waiting for it. Every retry of one action in the
 project goes through `retrying`: the model calls, the Discord and Telegram sends, the
-archive of a session's transcript (which retries until it lands: `attempts=None`).
+archive of a session's transcript and the dashboard's bind to a taken port (both retry until
+they succeed: `attempts=None`). The supervisors that restart a long-running task (channels,
+MCP servers) and the scheduler, which moves a failed job's next run, take only their delays
+from a `Backoff`.
 """
 
 from __future__ import annotations

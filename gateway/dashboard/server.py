@@ -63,8 +63,8 @@ from clawgate.gateway.ops.rendezvous import (
     new_nonce,
     record_path,
 )
-from clawgate.kernel.errors import ConfigError, PathOutsideRoot
-from clawgate.kernel.retry import Backoff
+from clawgate.kernel.errors import ConfigError, PathOutsideRoot, Retry
+from clawgate.kernel.retry import Backoff, retrying
 from clawgate.kernel.storage import confine
 
 log = logging.getLogger(__name__)
@@ -299,12 +299,15 @@ class Dashboard:
         return None
 
     async def _retry(self) -> None:
-        failures = 1
-        while True:
-            await asyncio.sleep(BIND_BACKOFF.delay(failures))
-            if await self._bind() is None:
-                return
-            failures += 1
+        """Bind again, with backoff, until the port is free; `start`'s bind was the first try."""
+
+        async def bind() -> None:
+            error = await self._bind()
+            if error is not None:
+                raise Retry(error)
+
+        await asyncio.sleep(BIND_BACKOFF.delay(1))
+        await retrying(bind, attempts=None, backoff=BIND_BACKOFF)
 
     def _record(self, host: str, port: int, error: str | None) -> None:
         record = DashboardRecord(
