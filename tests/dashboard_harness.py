@@ -410,11 +410,24 @@ class Browser:
         return str(self.driver.current_url)
 
     async def accessibility(self) -> list[dict[str, Any]]:
-        """axe-core's serious and critical violations on the page as it is now."""
-        if not await self.call(self.driver.execute_script, "return !!window.axe"):
-            await self.call(self.driver.execute_script, AXE.read_text(encoding="utf-8"))
+        """axe-core's serious and critical violations on the page as it is now.
+
+        A page may replace itself between injecting axe and running it (the settings page
+        reloads by itself after a restart), so axe is injected in the same script that runs
+        it, and a script lost to a navigation is tried again on the new page."""
+        from selenium.common.exceptions import WebDriverException
+
+        script = f"if (!window.axe) {{\n{AXE.read_text(encoding='utf-8')}\n}}\n{AXE_RUN}"
         await self.call(self.driver.set_script_timeout, 60)
-        found: list[dict[str, Any]] = await self.call(self.driver.execute_async_script, AXE_RUN)
+        for _ in range(2):
+            try:
+                found: list[dict[str, Any]] = await self.call(
+                    self.driver.execute_async_script, script
+                )
+                return found
+            except WebDriverException:
+                await asyncio.sleep(1)
+        found = await self.call(self.driver.execute_async_script, script)
         return found
 
     async def audit(self, name: str) -> dict[str, list[dict[str, Any]]]:
