@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,24 +16,52 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.postgres import PrivatePostgres
 
-# The browser tests each drive a headless Chromium: one worker takes them all, one at a time,
-# so two browsers never compete for the two cores with the rest of the suite.
-BROWSER_GROUP = pytest.mark.xdist_group("browser")
+if TYPE_CHECKING:
+    from tests.dashboard_harness import Chromium
+
+BYTECODE_CACHE = Path(__file__).resolve().parent.parent / "build" / "pycache"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    keep_bytecode_out_of_the_tree()
+
+
+def keep_bytecode_out_of_the_tree() -> None:
+    """With PYTHONDONTWRITEBYTECODE set, every Python the suite starts (xdist workers, ~250
+    `clawgate` children) would compile its modules from source again, and each worker would
+    rewrite the asserts of every test module again (~4 s CPU of its collection). Bytecode is
+    written instead under build/pycache (PYTHONPYCACHEPREFIX): still none beside the sources.
+    Runs in the controller before it starts the workers, which inherit the environment."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix:
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(BYTECODE_CACHE)
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = str(BYTECODE_CACHE)
+
+
+# Names a test module imports when its tests start `clawgate` (or a cluster worker) as a child
+# process: seconds each, where most tests take milliseconds.
+PROCESS_HELPERS = frozenset(
+    {"ClawgateProcess", "run_clawgate", "clawgate_output", "DashboardGateway", "start_worker"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name.endswith("_browser.py"):
-            item.add_marker(BROWSER_GROUP)
-    # xdist hands tests out in collection order: the ones that wait out real minutes (marked
-    # `long`) and the browser group start first, so none of them is left running alone at the end.
+    # xdist (--dist loadgroup, every test its own unit) hands tests out one by one in this
+    # order as workers free up: the ones that wait out real time (marked `long`) first, then
+    # the browser tests and the tests that start processes, then the quick rest, so no worker
+    # is left running a long test alone at the end while the others idle.
     items.sort(key=_start_order)
 
 
 def _start_order(item: pytest.Item) -> int:
     if item.get_closest_marker("long"):
         return 0
-    return 1 if item.get_closest_marker("xdist_group") else 2
+    if "browser" in getattr(item, "fixturenames", ()):
+        return 1
+    module = getattr(item, "module", None)
+    return 2 if PROCESS_HELPERS.intersection(vars(module) if module else ()) else 3
 
 
 @pytest.fixture
@@ -118,6 +148,19 @@ async def harness(tmp_path, agent_config):
 
     async with Harness(make_config(tmp_path, agent_config)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Chromium]:
+    """One headless Chromium per test process, launched by its first browser test, quit at
+    the end; each test gets it reset (tests/dashboard_harness.py `browser`)."""
+    from tests.dashboard_harness import Chromium
+
+    browser = Chromium()
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,9 @@
   aiohttp session that resolves `*.localhost` to 127.0.0.1 as browsers do (the system
   resolver may not).
 - `browser`: headless Chromium from the distribution (`/usr/bin/chromium` driven by
-  `/usr/bin/chromedriver` through Selenium; nothing downloaded). Skipped when Chromium is
+  `/usr/bin/chromedriver` through Selenium; nothing downloaded), one per test process
+  (`Chromium`, the `chromium` fixture of tests/conftest.py), given to each test in a new
+  window with cookies and cache cleared. Skipped when Chromium is
   absent, except with CI=true, where the browser tests must run. Selenium blocks, so every
   call runs in a thread (`await browser.call(fn)`): the fakes serve on this event loop.
   `await browser.screenshots(name)` saves `<name>-desktop.png` (1280x900) and
@@ -32,7 +34,7 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -454,8 +456,9 @@ class Browser:
         return saved
 
 
-@pytest.fixture
-def browser_driver() -> Iterator[Any]:
+def launch_chromium() -> Any:
+    """A new headless Chromium under chromedriver (its profile in a temporary folder, removed
+    by `quit_chromium`)."""
     chromium_or_skip()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -477,14 +480,61 @@ def browser_driver() -> Iterator[Any]:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
-        yield driver
-    finally:
-        driver.quit()
+        return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+
+
+def quit_chromium(driver: Any) -> None:
+    profile = driver.capabilities.get("chrome", {}).get("userDataDir")
+    driver.quit()
+    if profile:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+class Chromium:
+    """The test process's one Chromium (a launch costs seconds of CPU), handed to each browser
+    test as new: `fresh()` opens a new window, closes the others (their pages, dialogs and
+    emulation with them) and clears cookies and the HTTP cache, the state the dashboard keeps
+    in a browser (it uses no web storage). A browser that stopped answering is launched again."""
+
+    def __init__(self) -> None:
+        self._driver: Any = None
+
+    def fresh(self) -> Any:
+        from selenium.common.exceptions import WebDriverException
+
+        if self._driver is not None:
+            try:
+                self._reset(self._driver)
+                return self._driver
+            except WebDriverException:
+                self.close()
+        self._driver = launch_chromium()
+        return self._driver
+
+    @staticmethod
+    def _reset(driver: Any) -> None:
+        driver.switch_to.new_window("window")
+        new = driver.current_window_handle
+        for handle in driver.window_handles:
+            if handle != new:
+                driver.switch_to.window(handle)
+                driver.close()
+        driver.switch_to.window(new)
+        driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+        driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+        driver.set_window_size(*DESKTOP)
+
+    def close(self) -> None:
+        if self._driver is not None:
+            driver, self._driver = self._driver, None
+            quit_chromium(driver)
+
+
 @pytest.fixture
-def browser(browser_driver: Any) -> Browser:
-    return Browser(browser_driver)
+def browser(chromium: Chromium) -> Browser:
+    """Headless Chromium as new for this test (`chromium`: the process's one, tests/conftest.py)."""
+    return Browser(chromium.fresh())

@@ -106,6 +106,7 @@ async def test_a_paused_worker_stops_writing_before_another_takes_over(
         await leases.close()
 
 
+@pytest.mark.long
 async def test_a_database_stopped_for_30_s_never_leaves_two_writers(tmp_path: Path) -> None:
     server = PrivatePostgres()  # its own server: this test stops it
     server.start()

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from clawgate.agent.memory.store import MemoryStore
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 MODEL_TIMEOUT = 60.0  # the gateway's first model call may wait on litellm's import

@@ -9,12 +9,12 @@ from typing import Any
 
 from selenium.webdriver.common.keys import Keys
 
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.memory_helpers import save
 
-__all__ = ["browser", "browser_driver"]  # fixtures used below
+__all__ = ["browser"]  # fixtures used below
 
 ANSWER = "The streamed answer arrives in several pieces."
 

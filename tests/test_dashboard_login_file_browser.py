@@ -24,13 +24,12 @@ from tests.dashboard_harness import (
     Browser,
     DashboardGateway,
     browser,
-    browser_driver,
 )
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import CLAWGATE, child_env
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OTHER_UID = 65534  # nobody
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.memory.store import MemoryStore
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import wait_until
 from tests.memory_helpers import is_consolidation
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 MODEL_TIMEOUT = 90.0  # the gateway's first model call imports litellm, on a loaded machine

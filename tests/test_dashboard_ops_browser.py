@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 STRANGER = 4242

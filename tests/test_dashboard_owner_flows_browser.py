@@ -19,12 +19,11 @@ from tests.dashboard_harness import (
     Browser,
     DashboardGateway,
     browser,
-    browser_driver,
 )
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 SESSION = f"telegram:{OWNER}"

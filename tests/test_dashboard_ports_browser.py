@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver, free_port
+from tests.dashboard_harness import Browser, DashboardGateway, browser, free_port
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 # The names of the dashboard an outsider knows: its address, loopback's own name, a fixed
 # name under .localhost. The redirecting listener sends the browser to each on its own port.

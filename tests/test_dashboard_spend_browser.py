@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
 from tests.spend_helpers import PRICED, past_calls
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 PRICES = f'[agent.prices."{PRICED}"]\ninput_per_mtok = 2.5\noutput_per_mtok = 10\n'

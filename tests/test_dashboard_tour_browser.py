@@ -15,11 +15,11 @@ from typing import Any
 from selenium.webdriver.common.keys import Keys
 
 from clawgate.agent.memory.store import MemoryStore
-from tests.dashboard_harness import Browser, DashboardGateway, browser, browser_driver
+from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
 
-__all__ = ["browser", "browser_driver"]
+__all__ = ["browser"]
 
 OWNER = 1001
 MODEL_TIMEOUT = 60.0
