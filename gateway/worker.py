@@ -132,10 +132,13 @@ class Leased:
                 try:
                     await work()
                 except ClawgateError as exc:
-                    # A refused token, an unreachable platform: tried again while the lease
+                    # A refused token, an unreachable platform, a write fenced off while the
+                    # keeper has yet to see the lease gone: tried again while the lease
                     # lasts, as a single gateway's supervisor would.
-                    log.error("%s could not start here: %s", resource, exc)
-                    await asyncio.sleep(self._cluster.lease_seconds)
+                    log.error("%s could not run here: %s", resource, exc)
+                except Exception:
+                    log.exception("%s stopped on an error; starting it again", resource)
+                await asyncio.sleep(self._cluster.lease_seconds)
         finally:
             lock.release()
 
