@@ -79,6 +79,9 @@ def soak_home(
     def section(name: str, values: dict[str, Any]) -> list[str]:
         return [f"[{name}]", *(f"{k} = {toml_value(v)}" for k, v in values.items())]
 
+    def bound(agent: str, platform: str, chat: str) -> list[str]:
+        return [f"[agents.{agent}]", f'bindings = [{{channel = "{platform}", chat = "{chat}"}}]']
+
     config = write_config(
         home,
         agent=fake_model(llm, request_timeout=30),
@@ -101,19 +104,15 @@ def soak_home(
         *section(
             "cluster", {"database_url": url, "worker_name": "unset", "lease_seconds": GATEWAY_LEASE}
         ),
-        *section(
-            "agents.t2", {"bindings": [{"channel": "telegram", "chat": str(TELEGRAM_USERS["t2"])}]}
-        ),
-        *section(
-            "agents.t3", {"bindings": [{"channel": "telegram", "chat": str(TELEGRAM_USERS["t3"])}]}
-        ),
+        *bound("t2", "telegram", str(TELEGRAM_USERS["t2"])),
+        *bound("t3", "telegram", str(TELEGRAM_USERS["t3"])),
         *section("agents.work", {}),
         *section(
             "agents.work.channels.telegram",
             {**fake_telegram(work_telegram, (WORK_USER,)), "token": WORK_TOKEN},
         ),
-        *section("agents.d2", {"bindings": [{"channel": "discord", "chat": dms["d2"]}]}),
-        *section("agents.d3", {"bindings": [{"channel": "discord", "chat": dms["d3"]}]}),
+        *bound("d2", "discord", dms["d2"]),
+        *bound("d3", "discord", dms["d3"]),
     ]
     with config.open("a", encoding="utf-8") as file:
         file.write("\n".join(lines) + "\n")
@@ -181,6 +180,12 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                 for process in running.values():
                     await process.start()
                 await eventually(lambda: _held(leases, set(names)), START_TIMEOUT)
+
+                async def discord_connected() -> bool:
+                    lines = (line for p in running.values() for line in p.stderr_lines)
+                    return any("discord: connected as" in line for line in lines)
+
+                await eventually(discord_connected, START_TIMEOUT)
                 await _first_answers(chats)
 
                 async def feed() -> None:
@@ -249,7 +254,11 @@ async def _first_answers(chats: list[Chat]) -> None:
     async def answered() -> bool:
         return all(chat.replies() for chat in chats)
 
-    await eventually(answered, START_TIMEOUT)
+    try:
+        await eventually(answered, START_TIMEOUT)
+    except AssertionError:
+        silent = [chat.name for chat in chats if not chat.replies()]
+        raise AssertionError(f"no first answer in {', '.join(silent)}") from None
 
 
 async def _wait_answered(chats: list[Chat]) -> None:
