@@ -14,7 +14,6 @@ import pytest
 from clawgate.gateway.cluster.db import open_pool
 from clawgate.gateway.cluster.leases import Lease, acquire
 from clawgate.gateway.cluster.queues import (
-    Fenced,
     bot_resource,
     claim,
     consume_answered,
@@ -28,6 +27,7 @@ from clawgate.gateway.cluster.queues import (
 from clawgate.gateway.cluster.schema import migrate
 from clawgate.gateway.cluster.status import read_status
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
+from clawgate.kernel.errors import Fenced
 from tests.cluster_helpers import cluster_config
 
 BOT = bot_resource("telegram", "123:secret-token")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from clawgate.gateway.cluster.leases import Lease
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
-from clawgate.kernel.errors import ClusterError
+from clawgate.kernel.errors import Fenced
 
 if TYPE_CHECKING:
     import asyncpg
@@ -36,10 +36,6 @@ _FENCE = """EXISTS (
     SELECT 1 FROM leases
     WHERE resource = $1 AND worker = $2 AND generation = $3 AND expires_at > now()
 )"""
-
-
-class Fenced(ClusterError):
-    """A write refused because the writer's lease is no longer current."""
 
 
 def bot_resource(platform: str, token: str) -> str:
