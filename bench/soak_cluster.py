@@ -63,6 +63,10 @@ class ClusterTally:
     twice: int = 0
     out_of_order: int = 0
     audits: dict[str, str] = field(default_factory=dict)
+    lost_in: Counter[str] = field(default_factory=Counter)
+    # Replies a kill -9 cut off between their `sending` mark and the platform's answer: failed
+    # by the next holder of the bot, never sent again (at most once).
+    interrupted: int = 0
 
 
 def soak_home(
@@ -217,6 +221,9 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                     await asyncio.gather(feeder, return_exceptions=True)
                 tally.sent = sum(len(chat.sent) for chat in chats)
                 await _wait_answered(chats)
+                tally.interrupted = await leases.pool.fetchval(
+                    "SELECT count(*) FROM outbound WHERE error = 'interrupted'"
+                )
             finally:
                 for process in running.values():
                     if process.process.returncode is None:
@@ -227,7 +234,10 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
             for chat in chats:
                 got = [int(m.group(1)) for r in chat.replies() if (m := NUMBER.search(r))]
                 counts = Counter(got)
-                tally.lost += sum(1 for n in chat.sent if counts[n] == 0)
+                lost = sum(1 for n in chat.sent if counts[n] == 0)
+                tally.lost += lost
+                if lost:
+                    tally.lost_in[chat.name] = lost
                 tally.twice += sum(1 for c in counts.values() if c > 1)
                 tally.out_of_order += sum(1 for a, b in pairwise(got) if b < a)
             for agent in AGENTS:
@@ -287,6 +297,9 @@ def report_cluster(tally: ClusterTally) -> bool:
         f"  messages sent {tally.sent}: lost {tally.lost}, answered twice {tally.twice}, "
         f"out of order {tally.out_of_order}"
     )
+    if tally.lost:
+        print(f"  lost in: {dict(tally.lost_in)}")
+    print(f"  replies cut off mid-send by a kill (failed, not sent again): {tally.interrupted}")
     for agent, audit in tally.audits.items():
         print(f"  memory audit {agent}: {audit}")
     return (
