@@ -71,12 +71,17 @@ def owner_chat_of(config: Config) -> Callable[[], str]:
 
 
 def build_accounts(
-    router: Router, bus: MessageBus, keys: Collection[str] | None = None
+    router: Router,
+    bus: MessageBus,
+    keys: Collection[str] | None = None,
+    *,
+    bus_for: Callable[[str], MessageBus] | None = None,
 ) -> dict[str, Channel]:
-    """A channel per bot (of `keys` only, when given), built from the config of the agent it belongs to (its rules, its
-    data_dir for state, pairing and groups, its workspace for media), publishing through an
-    AccountBus that routes what it receives; a shared bot also knows the workspace of each
-    agent it serves, where the files that agent's replies attach are."""
+    """A channel per bot (of `keys` only, when given), built from the config of the agent it
+    belongs to (its rules, its data_dir for state, pairing and groups, its workspace for
+    media), publishing through an AccountBus that routes what it receives (or the bus
+    `bus_for(key)` gives: a cluster worker's goes to the database); a shared bot also knows
+    the workspace of each agent it serves, where the files that agent's replies attach are."""
     channels = {}
     for key, account in router.accounts.items():
         if keys is not None and key not in keys:
@@ -85,7 +90,7 @@ def build_accounts(
         channels[key] = create_channel(
             account.platform,
             getattr(account.config.channels, account.platform),
-            AccountBus(bus, key, router),
+            AccountBus(bus, key, router) if bus_for is None else bus_for(key),
             account.config,
             workspaces={name: router.agents[name].workspace for name in served},
         )

@@ -1,69 +1,113 @@
 """A cluster worker: `clawgate gateway` with `[cluster]` (gateway/cluster/). It holds leases
-on some of the config's agents, and runs each one it holds as a gateway of its own - that
-agent's runtime, scheduler and bots - started when the lease is gained and stopped before it
-can expire. This is where the single-machine and the cluster paths part: `serve` (app.py)
-runs every agent at once; `serve_worker` runs those this worker is leased.
+on some of the config's agents and bot accounts. Each agent it holds runs as a gateway of its
+own - that agent's runtime, scheduler and dispatcher - fed from the `inbound` table and
+replying into `outbound` (cluster/mailbox.py); each bot it holds polls or connects as on one
+machine, writes what it receives to `inbound` and sends what waits for it in `outbound`
+(cluster/bots.py). This is where the single-machine and the cluster paths part: `serve`
+(app.py) runs every agent and bot at once; `serve_worker` runs those this worker is leased.
 
-An agent and the bots only it uses are one unit, leased together: the bot's pending updates
-wait at the platform, and the agent's journal and session files (on storage every worker
-mounts) carry today's guarantees to the next holder exactly as across a restart. A bot that
-several agents share cannot be leased with one of them: such a config is refused here.
-Before starting an agent the worker takes that agent's instance lock (daemon/lock.py) on the
-shared volume, so a worker paused past its lease still keeps the next one out until it has
-woken, seen its deadline passed and stopped: two processes never write one agent."""
+A bot and its agents may be on different workers, so a bot may serve several agents
+(bindings) here as on one machine. The journals, sessions and workspaces live on storage
+every worker mounts and carry today's guarantees to the next holder exactly as across a
+restart. Before starting an agent or a bot the worker takes its instance lock
+(daemon/lock.py) on the shared volume - the agent's data_dir, the bot's channel state
+folder - so a worker paused past its lease still keeps the next one out until it has woken,
+seen its deadline passed and stopped: two processes never write one agent or poll one bot."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clawgate.channels.manager import ChannelStates
 from clawgate.gateway.app import build_accounts, build_runtimes
+from clawgate.gateway.cluster.bots import BotRunner, TableSink
 from clawgate.gateway.cluster.db import open_pool
 from clawgate.gateway.cluster.keeper import LeaseKeeper
 from clawgate.gateway.cluster.leases import LEASE_CHANNEL, Lease, agent_resource
+from clawgate.gateway.cluster.mailbox import Inbox, Outbox
+from clawgate.gateway.cluster.queues import INBOUND_CHANNEL, OUTBOUND_CHANNEL, bot_resource
 from clawgate.gateway.cluster.schema import migrate
+from clawgate.gateway.cluster.tables import TableWriter
 from clawgate.gateway.cluster.wakeups import Wakeups
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.daemon.lock import InstanceLock
-from clawgate.gateway.daemon.routing import Router
-from clawgate.kernel.bus import MessageBus
+from clawgate.gateway.daemon.routing import AccountBus, Router
+from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Config
 from clawgate.kernel.config_cluster import ClusterConfig
-from clawgate.kernel.errors import ClawgateError, ConfigError, LockHeld
+from clawgate.kernel.errors import ClawgateError, LockHeld
+from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import make_dirs
+
+if TYPE_CHECKING:
+    import asyncpg
 
 log = logging.getLogger(__name__)
 
-# How often a worker that gained an agent retries its instance lock while the last holder
-# (paused, or cut off from the database) has not stopped yet.
+# How often a worker that gained an agent or a bot retries its instance lock while the last
+# holder (paused, or cut off from the database) has not stopped yet.
 LOCK_RETRY_SECONDS = 0.5
 
 
-def check_leasable(router: Router) -> None:
-    """Every bot serves one agent: the unit a worker leases."""
-    for key in router.accounts:
-        served = [name for name in router.agents if key in router.accounts_of(name)]
-        if len(served) > 1:
-            raise ConfigError(
-                f"[cluster]: the bot {key} serves agents {', '.join(served)}; in a cluster each "
-                "bot serves one agent (give each agent its own bot, or run without [cluster])"
-            )
+def bot_ids(router: Router) -> dict[str, str]:
+    """Each bot account's key ("telegram@work") -> its lease and table name."""
+    found = {}
+    for key, account in router.accounts.items():
+        rules = getattr(account.config.channels, account.platform)
+        token = rules.token.get_secret_value() if rules.token else key
+        found[key] = bot_resource(account.platform, token)
+    return found
 
 
-class AgentGateways:
-    """The LeaseHolder of a worker: one gateway per agent leased."""
+class TableBus(AccountBus):
+    """A leased bot's bus: each message routed to its agent as on one machine, then stored in
+    `inbound`; the channel's own notices queued in `outbound`."""
 
-    def __init__(self, router: Router, cluster: ClusterConfig) -> None:
+    def __init__(self, account: str, router: Router, sink: TableSink) -> None:
+        super().__init__(MessageBus(), account, router)
+        self._sink = sink
+
+    async def publish_inbound(self, message: InboundMessage) -> None:
+        await self._sink.inbound(await self.routed(message))
+
+    async def publish_outbound(self, message: OutboundMessage) -> None:
+        await self._sink.outbound(message)
+
+
+class Leased:
+    """The LeaseHolder of a worker: a gateway per agent leased, a BotRunner per bot."""
+
+    def __init__(
+        self, router: Router, cluster: ClusterConfig, pool: asyncpg.Pool, wakeups: Wakeups
+    ) -> None:
         self._router = router
         self._cluster = cluster
+        self._pool = pool
+        self._wakeups = wakeups
+        self.bots = bot_ids(router)
+        self._keys = {bot: key for key, bot in self.bots.items()}
         self._running: dict[str, asyncio.Task[None]] = {}
 
+    def resources(self) -> list[str]:
+        return [agent_resource(name) for name in self._router.agents] + sorted(self._keys)
+
     async def gained(self, lease: Lease) -> None:
-        name = lease.resource.removeprefix("agent:")
+        if lease.resource.startswith("agent:"):
+            name = lease.resource.removeprefix("agent:")
+            lock_dir = self._router.agents[name].data_dir
+            work = self._serve_agent(name, lease)
+        else:
+            key = self._keys[lease.resource]
+            account = self._router.accounts[key]
+            lock_dir = account.config.data_dir / "channels" / account.platform
+            work = self._serve_bot(key, lease)
         self._running[lease.resource] = asyncio.create_task(
-            self._run(name, lease.generation), name=f"agent {name}"
+            self._run(lease.resource, lock_dir, work), name=lease.resource
         )
 
     async def lost(self, resource: str) -> None:
@@ -72,10 +116,11 @@ class AgentGateways:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self, name: str, generation: int) -> None:
-        config = self._router.agents[name]
-        lock = InstanceLock(config.data_dir)
-        make_dirs(config.data_dir)
+    async def _run(
+        self, resource: str, lock_dir: Path, work: Callable[[], Awaitable[None]]
+    ) -> None:
+        lock = InstanceLock(lock_dir)
+        make_dirs(lock_dir)
         while True:
             try:
                 lock.acquire()
@@ -85,45 +130,81 @@ class AgentGateways:
         try:
             while True:
                 try:
-                    await self._serve(name, generation)
+                    await work()
                 except ClawgateError as exc:
-                    # A refused token, an unreachable platform: tried again while the lease
+                    # A refused token, an unreachable platform, a write fenced off while the
+                    # keeper has yet to see the lease gone: tried again while the lease
                     # lasts, as a single gateway's supervisor would.
-                    log.error("agent %s could not start here: %s", name, exc)
-                    await asyncio.sleep(self._cluster.lease_seconds)
+                    log.error("%s could not run here: %s", resource, exc)
+                except Exception:
+                    log.exception("%s stopped on an error; starting it again", resource)
+                await asyncio.sleep(self._cluster.lease_seconds)
         finally:
             lock.release()
 
-    async def _serve(self, name: str, generation: int) -> None:
-        """Run the agent's gateway until cancelled (the lease lost), then stop it."""
-        config = self._router.agents[name]
-        bus = MessageBus()
-        states = ChannelStates()
-        gateway = Gateway(
-            build_runtimes(self._router, bus, states, names=[name]),
-            build_accounts(self._router, bus, keys=self._router.accounts_of(name)),
-            bus,
-            router=self._router,
-            channel_states=states,
-            scheduler=True,
-        )
-        await gateway.start()
-        try:
-            log.info("agent %s running here (lease generation %d)", name, generation)
-            await asyncio.Event().wait()
-        finally:
-            # Inside the time the lease has left once its deadline passed.
-            grace = min(config.agent.shutdown_grace_seconds, self._cluster.renew_seconds / 2)
-            await asyncio.shield(gateway.stop(grace=grace))
-            log.info("agent %s stopped here", name)
+    def _serve_agent(self, name: str, lease: Lease) -> Callable[[], Awaitable[None]]:
+        async def serve() -> None:
+            """Run the agent's gateway until cancelled (the lease lost), then stop it."""
+            config = self._router.agents[name]
+            bus = MessageBus()
+            states = ChannelStates()
+            tables = TableWriter(self._pool, lease)
+            outboxes = {
+                key: Outbox(self._router.accounts[key].platform, self.bots[key], name, tables)
+                for key in self._router.accounts_of(name)
+            }
+            gateway = Gateway(
+                build_runtimes(self._router, bus, states, names=[name]),
+                outboxes,
+                bus,
+                router=self._router,
+                channel_states=states,
+                scheduler=True,
+            )
+            await gateway.start()
+            try:
+                log.info("agent %s running here (lease generation %d)", name, lease.generation)
+                await Inbox(name, tables, bus, self._wakeups).run()
+            finally:
+                # Inside the time the lease has left once its deadline passed.
+                grace = min(config.agent.shutdown_grace_seconds, self._cluster.renew_seconds / 2)
+                await asyncio.shield(gateway.stop(grace=grace))
+                log.info("agent %s stopped here", name)
+
+        return serve
+
+    def _serve_bot(self, key: str, lease: Lease) -> Callable[[], Awaitable[None]]:
+        async def serve() -> None:
+            sink = TableSink(self.bots[key], TableWriter(self._pool, lease))
+            channels = build_accounts(
+                self._router,
+                MessageBus(),
+                keys=[key],
+                bus_for=lambda k: TableBus(k, self._router, sink),
+            )
+            account = self._router.accounts[key]
+            runner = BotRunner(
+                key,
+                channels[key],
+                sink,
+                wakeups=self._wakeups,
+                redact=Redactor(account.config.secrets()),
+            )
+            log.info("bot %s running here (lease generation %d)", key, lease.generation)
+            try:
+                await runner.run()
+            finally:
+                log.info("bot %s stopped here", key)
+
+        return serve
 
 
 async def serve_worker(config: Config) -> None:
-    """Run as a cluster worker until SIGINT or SIGTERM; the agents held are handed back."""
+    """Run as a cluster worker until SIGINT or SIGTERM; the agents and bots held are handed
+    back."""
     cluster = config.cluster
     assert cluster is not None
     router = Router(config)
-    check_leasable(router)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -131,27 +212,34 @@ async def serve_worker(config: Config) -> None:
     pool = await open_pool(cluster)
     try:
         version = await migrate(pool)
-        wakeups = Wakeups(cluster, (LEASE_CHANNEL,), poll_seconds=cluster.renew_seconds)
+        wakeups = Wakeups(
+            cluster,
+            (LEASE_CHANNEL, INBOUND_CHANNEL, OUTBOUND_CHANNEL),
+            poll_seconds=cluster.renew_seconds,
+        )
+        holder = Leased(router, cluster, pool, wakeups)
         keeper = LeaseKeeper(
             pool,
             cluster.worker_name,
-            [agent_resource(name) for name in router.agents],
-            AgentGateways(router, cluster),
+            holder.resources(),
+            holder,
             lease_seconds=cluster.lease_seconds,
             renew_seconds=cluster.renew_seconds,
             wakeups=wakeups,
         )
         log.info(
-            "cluster worker %s running (schema %d, %d agents in the config); Ctrl-C to stop",
+            "cluster worker %s running (schema %d, %d agents and %d bots in the config); "
+            "Ctrl-C to stop",
             cluster.worker_name,
             version,
             len(router.agents),
+            len(holder.bots),
         )
         async with asyncio.TaskGroup() as tasks:
             listening = tasks.create_task(wakeups.run(), name="cluster wake-ups")
             keeping = tasks.create_task(keeper.run(), name="cluster leases")
             await stop.wait()
-            log.info("shutting down: handing the agents back")
+            log.info("shutting down: handing the agents and bots back")
             keeping.cancel()
             listening.cancel()
     finally:

@@ -15,6 +15,7 @@
      ├── PairingError               pairing.json or a pairing command
      ├── CronError                  a job definition or jobs.json
      ├── ClusterError               the cluster's database: unreachable, refused, no driver
+     │    └── Fenced                a table write refused: the writer's lease is not current
      └── ModelError                 the model endpoint
           └── ModelUnavailable      unreachable, refused, or out of retries
                ├── ContextOverflow      the provider says the request exceeds the window
@@ -117,6 +118,11 @@ class CronError(ClawgateError):
 
 class ClusterError(ClawgateError):
     pass
+
+
+class Fenced(ClusterError):
+    """A write to the cluster's inbound or outbound table refused because the writer's lease
+    (worker and generation) is no longer current (gateway/cluster/queues.py)."""
 
 
 class ModelError(ClawgateError):

@@ -87,10 +87,12 @@ class Leases:
         await migrate(pool)
         return cls(pool)
 
-    async def holders(self) -> dict[str, str]:
+    async def holders(self, kind: str = "agent") -> dict[str, str]:
+        """Each held lease of `kind` ("agent", "bot", or "" for every one): its worker."""
         rows = await self.pool.fetch(
             "SELECT resource, worker FROM leases "
-            "WHERE resource LIKE 'agent:%' AND worker IS NOT NULL AND expires_at > now()"
+            "WHERE resource LIKE $1 AND worker IS NOT NULL AND expires_at > now()",
+            f"{kind}:%" if kind else "%",
         )
         return {row["resource"]: row["worker"] for row in rows}
 

@@ -1,11 +1,11 @@
 """Real `clawgate gateway` workers with `[cluster]` on one private PostgreSQL: three agents
 (two Telegram bots and a Discord bot on the loopback fakes) spread over two workers; every
 agent answers; a worker killed with -9 hands its agents to the other within the lease, and
-what was sent meanwhile is answered once; `clawgate cluster status` and `drain`."""
+what was sent meanwhile is answered once; `clawgate cluster status` and `drain` (which moves
+the bots too)."""
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -30,10 +30,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import (
     ClawgateProcess,
-    fake_model,
-    fake_telegram,
     run_clawgate,
-    write_config,
 )
 
 START_TIMEOUT = 60.0
@@ -139,6 +136,10 @@ async def test_drain_hands_a_worker_s_agents_to_the_others(
         assert code == 0, out
         assert set((await leases.holders()).values()) <= {"w2"}
         await eventually(lambda: _all_held_by(leases, "w2"), LEASE + 5)
+        # The bots went with the agents.
+        await eventually(lambda: _bots_held_by(leases, "w2"), LEASE + 5)
+        code, out = await run_clawgate(tmp_path, "--config", str(config), "cluster", "status")
+        assert code == 0, out
         work_telegram.user_says(WORK_USER, "after the drain")
         assert (await work_telegram.next_message(WORK_USER, REPLY_TIMEOUT))[
             "text"
@@ -151,23 +152,6 @@ async def test_drain_hands_a_worker_s_agents_to_the_others(
         for process in workers:
             await process.close()
         await leases.close()
-
-
-async def test_a_shared_bot_is_refused_in_a_cluster(
-    tmp_path: Path, database_url: str, telegram: FakeTelegram, fake_llm: FakeLLM
-) -> None:
-    config = write_config(
-        tmp_path, agent=fake_model(fake_llm), telegram=fake_telegram(telegram, (MAIN_USER,))
-    )
-    with config.open("a", encoding="utf-8") as file:
-        file.write(
-            f'[cluster]\ndatabase_url = {json.dumps(database_url)}\nworker_name = "w1"\n'
-            "[agents.work]\n"
-            f'bindings = [{{channel = "telegram", chat = "{MAIN_USER}"}}]\n'
-        )
-    code, out = await run_clawgate(tmp_path, "--config", str(config), "gateway")
-    assert code == 2, out
-    assert "each bot serves one agent" in out
 
 
 async def _running(workers: Iterable[ClawgateProcess], leases: Leases) -> bool:
@@ -194,3 +178,8 @@ async def _spread(leases: Leases) -> bool:
 async def _all_held_by(leases: Leases, worker: str) -> bool:
     holders = await leases.holders()
     return set(holders) == AGENTS and set(holders.values()) == {worker}
+
+
+async def _bots_held_by(leases: Leases, worker: str) -> bool:
+    holders = await leases.holders("bot")
+    return len(holders) == 3 and set(holders.values()) == {worker}

@@ -23,12 +23,20 @@ def _cluster(ctx: typer.Context) -> ClusterConfig:
     return cluster
 
 
+def _bot_names(ctx: typer.Context) -> dict[str, str]:
+    from clawgate.gateway.daemon.routing import Router
+    from clawgate.gateway.worker import bot_ids
+
+    return {bot: key for key, bot in bot_ids(Router(cli_context(ctx).file_config())).items()}
+
+
 @cluster_app.command("status")
 def cluster_status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="The status as one JSON object.")] = False,
 ) -> None:
-    """Workers (live, draining), and each agent's lease: its worker, generation, time left."""
+    """Workers (live, draining); each agent's and bot's lease (its worker, generation, time
+    left) and backlog (messages not yet consumed, replies not yet sent)."""
     import asyncio
 
     from clawgate.gateway.cli.pairing import print_table
@@ -37,6 +45,7 @@ def cluster_status(
     from clawgate.gateway.cluster.status import ClusterStatus, read_status
 
     cluster = _cluster(ctx)
+    names = _bot_names(ctx)
 
     async def read() -> ClusterStatus:
         pool = await open_pool(cluster)
@@ -67,7 +76,7 @@ def cluster_status(
         ("resource", "worker", "generation", "expires"),
         [
             (
-                lease.resource,
+                _named(lease.resource, names),
                 lease.worker or "-",
                 str(lease.generation),
                 f"in {lease.expires_in_seconds:.1f} s"
@@ -77,6 +86,16 @@ def cluster_status(
             for lease in status.leases
         ],
     )
+    typer.echo("backlog (messages not yet consumed, replies not yet sent):")
+    print_table(
+        ("agent or bot", "inbound", "outbound"),
+        [(_named(row.name, names), str(row.inbound), str(row.outbound)) for row in status.backlog],
+    )
+
+
+def _named(resource: str, names: dict[str, str]) -> str:
+    """A bot's lease shown with the account it is in this config ("telegram@work")."""
+    return f"{resource} ({names[resource]})" if resource in names else resource
 
 
 @cluster_app.command("drain")
@@ -87,8 +106,8 @@ def cluster_drain(
         float, typer.Option("--wait", help="Seconds to wait until it holds nothing (0: return).")
     ] = 60.0,
 ) -> None:
-    """Hand a worker's agents over to the other workers; it keeps running, idle, until stopped
-    (a restart makes it take work again)."""
+    """Hand a worker's agents and bots over to the other workers; it keeps running, idle,
+    until stopped (a restart makes it take work again)."""
     import asyncio
     import time
 
@@ -113,4 +132,4 @@ def cluster_drain(
     held = asyncio.run(drain())
     if held:
         fail(f"{worker} still holds {', '.join(held)}", code=1)
-    typer.echo(f"{worker} is drained: its agents run on the other workers")
+    typer.echo(f"{worker} is drained: its agents and bots run on the other workers")

@@ -137,8 +137,8 @@ COMMANDS = {
     "cluster": _cli(
         "cluster",
         "cluster_app",
-        "Several workers on one PostgreSQL ([cluster]): `status` shows workers and leases, "
-        "`drain WORKER` hands a worker's agents over.",
+        "Several workers on one PostgreSQL ([cluster]): `status` shows workers, leases and "
+        "backlog, `drain WORKER` hands a worker's agents and bots over.",
     ),
 }
 

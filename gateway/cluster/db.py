@@ -3,6 +3,8 @@ imported here, when a `[cluster]` config is used, and nowhere else."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from clawgate.kernel.config_cluster import ClusterConfig
@@ -60,6 +62,37 @@ def transient_errors() -> tuple[type[Exception], ...]:
         asyncpg.InterfaceError,
         asyncpg.exceptions.OperatorInterventionError,  # shutting down, cannot connect now
     )
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """Everything work against the database can raise that is the database's doing, not a bug
+    of ours: the transient ones, an error the server answered, a connection whose protocol
+    state is broken (asyncpg's InternalClientError). A loop that must outlive the database
+    (the lease keeper, the queues) counts any of them as one missed round."""
+    asyncpg = _driver()
+    return (*transient_errors(), asyncpg.PostgresError, asyncpg.InternalClientError)
+
+
+@asynccontextmanager
+async def pooled(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of the pool for one piece of work. Work that was cancelled (a round out of
+    time) or failed anywhere but in SQL leaves the connection's protocol possibly mid-operation:
+    it is terminated, never handed back for the next piece of work to find busy ("cannot
+    switch to state ...; another operation is in progress"). An error the server answered
+    cleanly (a constraint, a missing table) leaves it usable."""
+    asyncpg = _driver()
+    conn = await pool.acquire()
+    try:
+        yield conn
+    except asyncpg.PostgresError as exc:
+        if isinstance(exc, transient_errors()):
+            conn.terminate()
+        raise
+    except BaseException:
+        conn.terminate()
+        raise
+    finally:
+        await pool.release(conn)
 
 
 def _where(url: str) -> str:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from clawgate.gateway.cluster.db import transient_errors
+from clawgate.gateway.cluster.db import database_errors, pooled
 from clawgate.gateway.cluster.leases import (
     LEASE_CHANNEL,
     RELEASED,
@@ -91,12 +91,14 @@ class LeaseKeeper:
             await asyncio.shield(self._give_all_back())
 
     async def _rounds(self) -> None:
-        errors = transient_errors()  # TimeoutError included: a round out of time
+        # TimeoutError included: a round out of time. Whatever the database does, the keeper
+        # lives on; a failed round is a missed renewal, which the local deadlines account for.
+        errors = database_errors()
         while True:
             started = self._clock()
             try:
-                async with asyncio.timeout(self._renew_seconds):
-                    await self._round(started)
+                async with asyncio.timeout(self._renew_seconds), pooled(self._pool) as conn:
+                    await self._round(conn, started)
             except errors as exc:
                 log.warning("cluster: lease round failed (%s); retrying", type(exc).__name__)
             left = max(0.0, started + self._renew_seconds - self._clock())
@@ -116,39 +118,38 @@ class LeaseKeeper:
                     await self._drop(resource)
             await asyncio.sleep(self._renew_seconds / 8)
 
-    async def _round(self, started: float) -> None:
-        async with self._pool.acquire() as conn:
-            # A worker (re)starting takes work again, even if it was drained before.
-            draining = await conn.fetchval(
-                """
-                INSERT INTO workers AS w (name) VALUES ($1)
-                ON CONFLICT (name) DO UPDATE
-                    SET seen_at = now(),
-                        started_at = CASE WHEN $2 THEN w.started_at ELSE now() END,
-                        draining = w.draining AND $2
-                RETURNING draining
-                """,
-                self._worker,
-                self._registered,
-            )
-            self._registered = True
-            async with self._changing:
-                kept = await renew(conn, list(self._held.values()), self._lease_seconds)
+    async def _round(self, conn: asyncpg.Connection, started: float) -> None:
+        # A worker (re)starting takes work again, even if it was drained before.
+        draining = await conn.fetchval(
+            """
+            INSERT INTO workers AS w (name) VALUES ($1)
+            ON CONFLICT (name) DO UPDATE
+                SET seen_at = now(),
+                    started_at = CASE WHEN $2 THEN w.started_at ELSE now() END,
+                    draining = w.draining AND $2
+            RETURNING draining
+            """,
+            self._worker,
+            self._registered,
+        )
+        self._registered = True
+        async with self._changing:
+            kept = await renew(conn, list(self._held.values()), self._lease_seconds)
+            for resource in list(self._held):
+                if resource not in self._held:
+                    continue  # the watchdog dropped it meanwhile
+                if self._held[resource] in kept:
+                    self._deadline[resource] = self._local_deadline(started)
+                else:
+                    log.warning("cluster: lost %s to another worker", resource)
+                    await self._drop(resource)
+            if draining:
                 for resource in list(self._held):
-                    if resource not in self._held:
-                        continue  # the watchdog dropped it meanwhile
-                    if self._held[resource] in kept:
-                        self._deadline[resource] = self._local_deadline(started)
-                    else:
-                        log.warning("cluster: lost %s to another worker", resource)
-                        await self._drop(resource)
-                if draining:
-                    for resource in list(self._held):
-                        await self._hand_back(conn, resource)
-                    self.drained.set()
-                    return
-                self.drained.clear()
-                await self._balance(conn, started)
+                    await self._hand_back(conn, resource)
+                self.drained.set()
+                return
+            self.drained.clear()
+            await self._balance(conn, started)
 
     async def _balance(self, conn: asyncpg.Connection, started: float) -> None:
         live = await conn.fetchval(
@@ -199,10 +200,10 @@ class LeaseKeeper:
         for resource in list(self._held):
             await self._drop(resource)
         try:
-            async with asyncio.timeout(self._renew_seconds), self._pool.acquire() as conn:
+            async with asyncio.timeout(self._renew_seconds), pooled(self._pool) as conn:
                 for lease in leases:
                     await release(conn, lease)
-        except transient_errors():
+        except database_errors():
             pass  # they expire on their own
 
     def _local_deadline(self, asked_at: float) -> float:

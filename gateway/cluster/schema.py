@@ -30,6 +30,42 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at  timestamptz NOT NULL
     );
     """,
+    # 2: the inbound and outbound tables between bots and agents (queues.py).
+    """
+    CREATE TABLE inbound (
+        seq          bigserial PRIMARY KEY,
+        agent        text NOT NULL,
+        bot          text NOT NULL,                -- 'bot:<platform>:<token hash>'
+        message_id   text NOT NULL,                -- the platform's, '' when it has none
+        chat_id      text NOT NULL,
+        message      jsonb NOT NULL,               -- an InboundMessage
+        received_at  timestamptz NOT NULL DEFAULT now(),
+        consumed_at  timestamptz
+    );
+    CREATE UNIQUE INDEX inbound_once ON inbound (bot, message_id) WHERE message_id <> '';
+    CREATE INDEX inbound_waiting ON inbound (agent, seq) WHERE consumed_at IS NULL;
+    CREATE TABLE outbound (
+        id          bigserial PRIMARY KEY,
+        bot         text NOT NULL,
+        agent       text,
+        chat_id     text NOT NULL,
+        message     jsonb NOT NULL,                -- an OutboundMessage
+        status      text NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
+        error       text,
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        done_at     timestamptz
+    );
+    CREATE INDEX outbound_waiting ON outbound (bot, id) WHERE status IN ('pending', 'sending');
+    CREATE FUNCTION clawgate_inbound_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_notify('clawgate_inbound', NEW.agent); RETURN NULL; END $$;
+    CREATE TRIGGER inbound_notify AFTER INSERT ON inbound
+        FOR EACH ROW EXECUTE FUNCTION clawgate_inbound_notify();
+    CREATE FUNCTION clawgate_outbound_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_notify('clawgate_outbound', NEW.bot); RETURN NULL; END $$;
+    CREATE TRIGGER outbound_notify AFTER INSERT ON outbound
+        FOR EACH ROW EXECUTE FUNCTION clawgate_outbound_notify();
+    """,
 )
 
 

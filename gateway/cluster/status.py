@@ -28,11 +28,22 @@ class LeaseRow(BaseModel, frozen=True):
     expires_in_seconds: float  # negative: expired
 
 
+class BacklogRow(BaseModel, frozen=True):
+    """What waits for one agent or one bot (every leased one, and any other with something
+    waiting): messages received and not yet consumed, replies queued and not yet sent
+    (pending, or being sent)."""
+
+    name: str  # 'agent:<name>' or 'bot:<platform>:<hash>'
+    inbound: int
+    outbound: int
+
+
 class ClusterStatus(BaseModel, frozen=True):
     at: datetime
     schema_version: int
     workers: list[WorkerRow]
     leases: list[LeaseRow]
+    backlog: list[BacklogRow]
 
 
 async def read_status(pool: asyncpg.Pool, lease_seconds: float) -> ClusterStatus:
@@ -50,6 +61,24 @@ async def read_status(pool: asyncpg.Pool, lease_seconds: float) -> ClusterStatus
             SELECT resource, worker, generation,
                    extract(epoch FROM expires_at - now())::float AS left
             FROM leases ORDER BY resource
+            """
+        )
+        backlog = await conn.fetch(
+            """
+            WITH waiting AS (
+                SELECT 'agent:' || agent AS name, 1 AS inbound, 0 AS outbound
+                    FROM inbound WHERE consumed_at IS NULL
+                UNION ALL SELECT bot, 1, 0 FROM inbound WHERE consumed_at IS NULL
+                UNION ALL SELECT 'agent:' || agent, 0, 1
+                    FROM outbound WHERE status IN ('pending', 'sending') AND agent IS NOT NULL
+                UNION ALL SELECT bot, 0, 1 FROM outbound WHERE status IN ('pending', 'sending')
+            ), sums AS (
+                SELECT name, sum(inbound)::int AS inbound, sum(outbound)::int AS outbound
+                FROM waiting GROUP BY name
+            )
+            SELECT coalesce(l.resource, s.name) AS name,
+                   coalesce(s.inbound, 0) AS inbound, coalesce(s.outbound, 0) AS outbound
+            FROM leases l FULL JOIN sums s ON s.name = l.resource ORDER BY 1
             """
         )
     return ClusterStatus(
@@ -72,6 +101,10 @@ async def read_status(pool: asyncpg.Pool, lease_seconds: float) -> ClusterStatus
                 expires_in_seconds=lease["left"],
             )
             for lease in leases
+        ],
+        backlog=[
+            BacklogRow(name=row["name"], inbound=row["inbound"], outbound=row["outbound"])
+            for row in backlog
         ],
     )
 

@@ -9,7 +9,7 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from clawgate.gateway.cluster.db import connect, transient_errors
+from clawgate.gateway.cluster.db import connect, database_errors
 from clawgate.kernel.config_cluster import ClusterConfig
 from clawgate.kernel.errors import ClusterError
 
@@ -49,7 +49,7 @@ class Wakeups:
                 continue
             try:
                 await self._listen(conn)
-            except transient_errors():
+            except database_errors():
                 log.warning("cluster: wake-up connection lost; polling until it is back")
             finally:
                 conn.terminate()

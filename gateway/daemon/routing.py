@@ -165,10 +165,15 @@ class AccountBus(MessageBus):
         self._writer = writer or DiskWriter()
 
     async def publish_inbound(self, message: InboundMessage) -> None:
+        await self.inbound.put(await self.routed(message))
+
+    async def routed(self, message: InboundMessage) -> InboundMessage:
+        """`message` with the agent that answers it, its attachments in that agent's
+        workspace."""
         agent = self.router.agent_for(self.account, message)
         if message.media and agent in self.router.agents:
             await asyncio.to_thread(self._hand_media, agent, message.media)
-        await self.inbound.put(message.model_copy(update={"agent": agent}))
+        return message.model_copy(update={"agent": agent})
 
     def _hand_media(self, agent: str, media: tuple[str, ...]) -> None:
         """A shared bot saves attachments in its own agent's workspace; one routed to
