@@ -42,6 +42,7 @@ from clawgate.agent.memory.index_db import (
     scan_memory,
 )
 from clawgate.agent.memory.vectors import VectorMatrix
+from clawgate.agent.memory.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class MemoryIndex:
         self.db_path = db_path
         self.embedder = embedder
         self.vectors = VectorMatrix()
+        self.vocabulary = Vocabulary()  # the chunks' content words, in step with them
         self._db: Database | None = None
         self._files: dict[str, FileState] = {}
         self._missing: dict[int, str] = {}  # chunk id -> hash, chunks with no vector yet
@@ -143,6 +145,7 @@ class MemoryIndex:
         async with self._write(db):
             await db.execute("DELETE FROM chunks")
             await db.execute("DELETE FROM files")
+        self.vocabulary.reset(())
         self._files.clear()
         self._missing.clear()
         self.vectors.clear()
@@ -201,6 +204,9 @@ class MemoryIndex:
         self._generation = await self._read_generation(db)
         rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
         self._files = {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
+        await db.run(
+            lambda c: self.vocabulary.reset(r[0] for r in c.execute("SELECT text FROM chunks"))
+        )
         self.vectors.clear()
         self._missing.clear()
         if self.embedder is None:
@@ -263,10 +269,12 @@ class MemoryIndex:
 
     async def _delete_chunks(self, db: Database, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
-        rows = await fetch(db, "SELECT id FROM chunks WHERE path = ?", (path,))
+        rows = await fetch(db, "SELECT id, text FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
         if gone:
+            texts = [r[1] for r in rows if r[0] not in keep]
             await db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
+            await db.run(lambda _c: self.vocabulary.remove(texts))
             self.vectors.remove(gone)
             for chunk_id in gone:
                 self._missing.pop(chunk_id, None)
@@ -286,6 +294,7 @@ class MemoryIndex:
             "VALUES (?,?,?,?,?,?,?,?)",
             params,
         )
+        await db.run(lambda _c: self.vocabulary.add(c.text for c in chunks))
         if self.embedder is not None:
             for n, chunk in enumerate(chunks):
                 self._missing[first + n] = chunk.hash

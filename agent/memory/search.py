@@ -35,7 +35,9 @@ For a query:
    touch or overlap are merged into one result.
 
 A result is kept (results.py) for the index's state, the arguments and the day: the same
-search again, the index unchanged, returns it from the visit of step 1.
+search again, the index unchanged, returns it from the visit of step 1. With a score floor
+and no date asked, a question none of whose words a chunk holds (vocabulary.py) ends in
+that visit too: its confidence would be 0.
 """
 
 from __future__ import annotations
@@ -203,12 +205,18 @@ class MemorySearch:
         embedder, local = self.index.embedder, self._local
         query_text = text if text.strip() else query
         key = (query, k, floor, since, until, today)
+        asking = terms(text)
 
         def visit(reader: Reader, total: int, freqs: dict[str, int]) -> _Visit:
             state = self.index.state()
             kept = self._results.get(state, key)
             if kept is not None:
                 return _Visit({}, [], None, kept=kept)
+            if state is not None and floor > 0 and not asked and asking:
+                if self.index.vocabulary.holds_none(asking):
+                    # No chunk holds a word of it: every hit's confidence, so its score, is
+                    # 0 (vocabulary.py), below the floor; the search would find nothing.
+                    return _Visit({}, [], None, kept=[])
             weights, unseen = term_weights(text, total, freqs)
             vector = None
             if embedder is not None and len(self.index.vectors):
