@@ -75,10 +75,14 @@ class LitellmLib:
             self._litellm = import_litellm()
         return self._litellm
 
-    async def load(self) -> ModuleType:
+    async def load(self, *, call: bool = True) -> ModuleType:
         """litellm for a call, imported in a thread. A call that comes while the warm-up's
         import runs waits for that import: importing on the loop instead would block it
-        (every chat, the dashboard) on the import lock until the thread's import ended."""
+        (every chat, the dashboard) on the import lock until the thread's import ended.
+        Once a real call has begun, the warm-up makes no mocked call: that call pays the
+        one-off work, and a second first call beside it would only slow it down."""
+        if call:
+            self._called = True
         if self._litellm is None:
             if self._importing is None:
                 self._importing = asyncio.ensure_future(asyncio.to_thread(import_litellm))
@@ -102,7 +106,7 @@ class LitellmLib:
         It runs on the loop, as litellm's calls do: a message arriving meanwhile waits for
         less than its own first call would have taken."""
         try:
-            litellm = await self.load()
+            litellm = await self.load(call=False)
             if model and not self._called:
                 self._called = True
                 await litellm.acompletion(
