@@ -9,12 +9,16 @@ layer plus the loopback round trip to a zero-latency fake in its own process (th
 bench/model_call.py), so the fake's CPU is not ours. Last, the wall time of
 `clawgate --help`.
 
-Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm] [--chunks N]
+Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm] [--sizes 100,10000]
 
 --no-recall turns memory.auto_recall off, to see the turn without the memory search that
-otherwise runs on every owner turn. --chunks N fills memory/ with N chunks of synthetic
-notes (bench/search.py's corpus, indexed before the turns are timed) and makes each turn a
-question in their words, so auto-recall searches a large memory and finds things.
+otherwise runs on every owner turn. --sizes lists memory sizes in chunks: memory/ is filled
+with that many chunks of synthetic notes (bench/search.py's corpus, indexed before the
+turns are timed; 0: the onboarding template alone), one block of rows per size. Every turn
+asks a different question (none repeats within a run, so no cache is flattered): most in
+the notes' words, so auto-recall searches the memory and finds things, one in five in
+words the memory does not hold (a new topic), as a chat would. "cpu" is the process's CPU
+time per turn (every thread of it; the fake model runs in its own process).
 """
 
 from __future__ import annotations
@@ -102,35 +106,59 @@ class Steps:
         return turn
 
 
-def write_notes(workspace: Path, chunks: int) -> list[str]:
-    """`chunks` sections of synthetic notes under memory/; returns questions in their words."""
+def write_notes(workspace: Path, chunks: int) -> None:
+    """`chunks` sections of synthetic notes under memory/ (none for 0)."""
     rng = random.Random(7)
     vocab = vocabulary(rng)
     memory = workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
-    for day in range(max(1, chunks // CHUNKS_PER_FILE)):
+    for day in range(chunks // CHUNKS_PER_FILE if chunks >= CHUNKS_PER_FILE else 0):
         sections = [
             f"## {n:02d} {sentence(rng, vocab, 2)}\n{sentence(rng, vocab, 45)}\n"
             for n in range(CHUNKS_PER_FILE)
         ]
         (memory / f"notes-{day:04d}.md").write_text("\n".join(sections))
-    return [f"what do you know about {sentence(rng, vocab, 3)}?" for _ in range(50)]
+    if 0 < chunks < CHUNKS_PER_FILE:
+        sections = [f"## {n:02d} {sentence(rng, vocab, 45)}\n" for n in range(chunks)]
+        (memory / "notes-0000.md").write_text("\n".join(sections))
+
+
+def questions(count: int, seed: int) -> list[str]:
+    """`count` different questions: four in five in the notes' words, one in five in
+    words no note holds (syllables the corpus never uses)."""
+    rng = random.Random(seed)
+    vocab = vocabulary(random.Random(7))
+    unknown = [
+        "".join(rng.choice(("zu", "xe", "wy", "jo", "hag")) for _ in range(3)) for _ in range(400)
+    ]
+    asked: list[str] = []
+    seen: set[str] = set()
+    while len(asked) < count:
+        if len(asked) % 5 == 4:
+            text = f"and {' '.join(rng.sample(unknown, 2))}"
+        else:
+            text = f"what do you know about {sentence(rng, vocab, 3)}?"
+        if text not in seen:
+            seen.add(text)
+            asked.append(text)
+    return asked
 
 
 async def measure(
     size: int, turns: int, url: str, root: Path, recall: bool, direct: bool, chunks: int
-) -> tuple[list[float], list[float], dict[str, list[float]]]:
+) -> tuple[list[float], list[float], list[float], dict[str, list[float]]]:
     agent = AgentConfig(
         model="openai/fake", api_base=url, api_key="x", max_retries=0, direct_http=direct
     )
     config = Config(
-        workspace=root / f"ws{size}",
+        workspace=root / f"ws{size}-{chunks}",
         data_dir=root / "data",
         agent=agent,
         memory=MemoryConfig(auto_recall=recall),
     )
-    onboard(root / "data" / f"config{size}.toml", workspace=config.workspace)
-    questions = write_notes(config.workspace, chunks) if chunks else []
+    onboard(root / "data" / f"config{size}-{chunks}.toml", workspace=config.workspace)
+    write_notes(config.workspace, chunks)
+    asked = questions(turns + 5, seed=size)
     runtime = AgentRuntime.build(config)
     await runtime.search.index.refresh()  # the build is not a turn's cost
     llm = TimedLLM(agent)
@@ -154,19 +182,20 @@ async def measure(
         store.forget("bench:1")  # the first turn loads the file like after a restart
 
         totals: list[float] = []
+        cpu: list[float] = []
         breakdown: list[dict[str, float]] = []
-        for i in range(turns + 5):
-            text = questions[i % len(questions)] if questions else f"turn {i}"
+        for i, text in enumerate(asked):
             message = InboundMessage(
                 channel="bench", chat_id="1", message_id=str(i), text=text, trust=Trust.OWNER
             )
             steps.take()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             reply = await runtime.loop.handle(message)
             assert reply is not None
             # What the gateway does once the channel has sent the reply.
             await runtime.record_delivery(reply, None)  # its append and sync are timed
             totals.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
             breakdown.append(steps.take())
             # Keep the live tail the size consolidation would keep it.
             live = store._cache["bench:1"]
@@ -185,10 +214,10 @@ async def measure(
         turn["rest"] = out - sum(turn[step] for step in STEPS if step != "rest")
         for step in STEPS:
             per_step[step].append(turn[step])
-    return inside, outside, per_step
+    return inside, outside, cpu[5:], per_step
 
 
-def help_time() -> float:
+def cli_help_time() -> float:
     exe = Path(sys.executable).with_name("clawgate")
     runs = []
     for _ in range(5):
@@ -198,7 +227,9 @@ def help_time() -> float:
     return min(runs)
 
 
-async def main_async(turns: int, recall: bool, direct: bool, chunks: int) -> None:
+async def main_async(
+    turns: int, recall: bool, direct: bool, sizes: list[int], help_time: bool = True
+) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     model_call = Path(__file__).with_name("model_call.py")
     server = await asyncio.create_subprocess_exec(
@@ -213,31 +244,32 @@ async def main_async(turns: int, recall: bool, direct: bool, chunks: int) -> Non
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = "direct" if direct else "litellm"
+            print(f"auto-recall {'on' if recall else 'off'}, model path {path}; ms per turn")
             print(
-                f"auto-recall {'on' if recall else 'off'}, model path {path},"
-                f" {chunks} memory chunks; ms per turn"
-            )
-            print(
-                f"{'messages':>9} {'model p50':>10} {'model p99':>10} {'outside p50':>12}"
-                f" {'outside p99':>12} | "
+                f"{'chunks':>7} {'messages':>9} {'model p50':>10} {'outside p50':>12}"
+                f" {'outside p99':>12} {'cpu p50':>8} | "
                 + " ".join(f"{step:>8}" for step in STEPS)
                 + "  (step medians)"
             )
-            for size in (10, 1_000, 10_000):
-                inside, outside, per_step = await measure(
-                    size, turns, url, Path(tmp), recall, direct, chunks
-                )
-                medians = " ".join(
-                    f"{statistics.median(per_step[step]) * 1000:>8.2f}" for step in STEPS
-                )
-                print(
-                    f"{size:>9} {_pct(inside, 0.5):>10.2f} {_pct(inside, 0.99):>10.2f}"
-                    f" {_pct(outside, 0.5):>12.2f} {_pct(outside, 0.99):>12.2f} | {medians}"
-                )
+            for chunks in sizes:
+                for size in (10, 1_000, 10_000):
+                    inside, outside, cpu, per_step = await measure(
+                        size, turns, url, Path(tmp), recall, direct, chunks
+                    )
+                    medians = " ".join(
+                        f"{statistics.median(per_step[step]) * 1000:>8.2f}" for step in STEPS
+                    )
+                    print(
+                        f"{chunks:>7} {size:>9} {_pct(inside, 0.5):>10.2f}"
+                        f" {_pct(outside, 0.5):>12.2f} {_pct(outside, 0.99):>12.2f}"
+                        f" {_pct(cpu, 0.5):>8.2f} | {medians}",
+                        flush=True,
+                    )
     finally:
         server.stdin.close()
         await server.wait()
-    print(f"clawgate --help: {help_time() * 1000:.0f} ms (best of 5)")
+    if help_time:
+        print(f"clawgate --help: {cli_help_time() * 1000:.0f} ms (best of 5)")
 
 
 def main() -> None:
@@ -249,9 +281,13 @@ def main() -> None:
     parser.add_argument(
         "--litellm", dest="direct", action="store_false", help="agent.direct_http off"
     )
-    parser.add_argument("--chunks", type=int, default=0, help="memory chunks (0: none)")
+    parser.add_argument(
+        "--sizes", default="100,10000", help="memory sizes in chunks, comma-separated (0: none)"
+    )
+    parser.add_argument("--no-help", dest="help_time", action="store_false")
     args = parser.parse_args()
-    asyncio.run(main_async(args.turns, args.recall, args.direct, args.chunks))
+    sizes = [int(size) for size in args.sizes.split(",")]
+    asyncio.run(main_async(args.turns, args.recall, args.direct, sizes, args.help_time))
 
 
 if __name__ == "__main__":

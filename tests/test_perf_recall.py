@@ -132,6 +132,24 @@ def test_a_query_is_encoded_without_the_tokenizers_thread_pool() -> None:
     assert np.array_equal(embedder.embed_sync(texts), batch)
 
 
+def test_the_float16_table_maps_the_wheel_and_embeds_as_a_float32_copy_did() -> None:
+    found = StaticEmbedder.find()
+    if found is None:
+        pytest.skip("the packaged static model is not installed")
+    from safetensors.numpy import load_file
+
+    tokenizer, table = found._load()
+    # Kept as the wheel stores it, over the file's pages, not copied into the heap.
+    assert table.dtype == np.float16 and not table.flags.writeable and not table.flags.owndata
+    texts = ["where does Rita live?", "Lisbon 上周", "", "dentist " * 700, "Ann booked it"]
+    mapped = found.embed_sync(texts)
+    (weights,) = load_file(str(found._root / found.WEIGHTS)).values()
+    copied = StaticEmbedder(found._root)
+    copied._loaded = (tokenizer, weights.astype(np.float32))
+    assert np.array_equal(mapped, copied.embed_sync(texts))
+    assert np.array_equal(table, weights)
+
+
 async def test_first_searches_at_once_open_the_index_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,3 +95,53 @@ def test_keyword_only_memory_never_imports_numpy(tmp_path: Path) -> None:
         check=True,
     )
     assert done.stdout.split() == ["1", "False"]
+
+
+LITELLM_DURING_WARM_UP = """
+import asyncio, os, sys, threading
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+from clawgate.agent.llm import litellm_path
+
+importers = []
+real_import = litellm_path.import_litellm
+
+def watched_import():
+    importers.append(threading.current_thread() is threading.main_thread())
+    return real_import()
+
+litellm_path.import_litellm = watched_import
+
+async def main():
+    lib = litellm_path.LitellmLib()
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    running = asyncio.create_task(ticker())
+    warming = asyncio.create_task(lib.warm_up())
+    await asyncio.sleep(0)
+    before = ticks
+    first = await lib.load()  # a call's turn, while the warm-up's import runs
+    loop_ran = ticks > before + 1
+    await warming
+    running.cancel()
+    print(first is sys.modules["litellm"], importers, loop_ran)
+
+asyncio.run(main())
+"""
+
+
+def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop() -> None:
+    # A message arriving while the warm-up imports litellm in a thread used to import it
+    # on the loop, which then stood still on the import lock: every chat waited.
+    done = subprocess.run(
+        [sys.executable, "-c", LITELLM_DURING_WARM_UP],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["True", "[False]", "True"]

@@ -67,11 +67,32 @@ class LitellmLib:
 
     def __init__(self) -> None:
         self._litellm: ModuleType | None = None
+        self._importing: asyncio.Future[ModuleType] | None = None
         self._called = False
 
     def get(self) -> ModuleType:
         if self._litellm is None:
             self._litellm = import_litellm()
+        return self._litellm
+
+    async def load(self, *, call: bool = True) -> ModuleType:
+        """litellm for a call, imported in a thread. A call that comes while the warm-up's
+        import runs waits for that import: importing on the loop instead would block it
+        (every chat, the dashboard) on the import lock until the thread's import ended.
+        Once a real call has begun, the warm-up makes no mocked call: that call pays the
+        one-off work, and a second first call beside it would only slow it down."""
+        if call:
+            self._called = True
+        if self._litellm is None:
+            if self._importing is None:
+                self._importing = asyncio.ensure_future(asyncio.to_thread(import_litellm))
+            importing = self._importing
+            try:
+                self._litellm = await asyncio.shield(importing)
+            except BaseException:
+                if importing.done() and self._importing is importing:
+                    self._importing = None  # failed: the next call tries again
+                raise
         return self._litellm
 
     @property
@@ -85,11 +106,10 @@ class LitellmLib:
         It runs on the loop, as litellm's calls do: a message arriving meanwhile waits for
         less than its own first call would have taken."""
         try:
-            if self._litellm is None:
-                self._litellm = await asyncio.to_thread(import_litellm)
+            litellm = await self.load(call=False)
             if model and not self._called:
                 self._called = True
-                await self._litellm.acompletion(
+                await litellm.acompletion(
                     model=model,
                     messages=[{"role": "user", "content": "warm-up"}],
                     mock_response="ok",
@@ -127,13 +147,13 @@ class LitellmModel:
         return self._name
 
     async def complete(self, request: ModelRequest) -> LLMResponse:
-        litellm = self._lib.get()
+        litellm = await self._lib.load()
         response = await litellm.acompletion(**request.params(), **self._params, num_retries=0)
         return _response(response, self._name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """`acompletion(stream=True, ...)`, each of litellm's chunks read as it arrives."""
-        litellm = self._lib.get()
+        litellm = await self._lib.load()
         response = await litellm.acompletion(
             **request.params(),
             **self._params,
@@ -152,13 +172,15 @@ class LitellmModel:
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], dict[str, int]]:
         """One vector per text, in order, and the usage the provider reported."""
-        response = await self._lib.get().aembedding(input=texts, **self._params)
+        response = await (await self._lib.load()).aembedding(input=texts, **self._params)
         items = sorted(response.data, key=lambda item: _get(item, "index") or 0)
         return [list(_get(item, "embedding")) for item in items], _usage(response)
 
     async def transcribe(self, filename: str, data: bytes) -> tuple[str, dict[str, int]]:
         """Speech to text (e.g. `openai/whisper-1`), and the usage the provider reported."""
-        response = await self._lib.get().atranscription(file=(filename, data), **self._params)
+        response = await (await self._lib.load()).atranscription(
+            file=(filename, data), **self._params
+        )
         return str(getattr(response, "text", None) or "").strip(), _usage(response)
 
     def failure(self, exc: Exception) -> Failure:

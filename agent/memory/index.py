@@ -6,7 +6,8 @@ k-NN), kept in step with the `chunks` table. Every access to SQLite, read or wri
 through index_db.Database in a worker thread, whatever the index's size; `read` runs a
 caller's several queries in one hop, and `read_fresh` puts a search's freshness check (the
 generation read and a stat of each memory file) in the same hop, when nothing changed; a
-refresh runs in the shared refresh task, so a cancelled caller never cancels it.
+refresh runs in the shared refresh task, so a cancelled caller never cancels it. A small
+index's reads run on the loop instead (`Database.read`): for them the hop costs more.
 A second process (e.g. `clawgate memory index` while the gateway runs) may write too: each
 write bumps `meta.generation`, and a process that sees another's generation reloads.
 """
@@ -20,7 +21,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
@@ -41,9 +42,7 @@ from clawgate.agent.memory.index_db import (
     scan_memory,
 )
 from clawgate.agent.memory.vectors import VectorMatrix
-
-if TYPE_CHECKING:
-    pass
+from clawgate.agent.memory.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +66,7 @@ class MemoryIndex:
         self.db_path = db_path
         self.embedder = embedder
         self.vectors = VectorMatrix()
+        self.vocabulary = Vocabulary()  # the chunks' content words, in step with them
         self._db: Database | None = None
         self._files: dict[str, FileState] = {}
         self._missing: dict[int, str] = {}  # chunk id -> hash, chunks with no vector yet
@@ -80,12 +80,22 @@ class MemoryIndex:
         self._freqs: dict[str, int] = {}
         self._total: int | None = None
         self._freqs_generation = -1
+        # How many times the state was read from the database (part of `state`).
+        self._loads = 0
 
     @classmethod
     def for_workspace(
         cls, workspace: Path, data_dir: Path, embedder: Embedder | None
     ) -> MemoryIndex:
         return cls(workspace, db_path_for(workspace, data_dir), embedder)
+
+    def state(self) -> tuple[int, int] | None:
+        """Names what a search reads now: the same pair means the same chunks and vectors
+        (every write bumps the generation, a reload counts). None while some chunk still
+        waits for its vector or the state is unknown: a search then is not repeatable."""
+        if self._generation < 0 or self._missing:
+            return None
+        return self._loads, self._generation
 
     @property
     def model_id(self) -> str:
@@ -135,6 +145,7 @@ class MemoryIndex:
         async with self._write(db):
             await db.execute("DELETE FROM chunks")
             await db.execute("DELETE FROM files")
+        self.vocabulary.reset(())
         self._files.clear()
         self._missing.clear()
         self.vectors.clear()
@@ -189,9 +200,13 @@ class MemoryIndex:
 
     async def _load_state(self, db: Database) -> None:
         """Read files and vectors from the database (at start, or after another writer)."""
+        self._loads += 1
         self._generation = await self._read_generation(db)
         rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
         self._files = {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
+        await db.run(
+            lambda c: self.vocabulary.reset(r[0] for r in c.execute("SELECT text FROM chunks"))
+        )
         self.vectors.clear()
         self._missing.clear()
         if self.embedder is None:
@@ -254,10 +269,12 @@ class MemoryIndex:
 
     async def _delete_chunks(self, db: Database, path: str, keep: Iterable[int]) -> int:
         keep = set(keep)
-        rows = await fetch(db, "SELECT id FROM chunks WHERE path = ?", (path,))
+        rows = await fetch(db, "SELECT id, text FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
         if gone:
+            texts = [r[1] for r in rows if r[0] not in keep]
             await db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
+            await db.run(lambda _c: self.vocabulary.remove(texts))
             self.vectors.remove(gone)
             for chunk_id in gone:
                 self._missing.pop(chunk_id, None)
@@ -277,6 +294,7 @@ class MemoryIndex:
             "VALUES (?,?,?,?,?,?,?,?)",
             params,
         )
+        await db.run(lambda _c: self.vocabulary.add(c.text for c in chunks))
         if self.embedder is not None:
             for n, chunk in enumerate(chunks):
                 self._missing[first + n] = chunk.hash
@@ -349,7 +367,7 @@ class MemoryIndex:
         """`work` over a Reader of this index, in one hop to a worker thread: a caller
         with several queries to make pays for one hop, not one per query."""
         db = await self._conn()
-        return await db.run(lambda connection: work(Reader(connection)))
+        return await db.read(lambda connection: work(Reader(connection)))
 
     async def fts(
         self, table: str, match: str, limit: int, days: tuple[str, str] | None = None
@@ -415,7 +433,7 @@ class MemoryIndex:
                 return generation, disk, (total, counted, work(reader, total, freqs))
 
             db = await self._conn()
-            generation, disk, done = await db.run(visit)
+            generation, disk, done = await db.read(visit)
             if (
                 done is not None
                 and generation == self._generation >= 0

@@ -15,8 +15,11 @@ aiosqlite, which DESIGN.md names: aiosqlite hops to its thread once per statemen
 search makes several queries and, on a busy two-core machine, each hop costs more than the
 query. `Database.run` hands a whole function over in one hop, so a search (its freshness
 check, word counts, query embedding with a local model, and reads through `Reader`) costs
-one hop; with aiosqlite the same search took five. Nothing runs on the event
-loop, however large the index grows.
+one hop; with aiosqlite the same search took five. `Database.read` runs a read on the
+event loop instead when the last one took no longer than INLINE_SECONDS (a small index: the
+hop to the thread and back costs more than the reads on a busy machine), and only while
+the thread is idle with no transaction open: one user of the connection at a time either
+way. A read that grows slower goes back to the thread, where it is measured again.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import hashlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +48,8 @@ T = TypeVar("T")
 SCHEMA_VERSION = "1"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+# A read measured at no more than this runs on the event loop next time (no thread hop).
+INLINE_SECONDS = 0.0005
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -225,12 +231,43 @@ class Database:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="memory-index")
+        # Jobs handed to the thread and jobs it finished: each counter has one writer (the
+        # loop, the thread), so the thread is idle when they are equal, even after a caller
+        # was cancelled while its job still ran.
+        self._handed = 0
+        self._finished = 0
+        self._read_seconds: float | None = None  # the last read's, where it ran
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(connection, *args)` in the connection's worker thread."""
+        self._handed += 1
         return await asyncio.get_running_loop().run_in_executor(
-            self._thread, partial(work, self._connection, *args)
+            self._thread, self._job, partial(work, self._connection, *args)
         )
+
+    def _job(self, work: Callable[[], T]) -> T:
+        try:
+            return work()
+        finally:
+            self._finished += 1
+
+    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(connection)`, a read: on the loop when the last read took no longer than
+        INLINE_SECONDS, nothing runs in the thread and no transaction is open (a write
+        spans several hops); else in the thread. Its duration is noted either way."""
+
+        def timed(connection: sqlite3.Connection) -> T:
+            started = time.perf_counter()
+            try:
+                return work(connection)
+            finally:
+                self._read_seconds = time.perf_counter() - started
+
+        seconds = self._read_seconds
+        idle = self._handed == self._finished and not self._connection.in_transaction
+        if seconds is not None and seconds <= INLINE_SECONDS and idle:
+            return timed(self._connection)
+        return await self.run(timed)
 
     async def fetch(self, sql: str, params: Iterable[object] = ()) -> list[Any]:
         return await self.run(rows, sql, params)

@@ -33,6 +33,11 @@ For a query:
    `pool`). No recency within the 30. The second hop runs on that order.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
+
+A result is kept (results.py) for the index's state, the arguments and the day: the same
+search again, the index unchanged, returns it from the visit of step 1. With a score floor
+and no date asked, a question none of whose words a chunk holds (vocabulary.py) ends in
+that visit too: its confidence would be 0.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from clawgate.agent.memory.query import (
     term_weights,
 )
 from clawgate.agent.memory.rerank import Reranker
+from clawgate.agent.memory.results import Results
 from clawgate.agent.memory.tokens import (
     normalise,
     stem,
@@ -159,6 +165,7 @@ class MemorySearch:
         self.weights = resolve_weights(config, embedder)
         # A local model embeds the query in the index's thread (see search).
         self._local = embedder if isinstance(embedder, LocalEmbedder) else None
+        self._results: Results[list[SearchHit]] = Results()
 
     def today(self) -> date:
         """The owner's local date: what relative dates in a question count from."""
@@ -197,8 +204,19 @@ class MemorySearch:
         dated = _within(asked, window) if asked else None
         embedder, local = self.index.embedder, self._local
         query_text = text if text.strip() else query
+        key = (query, k, floor, since, until, today)
+        asking = terms(text)
 
         def visit(reader: Reader, total: int, freqs: dict[str, int]) -> _Visit:
+            state = self.index.state()
+            kept = self._results.get(state, key)
+            if kept is not None:
+                return _Visit({}, [], None, kept=kept)
+            if state is not None and floor > 0 and not asked and asking:
+                if self.index.vocabulary.holds_none(asking):
+                    # No chunk holds a word of it: every hit's confidence, so its score, is
+                    # 0 (vocabulary.py), below the floor; the search would find nothing.
+                    return _Visit({}, [], None, kept=[])
             weights, unseen = term_weights(text, total, freqs)
             vector = None
             if embedder is not None and len(self.index.vectors):
@@ -206,14 +224,15 @@ class MemorySearch:
                     return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
             gathered = self._gather(reader, plan, vector, (gather, pool), window, dated)
-            return _Visit(weights, unseen, vector, gathered)
+            return _Visit(weights, unseen, vector, gathered, state=state)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
         # local model) and every candidate read. A remote model's embedding is an HTTP call
         # that must not hold the thread, so it is awaited between two visits instead.
-        weights_by_term, unseen, query_vec, gathered = await self.index.read_fresh(
-            list(plan.words), visit
-        )
+        visited = await self.index.read_fresh(list(plan.words), visit)
+        if visited.kept is not None:
+            return list(visited.kept)
+        weights_by_term, unseen, query_vec, gathered = visited[:4]
         if gathered is None:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
@@ -273,7 +292,10 @@ class MemorySearch:
             cand.score = cand.relevance / best * confidence
         ranked = [c for c in ranked if c.score >= floor and c.relevance > 0]
         chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
-        return _merge(chosen, rows, plan.terms, k)
+        hits = _merge(chosen, rows, plan.terms, k)
+        if visited.state == self.index.state():  # nothing changed while it ran
+            self._results.put(visited.state, key, list(hits))
+        return hits
 
     def _gather(
         self,
@@ -397,6 +419,8 @@ class _Visit(NamedTuple):
     unseen: list[str]
     vector: np.ndarray | None
     gathered: Gathered | None = None
+    state: tuple[int, int] | None = None  # the index's, when it was read
+    kept: list[SearchHit] | None = None  # the result of the same search in that state
 
 
 def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str] | None:
