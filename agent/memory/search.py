@@ -20,7 +20,9 @@ For a query:
    instead restrict every candidate to the chunks dated within them.
 6. Fusion (fusion.py): each side on the query's own 0..1 scale, weighted, plus the date
    match; ordered by relevance, recency breaking near-ties only (none when the question
-   names a date: it has said which time it wants); score = relevance / the
+   names a date: it has said which time it wants). Near-ties are also broken by the words
+   that go with the question's in this memory (expand.py: up to 0.1 of relevance, none
+   with a date in the question or a word the memory never uses); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
    The keyword side counts how much of the question a chunk holds (coverage.py: by idf,
    the chunk's share averaged with its best line's, as a day's log is many entries).
@@ -48,6 +50,7 @@ from clawgate.agent.memory import fusion, multihop
 from clawgate.agent.memory.coverage import coverage, entry_coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
+from clawgate.agent.memory.expand import Vocabulary, tie_breaks
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow, Reader
@@ -147,8 +150,12 @@ class MemorySearch:
         today: Callable[[], date] | None = None,
         reranker: Reranker | None = None,
         transcripts: TranscriptIndex | None = None,
+        expand: bool = True,
     ) -> None:
         self.index = index
+        # The memory's own word associations, for near-ties (expand.py); off in benches
+        # that measure the ranking without them.
+        self._vocabulary = Vocabulary() if expand else None
         self.reranker = reranker or Reranker()
         # Past conversations, searched only when asked (`sessions`), by the owner only.
         self.transcripts = transcripts
@@ -165,6 +172,8 @@ class MemorySearch:
         return self._today()
 
     async def close(self) -> None:
+        if self._vocabulary is not None:
+            await self._vocabulary.close()
         await self.index.close()
         if self.transcripts is not None:
             await self.transcripts.close()
@@ -203,15 +212,15 @@ class MemorySearch:
             vector = None
             if embedder is not None and len(self.index.vectors):
                 if local is None:
-                    return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
+                    return _Visit(weights, unseen, None, total)  # a remote model: on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
             gathered = self._gather(reader, plan, vector, (gather, pool), window, dated)
-            return _Visit(weights, unseen, vector, gathered)
+            return _Visit(weights, unseen, vector, total, gathered)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
         # local model) and every candidate read. A remote model's embedding is an HTTP call
         # that must not hold the thread, so it is awaited between two visits instead.
-        weights_by_term, unseen, query_vec, gathered = await self.index.read_fresh(
+        weights_by_term, unseen, query_vec, total, gathered = await self.index.read_fresh(
             list(plan.words), visit
         )
         if gathered is None:
@@ -246,6 +255,10 @@ class MemorySearch:
                 )
             )
         fusion.weigh(cands, weights)
+        # A question that names a date has said which time it wants (as for recency).
+        ties = {} if asked else await self._tie_breaks(weights_by_term, unseen, total, rows)
+        for cand in cands:
+            cand.relevance += ties.get(cand.id, 0.0)
         query_terms = terms(text)
         confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
         if any(c.d for c in cands):
@@ -258,6 +271,7 @@ class MemorySearch:
             c.id: fusion.relevance(
                 cover[c.id] * (0.5 + 0.5 * narrow.get(c.id, 0.0)), c.v, c.d, weights
             )
+            + ties.get(c.id, 0.0)
             for c in ranked
         }
         ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight, first_stage)
@@ -274,6 +288,27 @@ class MemorySearch:
         ranked = [c for c in ranked if c.score >= floor and c.relevance > 0]
         chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
         return _merge(chosen, rows, plan.terms, k)
+
+    async def warm_vocabulary(self) -> None:
+        """Build the word associations now (warm.py), not in the first search."""
+        if self._vocabulary is not None:
+            total = await self.index.read(lambda r: r.chunk_count())
+            await self._vocabulary.get(total, self._texts)
+
+    async def _texts(self) -> list[str]:
+        return await self.index.read(lambda r: r.texts())
+
+    async def _tie_breaks(
+        self, query: dict[str, float], unseen: list[str], total: int, rows: dict[int, ChunkRow]
+    ) -> dict[int, float]:
+        """Extra relevance from the words that go with the question's in this memory
+        (expand.py); none for a question with a word the memory never uses."""
+        if self._vocabulary is None:
+            return {}
+        table = await self._vocabulary.get(total, self._texts)
+        if table is None or unseen:
+            return {}
+        return tie_breaks(table.weights(query), {c: r.text for c, r in rows.items()})
 
     def _gather(
         self,
@@ -396,6 +431,7 @@ class _Visit(NamedTuple):
     weights: dict[str, float]
     unseen: list[str]
     vector: np.ndarray | None
+    total: int  # chunks in the index
     gathered: Gathered | None = None
 
 
