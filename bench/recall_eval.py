@@ -291,8 +291,10 @@ async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
         config = MemorySearchConfig()
         rows = []
 
-        async def run(label, embedder, name, cfg=config):
-            engine = MemorySearch(pool.index(embedder, name), cfg, today=lambda: POOL_NOW)
+        async def run(label, embedder, name, cfg=config, expand=True):
+            engine = MemorySearch(
+                pool.index(embedder, name), cfg, today=lambda: POOL_NOW, expand=expand
+            )
 
             async def rank(q):
                 return await engine.search(q["query"], max_results=K)
@@ -319,6 +321,8 @@ async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
                 await run(f"{label}, no recency", embedder, name)
                 for key, value in saved.items():
                     setattr(search_module, key, value)
+                # Round 3's default: no query expansion (agent/memory/expand.py).
+                await (await run(f"{label}, no expansion", embedder, name, expand=False)).close()
                 plain = engine
             else:
                 await engine.close()

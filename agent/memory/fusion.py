@@ -71,6 +71,20 @@ def normalise_keyword(scores: dict[int, float]) -> dict[int, float]:
     return {c: max(x, 0.0) / best for c, x in scores.items()}
 
 
+def keyword_evidence(
+    raw: dict[str, dict[int, float]], only: dict[str, set[int]] | None = None
+) -> dict[int, float]:
+    """Each chunk's best keyword evidence over the sides, on this search's 0..1 scale;
+    with `only`, a side counts for the chunks it names."""
+    found: dict[int, float] = {}
+    for side, values in raw.items():
+        scaled = values if side == "cjk" else normalise_keyword(values)
+        for c, value in scaled.items():
+            if only is None or c in only[side]:
+                found[c] = max(found.get(c, 0.0), value)
+    return found
+
+
 def normalise_vector(scores: dict[int, float], mean: float) -> dict[int, float]:
     """From the mean (0) to the best cosine (1); but a best that is barely above the mean
     is noise, not a match: the scale spans at least VECTOR_MIN_SPREAD of the way to 1."""

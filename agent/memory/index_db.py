@@ -400,6 +400,10 @@ class Reader:
         )
         return [(int(r[0]), str(r[1])) for r in found]
 
+    def texts(self) -> list[str]:
+        """Every chunk's text (the search's word associations are built from them)."""
+        return [str(r[0]) for r in rows(self._db, "SELECT text FROM chunks")]
+
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)
         if not ids:

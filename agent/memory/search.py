@@ -20,7 +20,9 @@ For a query:
    instead restrict every candidate to the chunks dated within them.
 6. Fusion (fusion.py): each side on the query's own 0..1 scale, weighted, plus the date
    match; ordered by relevance, recency breaking near-ties only (none when the question
-   names a date: it has said which time it wants); score = relevance / the
+   names a date: it has said which time it wants). Near-ties are also broken by the words
+   that go with the question's in this memory (expand.py: up to 0.1 of relevance, none
+   with a date in the question or a word the memory never uses); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
    The keyword side counts how much of the question a chunk holds (coverage.py: by idf,
    the chunk's share averaged with its best line's, as a day's log is many entries).
@@ -43,7 +45,7 @@ that visit too: its confidence would be 0.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, NamedTuple
@@ -53,6 +55,7 @@ from clawgate.agent.memory import fusion, multihop
 from clawgate.agent.memory.coverage import coverage, entry_coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
+from clawgate.agent.memory.expand import Companions
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow, Reader
@@ -153,8 +156,12 @@ class MemorySearch:
         today: Callable[[], date] | None = None,
         reranker: Reranker | None = None,
         transcripts: TranscriptIndex | None = None,
+        expand: bool = True,
     ) -> None:
         self.index = index
+        # The memory's own word associations, for near-ties (expand.py); off in benches
+        # that measure the ranking without them.
+        self._companions = Companions() if expand else None
         self.reranker = reranker or Reranker()
         # Past conversations, searched only when asked (`sessions`), by the owner only.
         self.transcripts = transcripts
@@ -172,6 +179,8 @@ class MemorySearch:
         return self._today()
 
     async def close(self) -> None:
+        if self._companions is not None:
+            await self._companions.close()
         await self.index.close()
         if self.transcripts is not None:
             await self.transcripts.close()
@@ -209,22 +218,22 @@ class MemorySearch:
 
         def visit(reader: Reader, total: int, freqs: dict[str, int]) -> _Visit:
             state = self.index.state()
-            kept = self._results.get(state, key)
+            kept = self._results.get(self._kept_under(state), key)
             if kept is not None:
-                return _Visit({}, [], None, kept=kept)
+                return _Visit({}, [], None, 0, kept=kept)
             if state is not None and floor > 0 and not asked and asking:
                 if self.index.vocabulary.holds_none(asking):
                     # No chunk holds a word of it: every hit's confidence, so its score, is
                     # 0 (vocabulary.py), below the floor; the search would find nothing.
-                    return _Visit({}, [], None, kept=[])
+                    return _Visit({}, [], None, 0, kept=[])
             weights, unseen = term_weights(text, total, freqs)
             vector = None
             if embedder is not None and len(self.index.vectors):
                 if local is None:
-                    return _Visit(weights, unseen, None)  # a remote model: embedded on the loop
+                    return _Visit(weights, unseen, None, total)  # a remote model: on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
             gathered = self._gather(reader, plan, vector, (gather, pool), window, dated)
-            return _Visit(weights, unseen, vector, gathered, state=state)
+            return _Visit(weights, unseen, vector, total, gathered, state=state)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
         # local model) and every candidate read. A remote model's embedding is an HTTP call
@@ -232,7 +241,7 @@ class MemorySearch:
         visited = await self.index.read_fresh(list(plan.words), visit)
         if visited.kept is not None:
             return list(visited.kept)
-        weights_by_term, unseen, query_vec, gathered = visited[:4]
+        weights_by_term, unseen, query_vec, total, gathered = visited[:5]
         if gathered is None:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
@@ -244,7 +253,7 @@ class MemorySearch:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
             return []
-        bm25, narrow = _keyword_evidence(raw), _keyword_evidence(raw, first)
+        bm25, narrow = fusion.keyword_evidence(raw), fusion.keyword_evidence(raw, first)
         cover = {c: entry_coverage(weights_by_term, r.text) for c, r in rows.items()}
         keyword = {c: x * (0.5 + 0.5 * bm25.get(c, 0.0)) for c, x in cover.items()}
         mean = self.index.vectors.mean(query_vec) if query_vec is not None else 0.0
@@ -265,6 +274,15 @@ class MemorySearch:
                 )
             )
         fusion.weigh(cands, weights)
+        # A question that names a date has said which time it wants (as for recency).
+        ties: dict[int, float] = {}
+        table = None  # a dated question's ties use no table: kept under the current one
+        if self._companions is not None and not asked:
+            texts = {c: r.text for c, r in rows.items()}
+            ties = await self._companions.ties(weights_by_term, unseen, (total, self._texts), texts)
+            table = self._companions.version  # the table just used: no await since
+        for cand in cands:
+            cand.relevance += ties.get(cand.id, 0.0)
         query_terms = terms(text)
         confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
         if any(c.d for c in cands):
@@ -277,6 +295,7 @@ class MemorySearch:
             c.id: fusion.relevance(
                 cover[c.id] * (0.5 + 0.5 * narrow.get(c.id, 0.0)), c.v, c.d, weights
             )
+            + ties.get(c.id, 0.0)
             for c in ranked
         }
         ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight, first_stage)
@@ -294,8 +313,26 @@ class MemorySearch:
         chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
         hits = _merge(chosen, rows, plan.terms, k)
         if visited.state == self.index.state():  # nothing changed while it ran
-            self._results.put(visited.state, key, list(hits))
+            self._results.put(self._kept_under(visited.state, table), key, list(hits))
         return hits
+
+    def _kept_under(self, state: Hashable | None, table: int | None = None) -> Hashable | None:
+        """What a kept result depends on: the index's chunks and, since a companions table
+        rebuilt in the background changes near-ties, which table it used (or none)."""
+        if state is None:
+            return None
+        if table is None:
+            table = self._companions.version if self._companions is not None else -1
+        return state, table
+
+    async def warm_companions(self) -> None:
+        """Build the word associations now (warm.py), not in the first search."""
+        if self._companions is not None:
+            total = await self.index.read(lambda r: r.chunk_count())
+            await self._companions.get(total, self._texts)
+
+    async def _texts(self) -> list[str]:
+        return await self.index.read(lambda r: r.texts())
 
     def _gather(
         self,
@@ -389,7 +426,7 @@ class MemorySearch:
             plan = replace(plan, match=f"({need}) AND ({via})")
         raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
         await self.index.read(lambda r: self._keyword(r, plan, limit, window, raw))
-        return _keyword_evidence(raw)
+        return fusion.keyword_evidence(raw)
 
 
 # Raw keyword evidence by side, the ids among a side's first `pool`, cosines, rows.
@@ -398,28 +435,15 @@ Gathered = tuple[
 ]
 
 
-def _keyword_evidence(
-    raw: dict[str, dict[int, float]], only: dict[str, set[int]] | None = None
-) -> dict[int, float]:
-    """Each chunk's best keyword evidence over the sides, on this search's 0..1 scale;
-    with `only`, a side counts for the chunks it names."""
-    found: dict[int, float] = {}
-    for side, values in raw.items():
-        scaled = values if side == "cjk" else fusion.normalise_keyword(values)
-        for c, value in scaled.items():
-            if only is None or c in only[side]:
-                found[c] = max(found.get(c, 0.0), value)
-    return found
-
-
 class _Visit(NamedTuple):
     """What a search's visit of the index thread brings back."""
 
     weights: dict[str, float]
     unseen: list[str]
     vector: np.ndarray | None
+    total: int  # chunks in the index
     gathered: Gathered | None = None
-    state: tuple[int, int] | None = None  # the index's, when it was read
+    state: Hashable | None = None  # the index's, when it was read
     kept: list[SearchHit] | None = None  # the result of the same search in that state
 
 

@@ -1,8 +1,8 @@
 """Memory made ready for the first recall after a start, in the background.
 
 The first search of a run would otherwise bring the index up to date, open its database,
-read its vectors and load a local embedding model (~0.1 s with the builtin one) inside the
-first owner turn. `warm_memory` does the same work once the gateway runs. A message that
+read its vectors, build its word associations (expand.py; ~1 s at 10,000 chunks) and load a
+local embedding model (~0.1 s with the builtin one) inside the first owner turn. `warm_memory` does the same work once the gateway runs. A message that
 arrives meanwhile waits for no more than it would have done itself: the index refresh is
 shared (one lock, one refresh) and the model loads once under its own lock.
 """
@@ -23,6 +23,7 @@ async def warm_memory(search: MemorySearch) -> None:
     search meets and reports it again)."""
     try:
         await search.index.refresh()
+        await search.warm_companions()
         embedder = search.index.embedder
         # A remote embedder would spend a paid call: it has nothing to load.
         if isinstance(embedder, LocalEmbedder):

@@ -155,9 +155,13 @@ async def main() -> int:
         engine = MemorySearch(pool.index(default_embedder(), "default"), config, today=lambda: NOW)
         rows.append(("default", await score(pool, searcher(engine))))
         print(f"chunks: {(await engine.index.status()).chunks}")
-        first = MemorySearch(engine.index, config, today=lambda: NOW, reranker=Reranker(depth=0))
+        unexpanded = MemorySearch(engine.index, config, today=lambda: NOW, expand=False)
+        rows.append(("without expansion", await score(pool, searcher(unexpanded))))
+        first = MemorySearch(
+            engine.index, config, today=lambda: NOW, reranker=Reranker(depth=0), expand=False
+        )
         rows.append(("first stage only", await score(pool, searcher(first))))
-        keyword = MemorySearch(pool.index(None, "none"), config, today=lambda: NOW)
+        keyword = MemorySearch(pool.index(None, "none"), config, today=lambda: NOW, expand=False)
         rows.append(("keyword only", await score(pool, searcher(keyword))))
         rows.append(("plain BM25", await score(pool, plain_bm25(keyword))))
         await keyword.close()

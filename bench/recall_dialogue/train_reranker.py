@@ -31,7 +31,7 @@ class Recording(Reranker):
 
     seen: list = field(default_factory=list)
 
-    def order(self, cands, rows, weights, recency_weight=0.0):
+    def order(self, cands, rows, weights, recency_weight=0.0, first=None):
         head = cands[: self.depth]
         self.seen.append((self.features(head, rows, weights), [rows[c.id].text for c in head]))
         return cands
