@@ -1,7 +1,7 @@
 """Recall of memory search on a labelled corpus: recall@5 and MRR, overall, by the target's
 age and by language, for keyword-only, vector-only and hybrid ranking.
 
-    python bench/recall_eval.py [--sweep] [--pooled] [--large]
+    python bench/recall_eval.py [--sweep] [--pooled [--fresh] [--misses | --why ID ...]] [--large]
 
 The corpus and labels are in bench/recall_data/ (queries.jsonl, built from facts.py by
 build_corpus.py; "today" is facts.NOW). First the script checks the labels: every target
@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from clawgate.agent.memory.embeddings import (
     default_embedder,
 )
 from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.rerank import FEATURES, Reranker
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.tokens import CJK_STOP_CHARS, STOPWORDS, cjk_runs, normalise, stem, words
 from clawgate.kernel.config import MemorySearchConfig
@@ -190,6 +191,12 @@ async def main() -> int:
         help="with --pooled: the fresh questions of bench/recall_fresh.py instead of the tuned set",
     )
     parser.add_argument(
+        "--why",
+        nargs="+",
+        metavar="ID",
+        help="with --pooled: for these questions, the reranker's candidates and their features",
+    )
+    parser.add_argument(
         "--large",
         action="store_true",
         help="the large pooled eval of issue 29 (bench/recall_dialogue/): dialogues, two years",
@@ -201,7 +208,7 @@ async def main() -> int:
 
         return await large_main()
     if args.pooled:
-        return await pooled_main(misses=args.misses, fresh=args.fresh)
+        return await pooled_main(misses=args.misses, fresh=args.fresh, why=args.why)
     sys.path.insert(0, str(DATA))
     from facts import NOW
 
@@ -266,7 +273,9 @@ def _no_recency() -> dict[str, float]:
     return saved
 
 
-async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
+async def pooled_main(
+    misses: bool = False, fresh: bool = False, why: list[str] | None = None
+) -> int:
     sys.path.insert(0, str(POOLED))
     from evaluate import NOW as POOL_NOW
     from evaluate import Pool, check_labels, print_table, print_targets, score
@@ -288,6 +297,9 @@ async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
             print("  " + problem)
         if problems:
             return 1
+        if why:
+            await print_why(pool, POOL_NOW, set(why))
+            return 0
         config = MemorySearchConfig()
         rows = []
 
@@ -350,6 +362,65 @@ async def pooled_main(misses: bool = False, fresh: bool = False) -> int:
     finally:
         pool.close()
     return 0
+
+
+@dataclass(frozen=True)
+class _Watching(Reranker):
+    """The default reranker; each call's candidates kept: (id, first-stage relevance,
+    features, text)."""
+
+    calls: list = field(default_factory=list)
+
+    def order(self, cands, rows, weights, recency_weight=0.0, first=None):
+        head = cands[: self.depth]
+        stage = dict(first or {})
+        found = self.features(head, rows, weights)
+        self.calls.append(
+            [
+                (c.id, stage.get(c.id, c.relevance), f, rows[c.id].text)
+                for c, f in zip(head, found, strict=True)
+            ]
+        )
+        return super().order(cands, rows, weights, recency_weight, first)
+
+
+async def print_why(pool, today: date, ids: set[str]) -> None:
+    """For each question asked about: its rank, then the reranker's candidates by the
+    model's score (the first 12, and the answer wherever it is), each with its place in the
+    first stage's order and its features; '*' marks a candidate that holds the answer."""
+    watch = _Watching()
+    engine = MemorySearch(
+        pool.index(default_embedder(), "why"),
+        MemorySearchConfig(),
+        today=lambda: today,
+        reranker=watch,
+    )
+
+    def model(found: tuple[float, ...]) -> float:
+        return sum(w * x for w, x in zip(watch.weights, found, strict=True))
+
+    for q in pool.queries:
+        if q["id"] not in ids:
+            continue
+        watch.calls.clear()
+        hits = await engine.search(q["query"], max_results=K)
+        rank = next((n for n, h in enumerate(hits, 1) if q["needle"] in pool.text(h)), 0)
+        print(f"\n{q['id']} {q['query']!r}: rank {rank or '-'}; answer: {q['needle']}")
+        if not watch.calls:
+            continue
+        cands = watch.calls[0]
+        first = {c[0]: n for n, c in enumerate(sorted(cands, key=lambda c: -c[1]), 1)}
+        print(f"  {'model':>6} {'first':>5} " + " ".join(f"{n[:8]:>8}" for n in FEATURES))
+        by_model = sorted(cands, key=lambda c: -model(c[2]))
+        for n, (chunk_id, _, found, text) in enumerate(by_model):
+            answer = q["needle"] in text
+            if n < 12 or answer:
+                line = " / ".join(text.splitlines())[:90]
+                cells = " ".join(f"{x:8.3f}" for x in found)
+                print(
+                    f"{'*' if answer else ' '} {model(found):6.3f} {first[chunk_id]:5} {cells}  {line}"
+                )
+    await engine.close()
 
 
 def print_misses(pool, rows) -> None:
