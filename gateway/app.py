@@ -76,12 +76,14 @@ def build_accounts(
     keys: Collection[str] | None = None,
     *,
     bus_for: Callable[[str], MessageBus] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Channel]:
     """A channel per bot (of `keys` only, when given), built from the config of the agent it
     belongs to (its rules, its data_dir for state, pairing and groups, its workspace for
     media), publishing through an AccountBus that routes what it receives (or the bus
     `bus_for(key)` gives: a cluster worker's goes to the database); a shared bot also knows
-    the workspace of each agent it serves, where the files that agent's replies attach are."""
+    the workspace of each agent it serves, where the files that agent's replies attach are;
+    `options` go to each channel built (a cluster worker's: which Discord shard it is)."""
     channels = {}
     for key, account in router.accounts.items():
         if keys is not None and key not in keys:
@@ -93,6 +95,7 @@ def build_accounts(
             AccountBus(bus, key, router) if bus_for is None else bus_for(key),
             account.config,
             workspaces={name: router.agents[name].workspace for name in served},
+            **(options or {}),
         )
     return channels
 

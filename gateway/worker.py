@@ -1,9 +1,9 @@
 """A cluster worker: `clawgate gateway` with `[cluster]` (gateway/cluster/). It holds leases
 on some of the config's agents and bot accounts. Each agent it holds runs as a gateway of its
 own - that agent's runtime, scheduler and dispatcher - fed from the `inbound` table and
-replying into `outbound` (cluster/mailbox.py); each bot it holds polls or connects as on one
-machine, writes what it receives to `inbound` and sends what waits for it in `outbound`
-(cluster/bots.py). This is where the single-machine and the cluster paths part: `serve`
+replying into `outbound` (cluster/mailbox.py); each bot it holds (or shard of a Discord bot)
+polls or connects as on one machine, writes what it receives to `inbound` and sends what waits
+for it in `outbound` (cluster/bots.py). This is where the single-machine and the cluster paths part: `serve`
 (app.py) runs every agent and bot at once; `serve_worker` runs those this worker is leased.
 
 A bot and its agents may be on different workers, so a bot may serve several agents
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from clawgate.channels.manager import ChannelStates
 from clawgate.gateway.app import build_accounts, build_runtimes
-from clawgate.gateway.cluster.bots import BotRunner, TableSink
+from clawgate.gateway.cluster.bots import BotLease, BotRunner, TableSink, bot_leases
 from clawgate.gateway.cluster.db import open_pool
 from clawgate.gateway.cluster.keeper import LeaseKeeper
 from clawgate.gateway.cluster.leases import LEASE_CHANNEL, Lease, agent_resource
@@ -64,6 +64,16 @@ def bot_ids(router: Router) -> dict[str, str]:
     return found
 
 
+def leased_bots(router: Router) -> dict[str, BotLease]:
+    """Each bot lease -> what it covers: a bot whole, or one shard of a Discord bot."""
+    found: dict[str, BotLease] = {}
+    for key, bot in bot_ids(router).items():
+        account = router.accounts[key]
+        shards = account.config.channels.discord.shards if account.platform == "discord" else 1
+        found.update((lease.resource, lease) for lease in bot_leases(key, bot, shards))
+    return found
+
+
 class TableBus(AccountBus):
     """A leased bot's bus: each message routed to its agent as on one machine, then stored in
     `inbound`; the channel's own notices queued in `outbound`."""
@@ -90,11 +100,11 @@ class Leased:
         self._pool = pool
         self._wakeups = wakeups
         self.bots = bot_ids(router)
-        self._keys = {bot: key for key, bot in self.bots.items()}
+        self._bot_leases = leased_bots(router)
         self._running: dict[str, asyncio.Task[None]] = {}
 
     def resources(self) -> list[str]:
-        return [agent_resource(name) for name in self._router.agents] + sorted(self._keys)
+        return [agent_resource(name) for name in self._router.agents] + sorted(self._bot_leases)
 
     async def gained(self, lease: Lease) -> None:
         if lease.resource.startswith("agent:"):
@@ -102,10 +112,10 @@ class Leased:
             lock_dir = self._router.agents[name].data_dir
             work = self._serve_agent(name, lease)
         else:
-            key = self._keys[lease.resource]
-            account = self._router.accounts[key]
-            lock_dir = account.config.data_dir / "channels" / account.platform
-            work = self._serve_bot(key, lease)
+            bot = self._bot_leases[lease.resource]
+            account = self._router.accounts[bot.key]
+            lock_dir = bot.state_dir(account.config.data_dir / "channels" / account.platform)
+            work = self._serve_bot(bot, lease)
         self._running[lease.resource] = asyncio.create_task(
             self._run(lease.resource, lock_dir, work), name=lease.resource
         )
@@ -173,28 +183,33 @@ class Leased:
 
         return serve
 
-    def _serve_bot(self, key: str, lease: Lease) -> Callable[[], Awaitable[None]]:
+    def _serve_bot(self, bot: BotLease, lease: Lease) -> Callable[[], Awaitable[None]]:
         async def serve() -> None:
-            sink = TableSink(self.bots[key], TableWriter(self._pool, lease))
+            key = bot.key
+            account = self._router.accounts[key]
+            sink = TableSink(bot.bot, TableWriter(self._pool, lease))
             channels = build_accounts(
                 self._router,
                 MessageBus(),
                 keys=[key],
                 bus_for=lambda k: TableBus(k, self._router, sink),
+                options=bot.channel_options(
+                    account.config.data_dir / "channels" / account.platform
+                ),
             )
-            account = self._router.accounts[key]
             runner = BotRunner(
                 key,
                 channels[key],
                 sink,
                 wakeups=self._wakeups,
                 redact=Redactor(account.config.secrets()),
+                sends=bot.sends,
             )
-            log.info("bot %s running here (lease generation %d)", key, lease.generation)
+            log.info("bot %s running here (lease generation %d)", bot.label, lease.generation)
             try:
                 await runner.run()
             finally:
-                log.info("bot %s stopped here", key)
+                log.info("bot %s stopped here", bot.label)
 
         return serve
 

@@ -138,8 +138,8 @@ class TelegramConfig(_ChatChannelConfig):
 class DiscordConfig(_ChatChannelConfig):
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
-    # Older messages are not caught up on after a fresh session: answers to last week confuse.
-    catchup_max_age_hours: float = Field(24.0, gt=0)
+    catchup_max_age_hours: float = Field(24.0, gt=0)  # older: not caught up (stale answers confuse)
+    shards: int = Field(1, ge=1, le=64)  # the gateway's shards; in a cluster each one is a lease
 
 
 class ChannelsConfig(Section):

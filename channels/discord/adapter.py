@@ -45,6 +45,7 @@ from clawgate.channels.discord.client import (
     EventClient,
     bot_token,
     explain,
+    gateway_client,
     intents,
     point_at,
 )
@@ -78,8 +79,15 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 def create_channel(
-    channel_config: DiscordConfig, bus: MessageBus, config: Config, **options: Any
+    channel_config: DiscordConfig,
+    bus: MessageBus,
+    config: Config,
+    *,
+    state_dir: Path | None = None,
+    **options: Any,
 ) -> DiscordChannel:
+    """`state_dir`: where the journal and watermarks live (a shard leased to a cluster worker
+    keeps its own); by default `<data_dir>/channels/discord`."""
     store = PairingStore(config.pairing_file)
     groups = SeenGroups(config.data_dir / "groups.json")
     policy = AccessPolicy("discord", channel_config, store, seen_groups=groups)
@@ -88,7 +96,7 @@ def create_channel(
         bus,
         workspace=config.workspace,
         policy=policy,
-        state_dir=config.data_dir / "channels" / "discord",
+        state_dir=state_dir or config.data_dir / "channels" / "discord",
         **options,
     )
 
@@ -113,11 +121,15 @@ class DiscordChannel(ChatChannel):
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         workspaces: Mapping[str, Path] | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         """`workspaces`: on a bot several agents answer through, each agent's workspace by
-        name, where the files its replies attach are found (else `workspace`)."""
+        name, where the files its replies attach are found (else `workspace`). `shard`: [id,
+        count], the one shard of the bot this channel connects (a cluster worker's lease),
+        whose guilds' messages (and, for shard 0, DMs) it receives into its own journal."""
         super().__init__(bus)
         self.config = config
+        self._shard = shard
         self._streaming = config.streaming
         self.workspace = workspace
         self.policy = policy
@@ -180,9 +192,11 @@ class DiscordChannel(ChatChannel):
         self._receiving = True
         self._ready.clear()
         self._inbox = asyncio.Queue()
-        client = EventClient(
+        client = gateway_client(
             self._inbox,
             self._ready,
+            shard=self._shard,
+            shards=self.config.shards,
             intents=intents(),
             proxy=self.config.proxy,
             guild_ready_timeout=self._guild_ready_timeout,
@@ -272,7 +286,13 @@ class DiscordChannel(ChatChannel):
                 if item is CATCH_UP:
                     if self._client is not None:
                         if self._watermarks.rebuilding:
-                            await recover(self._client, self._watermarks, self.journal, self.policy)
+                            await recover(
+                                self._client,
+                                self._watermarks,
+                                self.journal,
+                                self.policy,
+                                dms=self._shard is None or self._shard[0] == 0,
+                            )
                         max_age = timedelta(hours=self.config.catchup_max_age_hours)
                         await catch_up(
                             self._client, self._watermarks, self._handle, max_age=max_age
@@ -318,6 +338,14 @@ class DiscordChannel(ChatChannel):
         self._watermarks.note_seen(inbound.chat_id, message_id)
         await self._watermarks.flush()
         await self.bus.publish_inbound(inbound)
+        if self._shard is not None:
+            # A shard's bus stores the message in the cluster's inbound table, which holds it
+            # from now on (a replay is stored once); its reply leaves through shard 0's
+            # channel, whose journal is another. Done here, or never answered in this one.
+            try:
+                await self.journal.answered([message_id])
+            except OSError as exc:
+                log.warning("discord: message %d not marked stored: %s", message_id, exc)
         return None
 
     async def _tell(self, chat_id: str, text: str) -> None:

@@ -66,11 +66,17 @@ async def catch_up(
 
 
 async def recover(
-    client: discord.Client, watermarks: Watermarks, journal: Journal, policy: AccessPolicy
+    client: discord.Client,
+    watermarks: Watermarks,
+    journal: Journal,
+    policy: AccessPolicy,
+    *,
+    dms: bool = True,
 ) -> None:
-    """Seed a watermark for each channel known, from the journal (see the module's doc)."""
+    """Seed a watermark for each channel known, from the journal (see the module's doc); the
+    owners' DMs only with `dms` (a shard other than 0 never hears a DM)."""
     chats = set(journal.chats())
-    for user_id in policy.owner_ids():
+    for user_id in policy.owner_ids() if dms else ():
         try:
             chats.add(str((await client.create_dm(discord.Object(int(user_id)))).id))
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:

@@ -73,6 +73,30 @@ class EventClient(discord.Client):
             self._inbox.put_nowait(interaction)
 
 
+class ShardedEventClient(EventClient, discord.AutoShardedClient):
+    """On one machine, a bot split into shards: every shard connected by this one client."""
+
+
+def gateway_client(
+    inbox: asyncio.Queue[object],
+    ready: asyncio.Event,
+    *,
+    shard: tuple[int, int] | None,
+    shards: int,
+    **options: Any,
+) -> EventClient:
+    """The client of a bot's whole connection (shards = 1, as Discord needs below 2500
+    guilds), of one shard [id, count] leased to a cluster worker, or of every shard of the
+    bot in this process. A shard hears only its guilds' events (`(guild_id >> 22) % count`),
+    and shard 0 the DMs too."""
+    if shard is not None:
+        shard_id, count = shard
+        return EventClient(inbox, ready, shard_id=shard_id, shard_count=count, **options)
+    if shards > 1:
+        return ShardedEventClient(inbox, ready, shard_count=shards, **options)
+    return EventClient(inbox, ready, **options)
+
+
 def short(exc: BaseException) -> str:
     if isinstance(exc, discord.HTTPException):
         return f"{exc.status} {exc.text or exc.response.reason}".strip()

@@ -40,6 +40,7 @@ def cluster_status(
     import asyncio
 
     from clawgate.gateway.cli.pairing import print_table
+    from clawgate.gateway.cluster.bots import named
     from clawgate.gateway.cluster.db import open_pool
     from clawgate.gateway.cluster.schema import migrate
     from clawgate.gateway.cluster.status import ClusterStatus, read_status
@@ -76,7 +77,7 @@ def cluster_status(
         ("resource", "worker", "generation", "expires"),
         [
             (
-                _named(lease.resource, names),
+                named(lease.resource, names),
                 lease.worker or "-",
                 str(lease.generation),
                 f"in {lease.expires_in_seconds:.1f} s"
@@ -89,13 +90,8 @@ def cluster_status(
     typer.echo("backlog (messages not yet consumed, replies not yet sent):")
     print_table(
         ("agent or bot", "inbound", "outbound"),
-        [(_named(row.name, names), str(row.inbound), str(row.outbound)) for row in status.backlog],
+        [(named(row.name, names), str(row.inbound), str(row.outbound)) for row in status.backlog],
     )
-
-
-def _named(resource: str, names: dict[str, str]) -> str:
-    """A bot's lease shown with the account it is in this config ("telegram@work")."""
-    return f"{resource} ({names[resource]})" if resource in names else resource
 
 
 @cluster_app.command("drain")

@@ -14,13 +14,25 @@ by the next holder's catch-up of the channel's history (as on one machine after 
 Sent: a new holder first fails every row left `sending` (at most once: the platform may
 have the reply); then each pending row is claimed (pending -> sending) just before its send
 and finished (sent, or failed with its error) after. No typing indicator or live reply: the
-agent's worker sends replies whole."""
+agent's worker sends replies whole.
+
+Sharded (a Discord bot with `shards = N`): each shard is a lease of its own (`BotLease`),
+balanced with the other bots. Its holder connects that shard alone, keeps its own journal and
+watermarks (`channels/discord/shard-<i>of<N>/`, locked as a whole bot's folder is) and
+stores what it receives under its shard's lease, into the rows of the bot (one `bot` name, so
+the agents' side does not know shards). Replies are sent by shard 0's holder alone, all of the
+bot's: a send is a REST call any connection of the bot can make, Discord's rate limits are the
+bot's and not a shard's (one sender respects them, several would race them), an outbound row
+names its chat but not its guild, and one sender keeps the one rule of at most once (a row
+left `sending` is failed by the next holder of shard 0) and each chat's order."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from clawgate.channels.base import Channel
 from clawgate.channels.manager import ChannelManager
@@ -45,6 +57,60 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class BotLease:
+    """What one bot lease covers: an account's whole connection, or one shard of it."""
+
+    key: str  # the account in the config ("discord@home")
+    bot: str  # the bot's name in the tables: bot:<platform>:<hash>
+    shard: int | None = None
+    count: int = 1
+
+    @property
+    def resource(self) -> str:
+        """The lease: the bot's name, and for a shard `/<i>of<N>` (`bot:discord:3f2a…/0of2`)."""
+        return self.bot if self.shard is None else f"{self.bot}/{self.shard}of{self.count}"
+
+    @property
+    def label(self) -> str:
+        return self.key if self.shard is None else f"{self.key} shard {self.shard} of {self.count}"
+
+    @property
+    def sends(self) -> bool:
+        """Whether this holder sends the bot's replies: the whole bot's, or shard 0's."""
+        return not self.shard
+
+    def state_dir(self, account_dir: Path) -> Path:
+        """The channel's state folder (and instance lock) under `channels/<platform>/`."""
+        return (
+            account_dir if self.shard is None else account_dir / f"shard-{self.shard}of{self.count}"
+        )
+
+    def channel_options(self, account_dir: Path) -> dict[str, Any]:
+        if self.shard is None:
+            return {}
+        return {"shard": (self.shard, self.count), "state_dir": self.state_dir(account_dir)}
+
+
+def bot_leases(key: str, bot: str, shards: int) -> list[BotLease]:
+    """An account's leases: its bot whole, or each of its `shards`."""
+    if shards <= 1:
+        return [BotLease(key, bot)]
+    return [BotLease(key, bot, shard, shards) for shard in range(shards)]
+
+
+def named(resource: str, names: dict[str, str]) -> str:
+    """A bot's lease shown with the account it is in this config ("telegram@work", "discord
+    shard 1 of 2"); `names`: each bot's table name -> its account."""
+    bot, _, shard = resource.partition("/")
+    if bot not in names:
+        return resource
+    if not shard:
+        return f"{resource} ({names[bot]})"
+    shard_id, _, count = shard.partition("of")
+    return f"{resource} ({names[bot]} shard {shard_id} of {count})"
 
 
 class TableSink:
@@ -79,20 +145,24 @@ class BotRunner:
         *,
         wakeups: Wakeups | None,
         redact: Redactor,
+        sends: bool = True,
     ) -> None:
+        """`sends`: whether this holder sends the bot's outbound rows (see `BotLease.sends`)."""
         self._key = key
         self._channel = channel
         self._sink = sink
         self._tables = sink.tables
         self._wakeups = wakeups
         self._redact = redact
+        self._sends = sends
 
     async def run(self) -> None:
         manager = ChannelManager(MessageBus(), {self._key: self._channel}, redact=self._redact)
         try:
             async with asyncio.TaskGroup() as tasks:
                 await manager.start_all(tasks)
-                tasks.create_task(self._send_forever(), name=f"outbound {self._key}")
+                if self._sends:
+                    tasks.create_task(self._send_forever(), name=f"outbound {self._key}")
         finally:
             await asyncio.shield(self._stop(manager))
 

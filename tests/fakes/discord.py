@@ -12,6 +12,12 @@ exactly `application/json`, the 2000-character content limit and the empty-messa
 429 bodies and headers shaped like Discord's, `enforce_nonce` de-duplication, history pages
 after/before an id, and a gateway that identifies, resumes (replaying what the client
 missed) and answers heartbeats. It runs in the test's event loop.
+
+Sharding as Discord does it: IDENTIFY may name a `shard` [id, count] (none: [0, 1]); each
+session then hears only its shard's guilds (`shard_of`: `(guild_id >> 22) % count`) in
+READY and GUILD_CREATE and of every guild event, and the DMs when its id is 0. A new
+IDENTIFY of a shard replaces that shard's session. `GET /gateway/bot` recommends
+`recommended_shards`.
 """
 
 from __future__ import annotations
@@ -58,9 +64,15 @@ class _Failure:
     retry_after: float | None
 
 
+def shard_of(guild_id: str | int, count: int) -> int:
+    """The shard that hears a guild's events (Discord's rule)."""
+    return (int(guild_id) >> 22) % count
+
+
 @dataclass
 class _Session:
     id: str
+    shard: tuple[int, int] = (0, 1)
     seq: int = 0
     frames: list[dict[str, Any]] = field(default_factory=list)
     ws: web.WebSocketResponse | None = None
@@ -82,9 +94,15 @@ def _iso(ms: int) -> str:
 
 class FakeDiscord(LoopbackServer):
     def __init__(
-        self, *, token: str = "fake-discord-token", bot_name: str = "Claw", clock_offset: float = 0
+        self,
+        *,
+        token: str = "fake-discord-token",
+        bot_name: str = "Claw",
+        clock_offset: float = 0,
+        recommended_shards: int = 1,
     ) -> None:
         self.token = token
+        self.recommended_shards = recommended_shards
         # Seconds added to the fake's clock: what is created meanwhile is dated then (a
         # snowflake carries its time), e.g. history older than the catch-up's age bound. Ids
         # only grow, as Discord's do: a world dated in the past starts with a negative offset
@@ -110,13 +128,15 @@ class FakeDiscord(LoopbackServer):
         # Interaction callbacks the bot made: (interaction id, callback type).
         self.interaction_callbacks: list[tuple[str, int]] = []
         self.identifies = 0
+        # The shard [id, count] of every IDENTIFY, in order.
+        self.identified: list[tuple[int, int]] = []
         self.resumes = 0
         self._dm_by_user: dict[str, str] = {}
         self._files: dict[str, bytes] = {}
         self._failures: dict[str, deque[_Failure]] = {}
         self._outbox: dict[str, asyncio.Queue[SentMessage]] = {}
         self._nonces: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
-        self._session: _Session | None = None
+        self._sessions: dict[str, _Session] = {}
         self._changed = asyncio.Condition()
         super().__init__()
 
@@ -160,8 +180,9 @@ class FakeDiscord(LoopbackServer):
         )
 
     async def before_stop(self) -> None:
-        if self._session is not None and self._session.ws is not None:
-            await self._session.ws.close(code=1001)
+        for session in list(self._sessions.values()):
+            if session.ws is not None:
+                await session.ws.close(code=1001)
 
     # -- the world the test sets up --------------------------------------------------------
 
@@ -171,8 +192,15 @@ class FakeDiscord(LoopbackServer):
         self._last_id = max(self._last_id + 1, now_ms << 22)
         return self._last_id
 
-    def add_guild(self, name: str = "Test guild") -> str:
+    def add_guild(self, name: str = "Test guild", *, shard: tuple[int, int] | None = None) -> str:
+        """A guild; with `shard` ([id, count]), one whose id falls on that shard."""
         guild_id = str(self.new_id())
+        if shard is not None and shard_of(guild_id, shard[1]) != shard[0]:
+            shard_id, count = shard
+            # The shard is read from the id's time part: move it on by whole milliseconds.
+            ms = (int(guild_id) >> 22) + (shard_id - shard_of(guild_id, count)) % count
+            self._last_id = ms << 22
+            guild_id = str(self._last_id)
         self.guilds[guild_id] = {"id": guild_id, "name": name, "channels": [], "threads": []}
         return guild_id
 
@@ -288,7 +316,7 @@ class FakeDiscord(LoopbackServer):
             }
             message["referenced_message"] = original
         self._store(channel_id, message)
-        await self._dispatch("MESSAGE_CREATE", message)
+        await self._dispatch("MESSAGE_CREATE", message, guild_id=guild_id)
         return message
 
     async def press(self, sent: SentMessage, label: str, *, user_id: str, username: str) -> str:
@@ -320,7 +348,7 @@ class FakeDiscord(LoopbackServer):
             interaction["member"] = {**self._member(), "user": user, "permissions": "0"}
         else:
             interaction["user"] = user
-        await self._dispatch("INTERACTION_CREATE", interaction)
+        await self._dispatch("INTERACTION_CREATE", interaction, guild_id=guild_id)
         return str(interaction["id"])
 
     def fail_next(
@@ -338,11 +366,15 @@ class FakeDiscord(LoopbackServer):
         self._failures.setdefault(route, deque()).append(_Failure(None, None, None))
 
     async def disconnect(self, code: int = 4000) -> None:
-        """Close the gateway socket; 4000 (unknown error) lets the client resume."""
-        session = self._session
-        if session is not None and session.ws is not None:
-            ws, session.ws = session.ws, None
-            await ws.close(code=code)
+        """Close every gateway socket; 4000 (unknown error) lets the client resume."""
+        for session in list(self._sessions.values()):
+            if session.ws is not None:
+                ws, session.ws = session.ws, None
+                await ws.close(code=code)
+
+    def connected_shards(self) -> set[tuple[int, int]]:
+        """The shards ([id, count]) whose session has a socket open now."""
+        return {s.shard for s in self._sessions.values() if s.ws is not None and not s.ws.closed}
 
     # -- what the test reads ---------------------------------------------------------------
 
@@ -479,7 +511,11 @@ class FakeDiscord(LoopbackServer):
     async def _gateway_info(self, request: web.Request) -> web.Response:
         limits = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
         return await self._guard(request) or _json(
-            {"url": self.gateway_url, "shards": 1, "session_start_limit": limits}
+            {
+                "url": self.gateway_url,
+                "shards": self.recommended_shards,
+                "session_start_limit": limits,
+            }
         )
 
     async def _create_dm(self, request: web.Request) -> web.Response:
@@ -652,10 +688,16 @@ class FakeDiscord(LoopbackServer):
 
     # -- gateway ---------------------------------------------------------------------------
 
-    async def _dispatch(self, event: str, data: dict[str, Any]) -> None:
-        session = self._session
-        if session is None:
-            return
+    async def _dispatch(
+        self, event: str, data: dict[str, Any], *, guild_id: str | None = None
+    ) -> None:
+        """To the session of the guild's shard, or of shard 0 for what has no guild (DMs)."""
+        for session in list(self._sessions.values()):
+            shard_id, count = session.shard
+            if shard_id == (shard_of(guild_id, count) if guild_id else 0):
+                await self._send(session, event, data)
+
+    async def _send(self, session: _Session, event: str, data: dict[str, Any]) -> None:
         session.seq += 1
         frame = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.frames.append(frame)
@@ -680,32 +722,45 @@ class FakeDiscord(LoopbackServer):
                 elif op == 6:
                     await self._resume(ws, data)
         finally:
-            if self._session is not None and self._session.ws is ws:
-                self._session.ws = None
+            for session in self._sessions.values():
+                if session.ws is ws:
+                    session.ws = None
         return ws
 
     async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         if data.get("token") != self.token:
             await ws.close(code=4004, message=b"Authentication failed.")
             return
+        shard_id, count = data.get("shard") or (0, 1)
+        if not 0 <= shard_id < count:
+            await ws.close(code=4010, message=b"Invalid shard.")
+            return
         self.identifies += 1
-        # A new session: whatever the old one buffered is gone, as on Discord.
-        self._session = _Session(uuid.uuid4().hex, ws=ws)
-        await self._dispatch(
+        self.identified.append((shard_id, count))
+        # A new session: whatever the shard's old one buffered is gone, as on Discord.
+        for old in [k for k, s in self._sessions.items() if s.shard == (shard_id, count)]:
+            del self._sessions[old]
+        session = _Session(uuid.uuid4().hex, shard=(shard_id, count), ws=ws)
+        self._sessions[session.id] = session
+        guilds = [g for g in self.guilds.values() if shard_of(g["id"], count) == shard_id]
+        await self._send(
+            session,
             "READY",
             {
                 "v": 10,
                 "user": self.bot,
-                "guilds": [{"id": g, "unavailable": True} for g in self.guilds],
-                "session_id": self._session.id,
+                "guilds": [{"id": g["id"], "unavailable": True} for g in guilds],
+                "session_id": session.id,
                 "resume_gateway_url": self.gateway_url,
                 "application": {"id": self.app_id, "flags": 0},
                 "private_channels": [],
                 "relationships": [],
+                "shard": [shard_id, count],
             },
         )
-        for guild in self.guilds.values():
-            await self._dispatch(
+        for guild in guilds:
+            await self._send(
+                session,
                 "GUILD_CREATE",
                 {
                     **guild,
@@ -724,18 +779,16 @@ class FakeDiscord(LoopbackServer):
         await self._notify()
 
     async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
-        session = self._session
-        known = session is not None and data.get("session_id") == session.id
-        if not known or data.get("token") != self.token:
+        session = self._sessions.get(str(data.get("session_id")))
+        if session is None or data.get("token") != self.token:
             await ws.send_str(json.dumps({"op": 9, "d": False, "s": None, "t": None}))
             return
-        assert session is not None
         self.resumes += 1
         session.ws = ws
         missed = [f for f in session.frames if f["s"] > (data.get("seq") or 0)]
         for frame in missed:
             await ws.send_str(json.dumps(frame))
-        await self._dispatch("RESUMED", {})
+        await self._send(session, "RESUMED", {})
         await self._notify()
 
 
