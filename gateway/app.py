@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.runtime import AgentRuntime
@@ -41,6 +41,9 @@ from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.kernel.bus import MessageBus
 from clawgate.kernel.config import Config
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, CronError
+
+if TYPE_CHECKING:
+    from clawgate.gateway.cluster.status import ClusterStatus
 
 log = logging.getLogger(__name__)
 
@@ -285,9 +288,11 @@ def dashboard_services(
     *,
     auth: Auth | None = None,
     restarts: Restarts | None = None,
+    cluster: Callable[[], Awaitable[ClusterStatus]] | None = None,
 ) -> DashboardServices:
     """What the dashboard's pages reach: each agent's running parts, the default's first;
-    `auth`: the logins to keep from the run before a restart."""
+    `auth`: the logins to keep from the run before a restart; `cluster`: a cluster worker's
+    view of the cluster, for the health page."""
     default = gateway.default
     services = DashboardServices.build(
         default.runtime,
@@ -299,6 +304,7 @@ def dashboard_services(
         mcp=gateway.mcp,
         auth=auth,
         restarts=restarts,
+        cluster=cluster,
         pending_approvals=lambda: sum(
             len(unit.runtime.approvals.pending()) for unit in gateway.units.values()
         ),

@@ -20,23 +20,27 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clawgate.channels.manager import ChannelStates
-from clawgate.gateway.app import build_accounts, build_runtimes
-from clawgate.gateway.cluster.bots import BotLease, BotRunner, TableSink, bot_leases
+from clawgate.gateway.app import build_accounts, build_runtimes, dashboard_services
+from clawgate.gateway.cluster.bots import BotLease, BotRunner, TableSink, bot_leases, named
 from clawgate.gateway.cluster.db import open_pool
 from clawgate.gateway.cluster.keeper import LeaseKeeper
 from clawgate.gateway.cluster.leases import LEASE_CHANNEL, Lease, agent_resource
 from clawgate.gateway.cluster.mailbox import Inbox, Outbox
 from clawgate.gateway.cluster.queues import INBOUND_CHANNEL, OUTBOUND_CHANNEL, bot_resource
 from clawgate.gateway.cluster.schema import migrate
+from clawgate.gateway.cluster.status import ClusterStatus, read_status
 from clawgate.gateway.cluster.tables import TableWriter
 from clawgate.gateway.cluster.wakeups import Wakeups
 from clawgate.gateway.daemon.gateway import Gateway
 from clawgate.gateway.daemon.lock import InstanceLock
 from clawgate.gateway.daemon.routing import AccountBus, Router
+from clawgate.gateway.dashboard.server import Dashboard
+from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Config
 from clawgate.kernel.config_cluster import ClusterConfig
@@ -89,12 +93,52 @@ class TableBus(AccountBus):
         await self._sink.outbound(message)
 
 
+@dataclass(frozen=True)
+class WorkerDashboard:
+    """What a worker that comes to hold the default agent serves its dashboard with."""
+
+    config_path: Path | None
+    view: Callable[[], Awaitable[ClusterStatus]]  # the cluster, for the health page
+
+
+def cluster_view(
+    pool: asyncpg.Pool, lease_seconds: float, bots: dict[str, str]
+) -> Callable[[], Awaitable[ClusterStatus]]:
+    """The cluster as `clawgate cluster status` shows it, each bot named by its account in
+    this config (`bots`: account key -> the bot's table name)."""
+    accounts = {bot: key for key, bot in bots.items()}
+
+    async def view() -> ClusterStatus:
+        status = await read_status(pool, lease_seconds)
+        return status.model_copy(
+            update={
+                "leases": [
+                    row.model_copy(update={"resource": named(row.resource, accounts)})
+                    for row in status.leases
+                ],
+                "backlog": [
+                    row.model_copy(update={"name": named(row.name, accounts)})
+                    for row in status.backlog
+                ],
+            }
+        )
+
+    return view
+
+
 class Leased:
     """The LeaseHolder of a worker: a gateway per agent leased, a BotRunner per bot."""
 
     def __init__(
-        self, router: Router, cluster: ClusterConfig, pool: asyncpg.Pool, wakeups: Wakeups
+        self,
+        router: Router,
+        cluster: ClusterConfig,
+        pool: asyncpg.Pool,
+        wakeups: Wakeups,
+        dashboard: WorkerDashboard | None = None,
     ) -> None:
+        """`dashboard`: given when the config enables it (served with the default agent)."""
+        self._dashboard = dashboard
         self._router = router
         self._cluster = cluster
         self._pool = pool
@@ -163,21 +207,40 @@ class Leased:
                 key: Outbox(self._router.accounts[key].platform, self.bots[key], name, tables)
                 for key in self._router.accounts_of(name)
             }
+            runtimes = build_runtimes(self._router, bus, states, names=[name])
+            # The dashboard follows the default agent: its holder serves it (with the web
+            # chat, which talks to that agent here) and the whole cluster on its health page.
+            serves_dashboard = (
+                self._dashboard is not None and name == self._router.root.default_agent
+            )
+            web = AccountBus(bus, "web", self._router)
+            chats = web_chat(config, web, [runtimes[0][0]]) if serves_dashboard else []
             gateway = Gateway(
-                build_runtimes(self._router, bus, states, names=[name]),
-                outboxes,
+                runtimes,
+                {**outboxes, **{channel.name: channel for channel in chats}},
                 bus,
                 router=self._router,
                 channel_states=states,
                 scheduler=True,
             )
             await gateway.start()
+            dashboard = None
             try:
+                if serves_dashboard:
+                    assert self._dashboard is not None
+                    dashboard = Dashboard(
+                        dashboard_services(
+                            gateway, self._dashboard.config_path, cluster=self._dashboard.view
+                        )
+                    )
+                    await dashboard.start()
                 log.info("agent %s running here (lease generation %d)", name, lease.generation)
                 await Inbox(name, tables, bus, self._wakeups).run()
             finally:
                 # Inside the time the lease has left once its deadline passed.
                 grace = min(config.agent.shutdown_grace_seconds, self._cluster.renew_seconds / 2)
+                if dashboard is not None:
+                    await asyncio.shield(dashboard.stop())
                 await asyncio.shield(gateway.stop(grace=grace))
                 log.info("agent %s stopped here", name)
 
@@ -214,9 +277,9 @@ class Leased:
         return serve
 
 
-async def serve_worker(config: Config) -> None:
+async def serve_worker(config: Config, config_path: Path | None = None) -> None:
     """Run as a cluster worker until SIGINT or SIGTERM; the agents and bots held are handed
-    back."""
+    back. `config_path`: the file `config` came from (the dashboard's doctor reads it)."""
     cluster = config.cluster
     assert cluster is not None
     router = Router(config)
@@ -232,7 +295,13 @@ async def serve_worker(config: Config) -> None:
             (LEASE_CHANNEL, INBOUND_CHANNEL, OUTBOUND_CHANNEL),
             poll_seconds=cluster.renew_seconds,
         )
-        holder = Leased(router, cluster, pool, wakeups)
+        bots = bot_ids(router)
+        dashboard = (
+            WorkerDashboard(config_path, cluster_view(pool, cluster.lease_seconds, bots))
+            if config.dashboard.enabled
+            else None
+        )
+        holder = Leased(router, cluster, pool, wakeups, dashboard)
         keeper = LeaseKeeper(
             pool,
             cluster.worker_name,

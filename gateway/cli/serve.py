@@ -66,7 +66,7 @@ def gateway(
                 err=True,
             )
         if config.cluster is not None:
-            asyncio.run(serve_worker(config))
+            asyncio.run(serve_worker(config, cli_context(ctx).config_path))
         else:
             asyncio.run(serve(config, cli_context(ctx).config_path))
     finally:

@@ -1,5 +1,6 @@
 """The health page: `clawgate doctor`'s findings, a live tail of the log file, token usage per
-day and per session, version, uptime, the channels and the MCP servers.
+day and per session, version, uptime, the channels and the MCP servers; on a cluster worker
+the cluster as its database sees it (what `clawgate cluster status` prints), read at each load.
 
 Doctor is `gateway/ops/online.py` `doctor_report`, the function the CLI runs. The log tail
 reads `<data_dir>/logs/clawgate.log` (the file `setup_logging` writes) and passes every line
@@ -15,6 +16,7 @@ import importlib.metadata
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -23,6 +25,12 @@ from clawgate.gateway.dashboard.render import render, services
 from clawgate.gateway.ops.logs import log_file_path
 from clawgate.gateway.ops.online import doctor_report
 from clawgate.kernel.secrets import Redactor
+
+if TYPE_CHECKING:
+    from clawgate.gateway.cluster.status import ClusterStatus
+
+# A database that does not answer in this time is shown as such, not waited for.
+CLUSTER_READ_SECONDS = 5.0
 
 # The first look at the log shows its end, not a possibly huge file from the start.
 FIRST_TAIL_BYTES = 64 * 1024
@@ -113,6 +121,12 @@ async def health_page(request: web.Request) -> web.Response:
         findings = [(f.level, svc.runtime.redact(f.message)) for f in report.findings]
         problems = report.count("problem")
     by_day, by_session = usage_tables(request)
+    cluster, cluster_error = None, None
+    if svc.cluster is not None:
+        try:
+            cluster = await asyncio.wait_for(svc.cluster(), CLUSTER_READ_SECONDS)
+        except Exception as exc:  # an unreachable database is what the page must show
+            cluster_error = svc.runtime.redact(f"{type(exc).__name__}: {exc}")
     return render(
         request,
         "health.html",
@@ -130,7 +144,43 @@ async def health_page(request: web.Request) -> web.Response:
             for s in (svc.mcp.snapshot() if svc.mcp is not None else [])
         ],
         log_file=svc.config.logging.file,
+        cluster=cluster,
+        cluster_rows=cluster_rows(cluster) if cluster is not None else [],
+        cluster_error=cluster_error,
     )
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """One agent, bot or shard: its lease (if any) and what waits for it."""
+
+    name: str
+    worker: str = "-"
+    generation: str = "-"
+    expires: str = "-"
+    inbound: int = 0
+    outbound: int = 0
+
+
+def cluster_rows(status: ClusterStatus) -> list[ClusterRow]:
+    """Each lease with its backlog, then what has a backlog and no lease (a shard's messages
+    wait under its bot's name)."""
+    waiting = {row.name: row for row in status.backlog}
+    rows = []
+    for lease in status.leases:
+        backlog = waiting.pop(lease.resource, None)
+        rows.append(
+            ClusterRow(
+                lease.resource,
+                lease.worker or "-",
+                str(lease.generation),
+                f"{lease.expires_in_seconds:.0f} s",
+                backlog.inbound if backlog else 0,
+                backlog.outbound if backlog else 0,
+            )
+        )
+    rows += [ClusterRow(b.name, inbound=b.inbound, outbound=b.outbound) for b in waiting.values()]
+    return rows
 
 
 async def logs_json(request: web.Request) -> web.Response:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from clawgate.agent.session import SessionStore
     from clawgate.agent.tools.mcp_hub import McpHub
     from clawgate.channels.manager import ChannelManager, ChannelStates
+    from clawgate.gateway.cluster.status import ClusterStatus
     from clawgate.gateway.cron.scheduler import CronScheduler
     from clawgate.gateway.daemon.dispatcher import Dispatcher
     from clawgate.gateway.daemon.unit import AgentUnit
@@ -63,6 +64,8 @@ class DashboardServices:
     pending_approvals: Callable[[], int] | None = None
     # How the running gateway restarts itself (restart.py); None: it cannot (a test's app).
     restarts: Restarts | None = None
+    # A cluster worker's view of the whole cluster (the health page shows it); None: one machine.
+    cluster: Callable[[], Awaitable[ClusterStatus]] | None = None
 
     @property
     def agent_name(self) -> str:
@@ -138,6 +141,7 @@ class DashboardServices:
         auth: Auth | None = None,
         restarts: Restarts | None = None,
         pending_approvals: Callable[[], int] | None = None,
+        cluster: Callable[[], Awaitable[ClusterStatus]] | None = None,
     ) -> DashboardServices:
         """`auth`: the logins of the run before an in-process restart, kept (when the data
         folder is the same) so the browsers stay logged in. `pending_approvals`: how many
@@ -163,4 +167,5 @@ class DashboardServices:
             mcp=mcp,
             restarts=restarts,
             pending_approvals=pending_approvals,
+            cluster=cluster,
         )
