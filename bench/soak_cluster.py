@@ -67,6 +67,10 @@ class ClusterTally:
     # Replies a kill -9 cut off between their `sending` mark and the platform's answer: failed
     # by the next holder of the bot, never sent again (at most once).
     interrupted: int = 0
+    # Of those, the ones the platform never got: the message is unanswered by the delivery
+    # contract's at-most-once rule (as on one machine), not lost.
+    cut: int = 0
+    disorder: list[str] = field(default_factory=list)  # "<chat>: <n> after <m>"
 
 
 def soak_home(
@@ -224,6 +228,12 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                 tally.interrupted = await leases.pool.fetchval(
                     "SELECT count(*) FROM outbound WHERE error = 'interrupted'"
                 )
+                cut_texts = [
+                    row["text"]
+                    for row in await leases.pool.fetch(
+                        "SELECT message->>'text' AS text FROM outbound WHERE error = 'interrupted'"
+                    )
+                ]
             finally:
                 for process in running.values():
                     if process.process.returncode is None:
@@ -234,12 +244,17 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
             for chat in chats:
                 got = [int(m.group(1)) for r in chat.replies() if (m := NUMBER.search(r))]
                 counts = Counter(got)
-                lost = sum(1 for n in chat.sent if counts[n] == 0)
+                unanswered = [n for n in chat.sent if counts[n] == 0]
+                cut = [n for n in unanswered if f"re: {chat.name} {n}" in cut_texts]
+                tally.cut += len(cut)
+                lost = len(unanswered) - len(cut)
                 tally.lost += lost
                 if lost:
                     tally.lost_in[chat.name] = lost
                 tally.twice += sum(1 for c in counts.values() if c > 1)
-                tally.out_of_order += sum(1 for a, b in pairwise(got) if b < a)
+                late = [(a, b) for a, b in pairwise(got) if b < a]
+                tally.out_of_order += len(late)
+                tally.disorder += [f"{chat.name}: {b} after {a}" for a, b in late]
             for agent in AGENTS:
                 code, out = await run_clawgate(
                     home, "--config", str(config), "memory", "audit", "--agent", agent, timeout=120
@@ -299,7 +314,12 @@ def report_cluster(tally: ClusterTally) -> bool:
     )
     if tally.lost:
         print(f"  lost in: {dict(tally.lost_in)}")
-    print(f"  replies cut off mid-send by a kill (failed, not sent again): {tally.interrupted}")
+    if tally.disorder:
+        print(f"  out of order: {', '.join(tally.disorder)}")
+    print(
+        f"  replies cut off mid-send by a kill (failed, not sent again): {tally.interrupted}, "
+        f"of which the platform never got {tally.cut} (unanswered by the at-most-once rule)"
+    )
     for agent, audit in tally.audits.items():
         print(f"  memory audit {agent}: {audit}")
     return (
