@@ -1,8 +1,9 @@
 """Scripting the model's side of memory consolidation: spotting the consolidation request and
-answering it with a save_memory call."""
+answering it with a save_memory call; writing a workspace's memory file as the owner would."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,16 @@ from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.llm import ToolCalls, tool_call
+
+
+def write_memory_file(workspace: Path, name: str, body: str) -> None:
+    """`memory/<name>` with `body`, its mtime moved on so the index sees the change even
+    within the file system's timestamp granularity."""
+    path = workspace / "memory" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    stamp = path.stat().st_mtime_ns + 1_000_000
+    os.utime(path, ns=(stamp, stamp))
 
 
 def is_consolidation(request: dict[str, Any]) -> bool:

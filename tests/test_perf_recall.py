@@ -5,7 +5,6 @@ once."""
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,14 @@ from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.store import MemoryStore
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
-
-
-def _write(workspace: Path, name: str, body: str) -> None:
-    path = workspace / "memory" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body, encoding="utf-8")
-    stamp = path.stat().st_mtime_ns + 1_000_000
-    os.utime(path, ns=(stamp, stamp))
+from tests.memory_helpers import write_memory_file
 
 
 async def test_recall_on_an_unchanged_index_reads_no_file_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace = tmp_path / "ws"
-    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
     index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
     search = MemorySearch(index, MemorySearchConfig(), today=lambda: date(2027, 1, 20))
     part = recall_part(search, MemoryConfig())
@@ -66,7 +58,9 @@ async def test_recall_on_an_unchanged_index_reads_no_file_and_writes_nothing(
         assert index._generation == unchanged  # every write bumps it
 
         # A file changed in place (same inode) is indexed before the next answer.
-        _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita moved to Porto.\n")
+        write_memory_file(
+            workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita moved to Porto.\n"
+        )
         moved = await part(Trust.OWNER, "where does Rita live?")
         assert moved is not None and "Porto" in moved.text and "Lisbon" not in moved.text
         assert hops  # that refresh went the usual way
@@ -91,7 +85,7 @@ async def test_unchanged_daily_logs_are_not_read_again(
     workspace = tmp_path / "ws"
     clock = datetime(2027, 1, 20, 9, 0, tzinfo=UTC)
     store = MemoryStore(workspace, clock=lambda: clock)
-    _write(workspace, "2027-01-20.md", "- 08:00 Booked the dentist.\n")
+    write_memory_file(workspace, "2027-01-20.md", "- 08:00 Booked the dentist.\n")
     part = daily_logs_part(store)
     reads: list[str] = []
     to_thread = asyncio.to_thread
@@ -109,7 +103,7 @@ async def test_unchanged_daily_logs_are_not_read_again(
     # Appended in place, and yesterday's log appearing: both are read before the next turn.
     with (workspace / "memory" / "2027-01-20.md").open("a") as handle:
         handle.write("- 09:00 Paid the rent.\n")
-    _write(workspace, "2027-01-19.md", "- 18:00 Called Rita.\n")
+    write_memory_file(workspace, "2027-01-19.md", "- 18:00 Called Rita.\n")
     later = await part(Trust.OWNER, "hello")
     assert later is not None and "Paid the rent" in later.text and "Called Rita" in later.text
 
@@ -156,7 +150,7 @@ async def test_first_searches_at_once_open_the_index_once(
     # Two chats' first turns after a start recall at once: each opened its own connection,
     # and the second setting WAL mode on the new file failed with "database is locked".
     workspace = tmp_path / "ws"
-    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
     index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
     search = MemorySearch(index, MemorySearchConfig(), today=lambda: date(2027, 1, 20))
     opened: list[Path] = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -15,6 +14,7 @@ from clawgate.agent.memory.recall import recall_part
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
+from tests.memory_helpers import write_memory_file
 
 
 class CountingEmbedder(HashedEmbedder):
@@ -29,18 +29,10 @@ class CountingEmbedder(HashedEmbedder):
         return await super().embed(texts)
 
 
-def _write(workspace: Path, name: str, body: str) -> None:
-    path = workspace / "memory" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body, encoding="utf-8")
-    stamp = path.stat().st_mtime_ns + 1_000_000
-    os.utime(path, ns=(stamp, stamp))
-
-
 async def test_small_talk_is_not_embedded_but_a_question_or_a_date_is(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
-    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
-    _write(workspace, "2027-01-19.md", "- 18:00 Called Rita about the flat.\n")
+    write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    write_memory_file(workspace, "2027-01-19.md", "- 18:00 Called Rita about the flat.\n")
     embedder = CountingEmbedder()
     index = MemoryIndex.for_workspace(workspace, tmp_path / "data", embedder)
     search = MemorySearch(index, MemorySearchConfig(), today=lambda: date(2027, 1, 20))

@@ -5,7 +5,6 @@ while its connection is free, and recall decides the same snippets with and with
 
 from __future__ import annotations
 
-import os
 import threading
 from datetime import date
 from pathlib import Path
@@ -22,22 +21,15 @@ from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.vocabulary import Vocabulary
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import MemoryConfig, MemorySearchConfig
-
-
-def _write(workspace: Path, name: str, body: str) -> None:
-    path = workspace / "memory" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body, encoding="utf-8")
-    stamp = path.stat().st_mtime_ns + 1_000_000
-    os.utime(path, ns=(stamp, stamp))
+from tests.memory_helpers import write_memory_file
 
 
 async def test_a_repeated_search_is_served_kept_until_memory_or_the_day_changes(
     tmp_path: Path,
 ) -> None:
     workspace = tmp_path / "ws"
-    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
-    _write(workspace, "2027-01-19.md", "- 18:00 Called Rita about the flat.\n")
+    write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    write_memory_file(workspace, "2027-01-19.md", "- 18:00 Called Rita about the flat.\n")
     day = [date(2027, 1, 20)]
     index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
     search = MemorySearch(index, MemorySearchConfig(), today=lambda: day[0])
@@ -56,7 +48,9 @@ async def test_a_repeated_search_is_served_kept_until_memory_or_the_day_changes(
         assert retold == first and retold[0] is not first[0]
 
         # Memory changed: searched again, the new text found, nothing kept from before.
-        _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita moved to Porto.\n")
+        write_memory_file(
+            workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita moved to Porto.\n"
+        )
         moved = await search.search("where does Rita live?")
         assert any("Porto" in hit.snippet for hit in moved)
         assert not any("Lisbon" in hit.snippet for hit in moved)
@@ -85,7 +79,7 @@ async def test_a_small_index_is_read_on_the_loop_while_its_connection_is_free(
     tmp_path: Path,
 ) -> None:
     workspace = tmp_path / "ws"
-    _write(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
+    write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n")
     index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
     try:
         await index.refresh()
@@ -163,7 +157,7 @@ async def test_recall_decides_the_same_with_and_without_every_shortcut(
         pytest.skip("the packaged static model is not installed")
     workspace = tmp_path / "ws"
     for name, body in NOTES.items():
-        _write(workspace, name, body)
+        write_memory_file(workspace, name, body)
     today = date(2027, 1, 20)
 
     async def recall(data: str, shortcuts: bool) -> list[str | None]:
