@@ -78,17 +78,11 @@ def child(url: str, delay: float, warm: bool) -> float:
 
 
 async def serve_and_measure(delays: list[float], runs: int) -> None:
-    model_call = Path(__file__).with_name("model_call.py")
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(model_call),
-        "--serve",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert server.stdout is not None and server.stdin is not None
-    url = (await server.stdout.readline()).decode().strip()
-    try:
+    # Here, not at the top: the measured children import this file and must find litellm
+    # and clawgate not loaded yet.
+    from bench.model_call import model_server
+
+    async with model_server() as url:
         print("first turn on the litellm path, ms (median of", runs, "fresh processes)")
         print(f"{'delay s':>8} {'none':>9} {'warm-up':>9}")
         for delay in delays:
@@ -98,9 +92,6 @@ async def serve_and_measure(delays: list[float], runs: int) -> None:
                     took[warm].append(await asyncio.to_thread(child, url, delay, warm))
             cold, warm_ms = (statistics.median(took[w]) * 1000 for w in (False, True))
             print(f"{delay:>8g} {cold:>9.0f} {warm_ms:>9.0f}", flush=True)
-    finally:
-        server.stdin.close()
-        await server.wait()
 
 
 def main() -> None:

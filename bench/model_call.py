@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,27 @@ async def serve() -> None:
     print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await runner.cleanup()
+
+
+THIS_FILE = str(Path(__file__).resolve())
+
+
+@contextlib.asynccontextmanager
+async def model_server() -> AsyncIterator[str]:
+    """`serve` in a process of its own (its CPU is not the bench's); yields its base URL."""
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        THIS_FILE,
+        "--serve",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    try:
+        yield (await server.stdout.readline()).decode().strip()
+    finally:
+        server.stdin.close()
+        await server.wait()
 
 
 # -- the workload -----------------------------------------------------------------------------
@@ -293,20 +315,8 @@ async def run(
 
 async def main_async(args: argparse.Namespace) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "--serve",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert server.stdout is not None and server.stdin is not None
-    url = (await server.stdout.readline()).decode().strip()
-    try:
+    async with model_server() as url:
         await run(url, args.sizes, args.rounds, args.budget, args.paths, args.api)
-    finally:
-        server.stdin.close()
-        await server.wait()
 
 
 def main() -> None:

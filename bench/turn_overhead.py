@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.model_call import model_server
 from clawgate.agent import loop as loop_module
 from clawgate.agent.llm import LLMClient, LLMResponse
 from clawgate.agent.runtime import AgentRuntime
@@ -231,17 +232,7 @@ async def main_async(
     turns: int, recall: bool, direct: bool, sizes: list[int], help_time: bool = True
 ) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    model_call = Path(__file__).with_name("model_call.py")
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(model_call),
-        "--serve",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert server.stdout is not None and server.stdin is not None
-    url = (await server.stdout.readline()).decode().strip()
-    try:
+    async with model_server() as url:
         with tempfile.TemporaryDirectory() as tmp:
             path = "direct" if direct else "litellm"
             print(f"auto-recall {'on' if recall else 'off'}, model path {path}; ms per turn")
@@ -265,9 +256,6 @@ async def main_async(
                         f" {_pct(cpu, 0.5):>8.2f} | {medians}",
                         flush=True,
                     )
-    finally:
-        server.stdin.close()
-        await server.wait()
     if help_time:
         print(f"clawgate --help: {cli_help_time() * 1000:.0f} ms (best of 5)")
 
