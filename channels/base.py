@@ -62,6 +62,12 @@ class Channel(ABC):
         """Whether it shows replies as they are written: only then are its turns streamed."""
         return False
 
+    @property
+    def dedupes_sends(self) -> bool:
+        """Whether a send carrying `dedupe_key` posts once however often, and by whichever
+        process, it is tried again within a few minutes (the platform deduplicates it)."""
+        return False
+
     async def stream(self, draft: ReplyDraft, opened: StreamOpened) -> None:
         """The reply to `draft.reply_to` so far. A channel that shows replies as they are
         written (channels/live.py) awaits `opened(draft)` before it posts the first piece;

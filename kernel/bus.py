@@ -132,6 +132,10 @@ class OutboundMessage(BaseModel):
     # Buttons under the text (an exec approval card); a channel without buttons shows the
     # labels as text and the terminal asks y/N.
     choices: tuple[Choice, ...] = ()
+    # Set when another process may try this very send again (a cluster's outbound row): a
+    # channel whose platform deduplicates sends by a key of ours (Discord's nonce, see
+    # Channel.dedupes_sends) derives it from this, so however often it is tried it posts once.
+    dedupe_key: str | None = None
 
     @property
     def session_key(self) -> str:

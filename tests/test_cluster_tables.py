@@ -115,11 +115,24 @@ async def test_a_reply_consumes_its_chat_so_far_and_a_cut_send_is_never_made_aga
     assert await claim(conn, bot, cut)  # and the holder dies mid-send
     newest = await acquire(conn, BOT, "w2", 30)  # w2 restarted: a new generation
     assert newest is not None
-    assert await give_up_interrupted(conn, newest, BOT) == 1
+    assert await give_up_interrupted(conn, newest, BOT) == (1, 0)
     assert [p.id for p in await pending_outbound(conn, BOT)] == [later]
     status, error = await conn.fetchrow("SELECT status, error FROM outbound WHERE id = $1", cut)
     assert (status, error) == ("failed", "interrupted")
     assert old_bot.generation < newest.generation
+
+    # On a platform that deduplicates a retried send, a recent cut send is tried again
+    # first (under its key), an old one failed.
+    assert await claim(conn, newest, later)
+    old_cut = await put_outbound(conn, agent, BOT, reply(4))
+    assert await claim(conn, newest, old_cut)
+    await conn.execute(
+        "UPDATE outbound SET created_at = now() - interval '10 minutes' WHERE id = $1", old_cut
+    )
+    assert await give_up_interrupted(conn, newest, BOT, 120.0) == (1, 1)
+    assert [p.id for p in await pending_outbound(conn, BOT)] == [later]
+    status, error = await conn.fetchrow("SELECT status, error FROM outbound WHERE id = $1", old_cut)
+    assert (status, error) == ("failed", "interrupted")
 
 
 async def test_status_counts_what_waits_per_agent_and_per_bot(

@@ -106,6 +106,10 @@ class DiscordChannel(ChatChannel):
 
     name = "discord"
 
+    @property
+    def dedupes_sends(self) -> bool:
+        return True  # enforce_nonce: the sender's nonces come from `dedupe_key`
+
     def __init__(
         self,
         config: DiscordConfig,

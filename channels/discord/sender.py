@@ -163,8 +163,11 @@ class Sender:
                 fail_if_not_exists=False,
             )
         for index, (content, batch) in enumerate(plan):
+            # Each part's nonce the same on every try, here or on another worker (a nonce is
+            # at most 25 characters: the keys are short, `cg<row id>`).
+            nonce = f"{message.dedupe_key}.{index}" if message.dedupe_key else None
             await self._send_part(
-                message.chat_id, content, batch, reference if index == 0 else None
+                message.chat_id, content, batch, reference if index == 0 else None, nonce=nonce
             )
 
     async def send_text(self, chat_id: str, text: str) -> None:
@@ -186,14 +189,17 @@ class Sender:
         content: str,
         files: Files,
         reference: discord.MessageReference | None,
+        *,
+        nonce: str | None = None,
     ) -> str:
         """Send one message; retry what Discord may not have received, never doubling it.
 
         Every attempt carries the same nonce with enforce_nonce, so when an attempt timed out
         after the request went out, Discord answers the retry with the message the first
         attempt created instead of posting it again. 429s are discord.py's to wait out.
+        `nonce`: the caller's, when another process may try the same send (else a new one).
         """
-        nonce = str(secrets.randbits(63))
+        nonce = nonce or str(secrets.randbits(63))
 
         async def attempt() -> str:
             try:

@@ -12,8 +12,10 @@ delivered, so a message the worker received and could not store before dying is 
 by the next holder's catch-up of the channel's history (as on one machine after a crash).
 
 Sent: a new holder first fails every row left `sending` (at most once: the platform may
-have the reply); then each pending row is claimed (pending -> sending) just before its send
-and finished (sent, or failed with its error) after. No typing indicator or live reply: the
+have the reply), except on Discord, where a row queued in the last RESUME_WITHIN_SECONDS is
+sent again under the same nonce (`cg<row id>.<part>`, enforce_nonce), which Discord answers
+with the message it already made, if it made it; then each pending row is claimed (pending
+-> sending) just before its send and finished (sent, or failed with its error) after. No typing indicator or live reply: the
 agent's worker sends replies whole.
 
 Sharded (a Discord bot with `shards = N`): each shard is a lease of its own (`BotLease`),
@@ -57,6 +59,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+# A send cut off by a kill is tried again by the next holder under the same key when the
+# platform deduplicates it (Discord keeps a nonce "for a few minutes"), if it was queued this
+# recently; older ones are failed, at most once, as on other platforms.
+RESUME_WITHIN_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -172,9 +178,14 @@ class BotRunner:
 
     async def _send_forever(self) -> None:
         lease, bot = self._tables.lease, self._sink.bot
-        failed = await self._tables.run(lambda conn: give_up_interrupted(conn, lease, bot))
+        within = RESUME_WITHIN_SECONDS if self._channel.dedupes_sends else 0.0
+        failed, resumed = await self._tables.run(
+            lambda conn: give_up_interrupted(conn, lease, bot, within)
+        )
         if failed:
             log.warning("%s: %d replies cut off by the last holder are not sent again", bot, failed)
+        if resumed:
+            log.info("%s: %d replies cut off by the last holder are sent again", bot, resumed)
         while True:
             pending = await self._tables.run(lambda conn: pending_outbound(conn, bot))
             for row in pending:
@@ -198,6 +209,8 @@ class BotRunner:
         text = self._redact(message.text)
         if text != message.text:
             message = message.model_copy(update={"text": text})
+        if self._channel.dedupes_sends:
+            message = message.model_copy(update={"dedupe_key": f"cg{row.id}"})
         error: str | None = None
         try:
             await self._channel.send(message)

@@ -230,9 +230,31 @@ async def finish(conn: asyncpg.Connection, lease: Lease, row_id: int, error: str
     )
 
 
-async def give_up_interrupted(conn: asyncpg.Connection, lease: Lease, bot: str) -> int:
+async def give_up_interrupted(
+    conn: asyncpg.Connection, lease: Lease, bot: str, resume_within: float = 0.0
+) -> tuple[int, int]:
     """A new holder of the bot: sends the last one started and never finished are failed
-    (the platform may or may not have the reply; sending it again could post it twice)."""
+    (the platform may or may not have the reply; sending it again could post it twice),
+    except those queued less than `resume_within` seconds ago on a platform that
+    deduplicates a send tried again (Discord's nonce, kept for a few minutes): pending
+    again, to be sent under the same key. (failed, resumed)."""
+    async with conn.transaction():
+        return await _give_up(conn, lease, bot, resume_within)
+
+
+async def _give_up(
+    conn: asyncpg.Connection, lease: Lease, bot: str, resume_within: float
+) -> tuple[int, int]:
+    resumed = await conn.execute(
+        f"""
+        UPDATE outbound SET status = 'pending'
+        WHERE bot = $4 AND status = 'sending' AND created_at > now() - make_interval(secs => $5)
+          AND {_FENCE}
+        """,
+        *_lease(lease),
+        bot,
+        resume_within,
+    )
     done = await conn.execute(
         f"""
         UPDATE outbound SET status = 'failed', error = 'interrupted', done_at = now()
@@ -241,4 +263,4 @@ async def give_up_interrupted(conn: asyncpg.Connection, lease: Lease, bot: str) 
         *_lease(lease),
         bot,
     )
-    return int(done.split()[-1])
+    return int(done.split()[-1]), int(resumed.split()[-1])
