@@ -71,6 +71,8 @@ class ClusterTally:
     # contract's at-most-once rule (as on one machine), not lost.
     cut: int = 0
     disorder: list[str] = field(default_factory=list)  # "<chat>: <n> after <m>"
+    # Where each lost message stopped: its inbound row (stored? consumed?), its reply's row.
+    traces: list[str] = field(default_factory=list)
 
 
 def soak_home(
@@ -228,6 +230,18 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                 tally.interrupted = await leases.pool.fetchval(
                     "SELECT count(*) FROM outbound WHERE error = 'interrupted'"
                 )
+                stored = {
+                    row["text"]: (row["seq"], row["consumed_at"] is not None)
+                    for row in await leases.pool.fetch(
+                        "SELECT seq, message->>'text' AS text, consumed_at FROM inbound"
+                    )
+                }
+                queued = {
+                    row["text"]: f"{row['status']}{'/' + row['error'] if row['error'] else ''}"
+                    for row in await leases.pool.fetch(
+                        "SELECT message->>'text' AS text, status, error FROM outbound"
+                    )
+                }
                 cut_texts = [
                     row["text"]
                     for row in await leases.pool.fetch(
@@ -251,6 +265,15 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                 tally.lost += lost
                 if lost:
                     tally.lost_in[chat.name] = lost
+                for n in unanswered:
+                    if n in cut:
+                        continue
+                    said = stored.get(f"{chat.name} {n}")
+                    where = "never stored" if said is None else f"inbound seq {said[0]}"
+                    if said is not None:
+                        where += ", consumed" if said[1] else ", not consumed"
+                    reply = queued.get(f"re: {chat.name} {n}", "no reply queued")
+                    tally.traces.append(f"{chat.name} {n}: {where}; reply {reply}")
                 tally.twice += sum(1 for c in counts.values() if c > 1)
                 late = [(a, b) for a, b in pairwise(got) if b < a]
                 tally.out_of_order += len(late)
@@ -314,6 +337,8 @@ def report_cluster(tally: ClusterTally) -> bool:
     )
     if tally.lost:
         print(f"  lost in: {dict(tally.lost_in)}")
+    for trace in tally.traces:
+        print(f"    lost: {trace}")
     if tally.disorder:
         print(f"  out of order: {', '.join(tally.disorder)}")
     print(
