@@ -164,6 +164,11 @@ async def test_a_sharded_bot_spreads_over_workers_and_a_killed_shard_moves(
         await home.everywhere("three")
         await eventually(home.answered, REPLY_TIMEOUT)
 
+        # Replies in a guild quote what they answer, whichever shard heard it; in a DM not.
+        for room in home.rooms:
+            assert all(m.reference for m in discord.sent_to(room))
+        assert not any(m.reference for m in discord.sent_to(home.owner_dm))
+
         status = await asyncio.to_thread(
             CliRunner().invoke, app, ["--config", str(home.config), "cluster", "status"]
         )

@@ -34,6 +34,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import discord
 
 from clawgate.channels.access import AccessPolicy
@@ -134,6 +135,7 @@ class DiscordChannel(ChatChannel):
         super().__init__(bus)
         self.config = config
         self._shard = shard
+        self._dms: set[str] = set()  # a shard's: chats other shards heard, found to be DMs
         self._streaming = config.streaming
         self.workspace = workspace
         self.policy = policy
@@ -393,6 +395,22 @@ class DiscordChannel(ChatChannel):
         """In a busy channel the reference shows whom we answer; in a DM it is noise."""
         return chat_id in self._normaliser.group_chats
 
+    async def _learn_chat(self, chat_id: str) -> None:
+        """A shard's channel sends the replies of chats other shards hear (shard 0 sends all
+        of the bot's): whether such a chat is a guild channel, so quoted, is asked once."""
+        client = self._client
+        if client is None or chat_id in self._normaliser.group_chats or chat_id in self._dms:
+            return
+        try:
+            channel = client.get_channel(int(chat_id)) or await client.fetch_channel(int(chat_id))
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: could not tell what %s is (%s); not quoted", chat_id, exc)
+            return
+        if isinstance(channel, discord.abc.PrivateChannel):
+            self._dms.add(chat_id)
+        else:
+            self._normaliser.group_chats.add(chat_id)
+
     async def _send(self, message: OutboundMessage) -> None:
         # At most once: the journal hears of the answer before the first request goes out, so
         # a kill -9 after Discord took the reply never sends it again (the nonce only guards
@@ -402,6 +420,8 @@ class DiscordChannel(ChatChannel):
         chat_id = message.chat_id
         answering = _snowflake(message.reply_to)
         stopped = _snowflake(message.stopped)
+        if self._shard is not None and answering is not None:
+            await self._learn_chat(chat_id)
         live = await self._live.take(chat_id, message.stopped or message.reply_to)
         try:
             if stopped is not None:
