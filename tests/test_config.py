@@ -228,3 +228,16 @@ def test_a_model_without_its_provider_is_refused_with_the_fix(tmp_path: Path) ->
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, ""), environ={"CLAWGATE_AGENT__MODEL": "gpt-5"})
     assert str(caught.value).startswith("CLAWGATE_AGENT__MODEL: ")
+
+
+@pytest.mark.parametrize("value", ["0", "65", '"two"'])
+def test_discord_shards_out_of_range_is_one_line(tmp_path: Path, value: str) -> None:
+    message = load_error(write(tmp_path, f"[channels.discord]\nshards = {value}\n"))
+
+    assert "shards" in message
+
+
+def test_discord_shards_default_and_value(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "missing.toml", environ={}).channels.discord.shards == 1
+    path = write(tmp_path, "[channels.discord]\nshards = 2\n")
+    assert load_config(path, environ={}).channels.discord.shards == 2
