@@ -15,8 +15,8 @@ Sent: a new holder first fails every row left `sending` (at most once: the platf
 have the reply), except on Discord, where a row queued in the last RESUME_WITHIN_SECONDS is
 sent again under the same nonce (`cg<row id>.<part>`, enforce_nonce), which Discord answers
 with the message it already made, if it made it; then each pending row is claimed (pending
--> sending) just before its send and finished (sent, or failed with its error) after. No typing indicator or live reply: the
-agent's worker sends replies whole.
+-> sending) just before its send and finished (sent, or failed with its error) after. No
+typing indicator or live reply: the agent's worker sends replies whole.
 
 Sharded (a Discord bot with `shards = N`): each shard is a lease of its own (`BotLease`),
 balanced with the other bots. Its holder connects that shard alone, keeps its own journal and

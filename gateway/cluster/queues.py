@@ -6,7 +6,9 @@
     outbound  one row per reply, written by the agent's worker, sent by the bot's worker:
               pending -> sending -> sent | failed. At most once: a row still `sending` when
               a new holder takes the bot is marked failed ("interrupted"), never sent again,
-              as the session's delivery rules treat a send cut by a crash
+              as the session's delivery rules treat a send cut by a crash - unless the
+              platform deduplicates a retried send (Discord's nonce) and the row is recent:
+              then it is pending again (give_up_interrupted)
 
 Every write is fenced: the statement itself carries the writer's lease (resource, worker,
 generation) and changes nothing unless that lease is still current in `leases` - one

@@ -31,7 +31,6 @@ from clawgate.kernel.bus import (
     agent_key,
 )
 from clawgate.kernel.config import Config, settings_digest
-from clawgate.kernel.heap import give_back_free_heap
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +153,11 @@ class Gateway:
                     await unit.bus.publish_inbound(message)
             if self.status is not None:
                 self._chores += [
-                    tasks.create_task(self._warm_up(), name="warm-up"),
+                    # What the first turns need (litellm, the memory index), loaded now.
+                    *(
+                        tasks.create_task(unit.runtime.warm_up(), name=f"warm-up {unit.name}")
+                        for unit in self.units.values()
+                    ),
                     tasks.create_task(self.status.run(), name="status"),
                     *(
                         tasks.create_task(
@@ -170,12 +173,6 @@ class Gateway:
             # The caller sees this error itself, not wrapped in the TaskGroup's.
             await self._end_tasks()
             raise
-
-    async def _warm_up(self) -> None:
-        """What the first turns need (litellm, the memory index), loaded now; then the heap
-        start-up freed is given back (kernel/heap.py), so it is not resident for good."""
-        await asyncio.gather(*(unit.runtime.warm_up() for unit in self.units.values()))
-        give_back_free_heap()
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop receiving, finish (or persist and cancel) in-flight turns, flush replies."""
