@@ -155,7 +155,10 @@ async def test_a_reminder_the_gateways_clock_jumped_25_h_past_runs_late(
         spec.write_text("+25h\n")  # the gateway's clock is set a day and an hour ahead
         sent = await telegram.next_message(OWNER, timeout=MODEL_TIMEOUT)
         assert sent["text"].startswith("(this reminder was due at "), sent["text"]
-        assert sent["text"].endswith(", 25 h ago) Call the bank!")
+        # Due 25 s after it was set, run after a 25 h jump: 25 h late when it runs at the due
+        # moment's real time; run sooner after the jump (seen once in CI), a few seconds short
+        # of 25 h, which the notice floors to "24 h".
+        assert sent["text"].endswith((", 25 h ago) Call the bank!", ", 24 h ago) Call the bank!"))
 
         def settled() -> bool:
             state = json.loads(store.state_path.read_text()).get("jobs", {}).get("bank", {})
