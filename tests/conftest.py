@@ -12,6 +12,7 @@ import pytest
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.kernel.config import AgentConfig
+from tests import process
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.postgres import PrivatePostgres
@@ -24,6 +25,8 @@ BYTECODE_CACHE = Path(__file__).resolve().parent.parent / "build" / "pycache"
 
 def pytest_configure(config: pytest.Config) -> None:
     keep_bytecode_out_of_the_tree()
+    # `clawgate` children are forked from one that imported it already (tests/forked.py).
+    process.FORK = os.environ.get("CLAWGATE_TEST_EXEC") != "1"
 
 
 def keep_bytecode_out_of_the_tree() -> None:

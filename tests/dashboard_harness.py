@@ -65,11 +65,10 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Harness, make_config
 from tests.process import (
-    CLAWGATE,
     ClawgateProcess,
-    child_env,
     fake_model,
     fake_telegram,
+    start_clawgate,
     write_config,
 )
 
@@ -347,15 +346,7 @@ class DashboardGateway:
 
 async def clawgate_output(home: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
     """Run `clawgate *args` to the end: (exit code, stdout and stderr together)."""
-    child = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=child_env(home),
-        cwd=home,
-    )
+    child = await start_clawgate(home, *args, merge_stderr=True)
     raw, _ = await asyncio.wait_for(child.communicate(), timeout)
     assert child.returncode is not None
     return child.returncode, raw.decode(errors="replace")

@@ -17,10 +17,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests import forked
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import TOKEN, FakeTelegram
 
 CLAWGATE = Path(sys.executable).with_name("clawgate")
+# tests/conftest.py sets it: children forked from an imported clawgate (tests/forked.py)
+# instead of each paying the import. The benches leave it off and start real processes.
+FORK = False
+# What a fork cannot carry (set at exec): these children are started for real.
+EXEC_ONLY_VARS = ("LD_PRELOAD", "PYTHONHASHSEED", "PYTHONMALLOC", "PYTHONDEVMODE")
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy"}
 
 
@@ -98,18 +104,21 @@ class ClawgateProcess:
     test can act at a known moment of the child's life without sleeping.
     """
 
-    def __init__(self, home: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, home: Path, *args: str, env: Mapping[str, str] | None = None, fork: bool = True
+    ) -> None:
         self.home = home
         self.args = args
         self.env = child_env(home, env)
+        self.fork = fork and FORK and not any(name in self.env for name in EXEC_ONLY_VARS)
         self.stderr_lines: list[str] = []
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: asyncio.subprocess.Process | forked.ForkedChild | None = None
         self._reader: asyncio.Task[None] | None = None
         self._new_line = asyncio.Condition()
         self._eof = False
 
     @property
-    def process(self) -> asyncio.subprocess.Process:
+    def process(self) -> asyncio.subprocess.Process | forked.ForkedChild:
         if self._process is None:
             raise RuntimeError("the process is not started")
         return self._process
@@ -120,7 +129,14 @@ class ClawgateProcess:
 
     async def start(self) -> None:
         assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
-        self._process = await asyncio.create_subprocess_exec(
+        if self.fork:
+            self._process = await forked.spawn(CLAWGATE, self.args, env=self.env, cwd=self.home)
+        else:
+            self._process = await self._exec()
+        self._reader = asyncio.create_task(self._read_stderr(), name="clawgate stderr")
+
+    async def _exec(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
             str(CLAWGATE),
             *self.args,
             stdin=asyncio.subprocess.DEVNULL,
@@ -129,7 +145,6 @@ class ClawgateProcess:
             env=self.env,
             cwd=self.home,
         )
-        self._reader = asyncio.create_task(self._read_stderr(), name="clawgate stderr")
 
     async def _read_stderr(self) -> None:
         stream = self.process.stderr
@@ -184,6 +199,29 @@ class ClawgateProcess:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def start_clawgate(
+    home: Path, *args: str, env: Mapping[str, str] | None = None, merge_stderr: bool = False
+) -> asyncio.subprocess.Process | forked.ForkedChild:
+    """`clawgate *args` with stdout and stderr as pipes (stderr into stdout's when
+    `merge_stderr`), stdin /dev/null: forked when `FORK` allows (see ClawgateProcess)."""
+    assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
+    environment = child_env(home, env)
+    if FORK and not any(name in environment for name in EXEC_ONLY_VARS):
+        stderr = None if merge_stderr else True
+        return await forked.spawn(
+            CLAWGATE, args, env=environment, cwd=home, stdout=True, stderr=stderr
+        )
+    return await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+        env=environment,
+        cwd=home,
+    )
 
 
 async def run_clawgate(

@@ -32,7 +32,8 @@ from clawgate.gateway.daemon.lock import AlreadyRunning, InstanceLock
 from clawgate.kernel.config import load_config
 from clawgate.kernel.errors import ConfigError, CronError
 from tests.fakes.llm import FakeLLM, text
-from tests.process import CLAWGATE, child_env, fake_model, write_config
+from tests.forked import ForkedChild
+from tests.process import CLAWGATE, child_env, fake_model, start_clawgate, write_config
 
 MODEL_RUN_TIMEOUT = 90.0  # litellm import plus one turn, with room for a loaded machine
 QUICK_RUN_TIMEOUT = 30.0
@@ -69,17 +70,21 @@ def closed_loopback_port() -> int:
 @asynccontextmanager
 async def started(
     home: Path, *args: str, env: Mapping[str, str] | None = None, stdin: int | None = None
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
-    process = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(home, env),
-        cwd=home,
-    )
+) -> AsyncIterator[asyncio.subprocess.Process | ForkedChild]:
+    """Stdin /dev/null (forked, tests/forked.py) unless given."""
+    process: asyncio.subprocess.Process | ForkedChild
+    if stdin is None:
+        process = await start_clawgate(home, *args, env=env)
+    else:
+        process = await asyncio.create_subprocess_exec(
+            str(CLAWGATE),
+            *args,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=child_env(home, env),
+            cwd=home,
+        )
     try:
         yield process
     finally:

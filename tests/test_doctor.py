@@ -22,7 +22,7 @@ from clawgate.kernel.storage import DiskWriter
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, error, text
 from tests.fakes.telegram import TOKEN, FakeTelegram
-from tests.process import CLAWGATE, child_env, fake_model, write_config
+from tests.process import fake_model, start_clawgate, write_config
 
 API_KEY = "sk-test-secret"  # what tests.process.fake_model configures
 DISCORD_TOKEN = "fake-discord-token"
@@ -351,17 +351,8 @@ async def test_doctor_online_command_against_the_fakes(
 async def run_doctor_online(home: Path, config: Path) -> tuple[int, str]:
     """`clawgate doctor --online` as a child: (exit code, stdout and stderr). The fakes keep
     serving meanwhile (tests.process.run_clawgate keeps only stderr)."""
-    process = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        "--config",
-        str(config),
-        "doctor",
-        "--online",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=child_env(home),
-        cwd=home,
+    process = await start_clawgate(
+        home, "--config", str(config), "doctor", "--online", merge_stderr=True
     )
     stdout, _ = await asyncio.wait_for(process.communicate(), timeout=90)
     assert process.returncode is not None

@@ -28,9 +28,9 @@ from tests.harness import wait_until
 from tests.process import (
     CLAWGATE,
     ClawgateProcess,
-    child_env,
     fake_model,
     fake_telegram,
+    start_clawgate,
     write_config,
 )
 from tests.pty_terminal import Terminal
@@ -387,15 +387,7 @@ async def test_a_discord_stranger_is_listed_by_name_and_told_once_approved(
 
 async def output(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """`clawgate *args` run to the end without a terminal: (exit code, stdout and stderr)."""
-    child = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=child_env(home, env),
-        cwd=home,
-    )
+    child = await start_clawgate(home, *args, env=env, merge_stderr=True)
     try:
         raw, _ = await asyncio.wait_for(child.communicate(), REPLY_TIMEOUT)
     finally:

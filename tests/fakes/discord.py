@@ -394,7 +394,8 @@ class FakeDiscord(LoopbackServer):
 
     async def next_message(self, channel_id: str, timeout: float = 10) -> SentMessage:
         """The next message the bot sends to this channel."""
-        return await asyncio.wait_for(self._queue(str(channel_id)).get(), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: see FakeTelegram.next_message
+            return await self._queue(str(channel_id)).get()
 
     def count(self, route: str) -> int:
         return self.requests.count(route)

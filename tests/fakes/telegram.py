@@ -329,7 +329,10 @@ class FakeTelegram(LoopbackServer):
     # -- test API: what the bot did --------------------------------------------------------
 
     async def next_message(self, chat_id: int, timeout: float = 10) -> dict[str, Any]:
-        return await asyncio.wait_for(self._queue(chat_id).get(), timeout)
+        # Not asyncio.wait_for: on 3.11 it drops a cancellation that lands as a message
+        # arrives, and a test's talking task then talks on after it was cancelled.
+        async with asyncio.timeout(timeout):
+            return await self._queue(chat_id).get()
 
     def messages_to(self, chat_id: int) -> list[dict[str, Any]]:
         return [m for m in self.sent if m["chat_id"] == chat_id]

@@ -1,0 +1,167 @@
+"""`clawgate` children forked from a pre-imported one (tests/zygote.py), for the suite.
+
+`spawn()` returns a `ForkedChild`, which answers what tests use of an
+`asyncio.subprocess.Process`: `pid`, `returncode`, `stdout`, `stderr`, `send_signal`,
+`terminate`, `kill`, `wait`, `communicate`. Each test worker starts its zygote on first use and ends it at exit. The
+suite turns this on in tests/conftest.py; the benches start real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+ZYGOTE = Path(__file__).with_name("zygote.py")
+
+
+class _Zygote:
+    def __init__(self, clawgate: Path) -> None:
+        self._folder = tempfile.mkdtemp(prefix="clawgate-zygote-")
+        self.path = os.path.join(self._folder, "socket")
+        self._process = subprocess.Popen(
+            [sys.executable, str(ZYGOTE), self.path, str(clawgate)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        assert self._process.stdout is not None
+        if self._process.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the zygote did not start")
+        atexit.register(self.close)
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        for name in (self.path, self._folder):
+            try:
+                os.remove(name) if name == self.path else os.rmdir(name)
+            except OSError:
+                pass
+
+
+_zygote: _Zygote | None = None
+
+
+def _the_zygote(clawgate: Path) -> _Zygote:
+    global _zygote
+    if _zygote is None or not _zygote.alive():
+        _zygote = _Zygote(clawgate)
+    return _zygote
+
+
+class ForkedChild:
+    def __init__(self, connection: socket.socket, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.stderr: asyncio.StreamReader | None = None
+        self._connection = connection
+        self._pidfd = pidfd
+        self._exit = asyncio.get_running_loop().create_task(self._watch(), name=f"child {pid}")
+
+    async def _watch(self) -> int:
+        try:
+            message = await asyncio.get_running_loop().sock_recv(self._connection, 4096)
+            self.returncode = int(json.loads(message)["exit"]) if message else -signal.SIGKILL
+        finally:
+            self._connection.close()
+            os.close(self._pidfd)
+            self._pidfd = -1
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self._pidfd < 0:
+            return
+        try:
+            signal.pidfd_send_signal(self._pidfd, sig)
+        except ProcessLookupError:
+            pass  # it ended and its parent reaped it: what asyncio's process does too
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exit)
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        """Both outputs read to their end, and the exit (as asyncio's `communicate`)."""
+
+        async def read(stream: asyncio.StreamReader | None) -> bytes:
+            return b"" if stream is None else await stream.read()
+
+        out, err = await asyncio.gather(read(self.stdout), read(self.stderr))
+        await self.wait()
+        return out, err
+
+
+async def spawn(
+    clawgate: Path,
+    args: tuple[str, ...],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout: bool = False,
+    stderr: bool | None = True,
+) -> ForkedChild:
+    """The child runs `clawgate *args` with stdin /dev/null. `stdout`: a pipe its `stdout`
+    reads, else /dev/null; `stderr`: True a pipe its `stderr` reads, None into stdout's
+    pipe, False /dev/null."""
+    zygote = _the_zygote(clawgate)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    pipes: list[tuple[int, int]] = []
+
+    def pipe() -> int:
+        pipes.append(os.pipe())
+        return pipes[-1][1]
+
+    out = pipe() if stdout else devnull
+    err = pipe() if stderr else (out if stderr is None else devnull)
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        connection.connect(zygote.path)
+        request = {"args": list(args), "env": dict(env), "cwd": str(cwd)}
+        socket.send_fds(connection, [json.dumps(request).encode()], [devnull, out, err])
+        # The zygote answers as soon as it forked: a blocking read is milliseconds.
+        message, fds, _, _ = socket.recv_fds(connection, 4096, 1)
+    except BaseException:
+        connection.close()
+        for read_end, _ in pipes:
+            os.close(read_end)
+        raise
+    finally:
+        os.close(devnull)
+        for _, write_end in pipes:
+            os.close(write_end)
+    connection.setblocking(False)
+    child = ForkedChild(connection, int(json.loads(message)["pid"]), fds[0])
+    readers = [await _reader(read_end) for read_end, _ in pipes]
+    if stdout:
+        child.stdout = readers.pop(0)
+    if stderr:
+        child.stderr = readers.pop(0)
+    return child
+
+
+async def _reader(read_end: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(read_end, "rb", buffering=0)
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader

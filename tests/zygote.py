@@ -1,0 +1,120 @@
+"""A `clawgate` with its modules already imported, forked for each test child.
+
+The suite starts ~250 `clawgate` children, and importing the gateway costs each ~0.75 s of
+CPU: most of the suite's time on a 2-core machine. A test worker starts this script once
+(tests/forked.py); it imports what the console script imports, then forks a child per
+request. The child takes the request's stdin/stdout/stderr, working directory, environment
+and arguments, and runs the console script's `main()` exactly as `.venv/bin/clawgate` would:
+its own pid and process, real signals and kill -9, its normal interpreter exit.
+
+What a fork cannot give, and which tests therefore start a real process: /proc/<pid>/environ
+and /proc/<pid>/cmdline show this script's (they are fixed at exec), an LD_PRELOAD (libfaketime)
+takes no effect, and every child shares one hash seed.
+
+Protocol (SOCK_SEQPACKET on a Unix socket): the client sends one JSON request
+{"args", "env", "cwd"} with three descriptors (stdin, stdout, stderr); it receives
+{"pid"} with a pidfd (to signal the child with no risk of a reused pid), then {"exit"}
+(the code, or minus the signal number) when the child ends.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from clawgate.gateway.cli import main as clawgate_main
+
+# What `clawgate gateway` imports on its way to serving (the bulk of a child's start).
+import clawgate.gateway.app  # noqa: F401  isort: skip
+
+
+def serve(path: str, clawgate: str) -> dict[str, Any]:
+    """Forks a child per request; returns only in a child, with its request."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    waiting: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is listener:
+                connection, _ = listener.accept()
+                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                if not message or len(fds) != 3:
+                    connection.close()
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                request = json.loads(message)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    listener.close()
+                    connection.close()
+                    for pidfd, (_, other) in waiting.items():
+                        os.close(pidfd)
+                        other.close()
+                    _become(request, fds, clawgate)
+                    return request
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                try:
+                    socket.send_fds(connection, [json.dumps({"pid": pid}).encode()], [pidfd])
+                except OSError:
+                    pass
+                waiting[pidfd] = (pid, connection)
+                selector.register(pidfd, selectors.EVENT_READ)
+            else:
+                pidfd = int(key.fd)
+                pid, connection = waiting.pop(pidfd)
+                selector.unregister(pidfd)
+                os.close(pidfd)
+                _, status = os.waitpid(pid, 0)
+                try:
+                    connection.send(
+                        json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode()
+                    )
+                except OSError:
+                    pass  # the test is gone
+                connection.close()
+
+
+def _become(request: dict[str, Any], fds: list[int], clawgate: str) -> None:
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in set(fds):
+        if fd > 2:
+            os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    time.tzset()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [clawgate, *request["args"]]
+    sys.path[0] = str(Path(clawgate).parent)
+
+
+if __name__ == "__main__":
+    socket_path, console_script = sys.argv[1], sys.argv[2]
+    if threading.active_count() != 1:
+        sys.exit("the imports started a thread: forking would copy it half-way")
+    # Imported modules live as long as the child: the collector need not walk them, and not
+    # walking them keeps their pages shared with this process.
+    gc.collect()
+    gc.freeze()
+    serve(socket_path, console_script)
+    sys.exit(clawgate_main())
