@@ -22,7 +22,8 @@ OWNER = 1001
 READY = "channel telegram ready"
 START_TIMEOUT = 30.0
 MODEL_TIMEOUT = 60.0
-EXIT_TIMEOUT = 25.0
+# The 20 s shutdown grace (a backlog over the rate limit can use it all), and room under load.
+EXIT_TIMEOUT = 40.0
 
 
 def last_user_text(request: dict[str, Any]) -> str:
