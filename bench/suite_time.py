@@ -12,7 +12,8 @@ module loaded as a pytest plugin in every xdist worker, then prints:
 - summed test durations by phase, and the costliest test files by wall and by CPU.
 
 CPU per test is the worker's own CPU plus that of the children it waited for during the test;
-a browser or database shared across tests is charged to the test that stopped it.
+a browser or database shared across tests is charged to the test that stopped it, and the
+`clawgate` children a worker's zygote forked (tests/forked.py) to the zygote, at the end.
 
 Run: python bench/suite_time.py [--top N] [-- PYTEST_ARGS...]
 (the suite's output goes to build/suite_time/pytest.log)

@@ -12,7 +12,8 @@ the model client talks to it for real (chat, embeddings, transcriptions). `teleg
 
 Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test
 module imported by another file): `harness.py` (the in-process gateway with a recording
-channel), `process.py` (the `clawgate` console script as a child process),
+channel), `process.py` (the `clawgate` console script as a child process, forked from one
+that imported it already: `forked.py`, `zygote.py`),
 `telegram_world.py` and `discord_world.py` (a gateway on each fake platform),
 `scheduler_harness.py` (the harness with the scheduler on), `web_helpers.py` (a tool context
 at a trust, one call through the registry), `small_disk.py` (a small tmpfs
@@ -22,7 +23,7 @@ through both model paths), `pty_terminal.py` (`clawgate` on a pseudo-terminal: h
 Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test
 client, in a real gateway process, and in headless Chromium), and `conftest.py` for the
 shared fixtures. `fixtures/` holds small OpenClaw and nanobot homes, written by hand from
-their file formats, for the importers (`test_importers.py`). Subprocess tests are few because each pays the model library's import.
+their file formats, for the importers (`test_importers.py`).
 `test_first_day.py` is the end-to-end acceptance test of a newcomer's first day, and
 `test_agents.py` runs three agents (two Telegram bots, a bound Discord channel, a shared
 memory) in one real gateway process.
