@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import logging
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -284,7 +285,13 @@ async def main() -> int:
     if args.cluster:
         with tempfile.TemporaryDirectory(prefix="clawgate-soak-") as tmp:
             tally = await run_cluster_lane(args.cluster, args.kills, args.seed, Path(tmp))
-        return 0 if report_cluster(tally) else 1
+            clean = report_cluster(tally)
+            if not clean:
+                # The sessions and logs of a run that lost or reordered something, to read.
+                kept = Path(tempfile.mkdtemp(prefix="clawgate-soak-kept-"))
+                shutil.copytree(Path(tmp) / "cluster", kept / "cluster", symlinks=True)
+                print(f"  kept for reading: {kept / 'cluster'}")
+        return 0 if clean else 1
     started = time.monotonic()
     deadline = started + args.budget
     per_lane = -(-args.kills // args.lanes)

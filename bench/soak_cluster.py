@@ -231,9 +231,17 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                     "SELECT count(*) FROM outbound WHERE error = 'interrupted'"
                 )
                 stored = {
-                    row["text"]: (row["seq"], row["consumed_at"] is not None)
+                    row["text"]: (row["seq"], row["consumed_at"] is not None, row["message_id"])
                     for row in await leases.pool.fetch(
-                        "SELECT seq, message->>'text' AS text, consumed_at FROM inbound"
+                        "SELECT seq, message->>'text' AS text, consumed_at, message_id FROM inbound"
+                    )
+                }
+                # What answered each message, whatever it said (an error notice is no "re: ").
+                answers = {
+                    row["reply_to"]: f"{row['status']}: {row['text'][:80]!r}"
+                    for row in await leases.pool.fetch(
+                        "SELECT message->>'reply_to' AS reply_to, message->>'text' AS text,"
+                        " status FROM outbound WHERE message->>'reply_to' IS NOT NULL"
                     )
                 }
                 queued = {
@@ -273,6 +281,8 @@ async def run_cluster_lane(workers: int, kills: int, seed: int, tmp: Path) -> Cl
                     if said is not None:
                         where += ", consumed" if said[1] else ", not consumed"
                     reply = queued.get(f"re: {chat.name} {n}", "no reply queued")
+                    if said is not None and said[2] in answers:
+                        reply += f"; answered by {answers[said[2]]}"
                     tally.traces.append(f"{chat.name} {n}: {where}; reply {reply}")
                 tally.twice += sum(1 for c in counts.values() if c > 1)
                 late = [(a, b) for a, b in pairwise(got) if b < a]

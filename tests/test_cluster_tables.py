@@ -28,7 +28,7 @@ from clawgate.gateway.cluster.schema import migrate
 from clawgate.gateway.cluster.status import read_status
 from clawgate.kernel.bus import InboundMessage, OutboundMessage
 from clawgate.kernel.errors import Fenced
-from tests.cluster_helpers import cluster_config
+from tests.cluster_helpers import cluster_config, eventually
 
 BOT = bot_resource("telegram", "123:secret-token")
 
@@ -153,3 +153,36 @@ async def test_status_counts_what_waits_per_agent_and_per_bot(
     backlog = {row.name: (row.inbound, row.outbound) for row in status.backlog}
     assert backlog == {"agent:a": (1, 1), BOT: (1, 1)}
     assert status.schema_version == 2
+
+
+async def test_a_reader_following_seq_never_skips_a_row_that_committed_late(
+    database_url: str,
+) -> None:
+    """Two bots store messages for one agent at once: the row with the lower seq may commit
+    after the higher one. The agent's inbox reads on from the highest seq it fed, so such a
+    row must never be visible after a higher one (a soak lost a message this way: skipped,
+    then consumed by the reply to a later message in its chat)."""
+    pool = await open_pool(cluster_config(database_url))
+    await migrate(pool)
+    try:
+        async with pool.acquire() as first, pool.acquire() as second, pool.acquire() as reader:
+            bot = await acquire(reader, BOT, "w1", 30)
+            assert bot is not None
+            slow = first.transaction()
+            await slow.start()
+            early = await put_inbound(first, bot, BOT, said(1))  # its seq taken, not committed
+            later = asyncio.create_task(put_inbound(second, bot, BOT, said(2, chat="1002")))
+            # The second store runs to its commit, or waits: whichever it does, it does now.
+            waiting = "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1"
+
+            async def settled() -> bool:
+                return later.done() or bool(await reader.fetchval(waiting, second.get_server_pid()))
+
+            await eventually(settled, 30)
+            read = [w.seq for w in await waiting_inbound(reader, "a", 0)]
+            await slow.commit()
+            stored = {early, await later}
+            read += [w.seq for w in await waiting_inbound(reader, "a", max(read, default=0))]
+            assert set(read) == stored, f"stored {stored}, a reader got {read}"
+    finally:
+        await pool.close()

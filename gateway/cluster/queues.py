@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 INBOUND_CHANNEL = "clawgate_inbound"
 OUTBOUND_CHANNEL = "clawgate_outbound"
 
+# The first key of the per-agent lock that orders inbound stores (put_inbound); the
+# migration lock (schema.py) is a one-key lock, a different space.
+_INBOUND_LOCK = 0x636C6177
+
 # $1, $2, $3: the writer's lease.
 _FENCE = """EXISTS (
     SELECT 1 FROM leases
@@ -65,21 +69,30 @@ async def put_inbound(
     conn: asyncpg.Connection, lease: Lease, bot: str, message: InboundMessage
 ) -> int | None:
     """Store one message for its agent (`message.agent`) under the bot's lease; its seq, or
-    None when the platform handed it out before (the same bot and message id)."""
-    seq = await conn.fetchval(
-        f"""
-        INSERT INTO inbound (agent, bot, message_id, chat_id, message)
-        SELECT $4, $5, $6, $7, $8::jsonb WHERE {_FENCE}
-        ON CONFLICT (bot, message_id) WHERE message_id <> '' DO NOTHING
-        RETURNING seq
-        """,
-        *_lease(lease),
-        message.agent or "",
-        bot,
-        message.message_id,
-        message.chat_id,
-        message.model_dump_json(),
-    )
+    None when the platform handed it out before (the same bot and message id).
+
+    An agent's rows become visible in seq order: the agent's inbox reads on from the last
+    seq it fed, so a row that took a lower seq and committed after a higher one (two bots,
+    or two workers, storing for one agent at once) would be skipped, then consumed unanswered
+    by the reply to a later message in its chat. Each agent's stores therefore take turns:
+    the seq is drawn and committed under a per-agent transaction lock."""
+    agent = message.agent or ""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _INBOUND_LOCK, agent)
+        seq = await conn.fetchval(
+            f"""
+            INSERT INTO inbound (agent, bot, message_id, chat_id, message)
+            SELECT $4, $5, $6, $7, $8::jsonb WHERE {_FENCE}
+            ON CONFLICT (bot, message_id) WHERE message_id <> '' DO NOTHING
+            RETURNING seq
+            """,
+            *_lease(lease),
+            agent,
+            bot,
+            message.message_id,
+            message.chat_id,
+            message.model_dump_json(),
+        )
     if seq is None:
         await _fenced(conn, lease)
     return seq
