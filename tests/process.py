@@ -25,8 +25,18 @@ CLAWGATE = Path(sys.executable).with_name("clawgate")
 # tests/conftest.py sets it: children forked from an imported clawgate (tests/forked.py)
 # instead of each paying the import. The benches leave it off and start real processes.
 FORK = False
-# What a fork cannot carry (set at exec): these children are started for real.
-EXEC_ONLY_VARS = ("LD_PRELOAD", "PYTHONHASHSEED", "PYTHONMALLOC", "PYTHONDEVMODE")
+
+
+def forkable(env: Mapping[str, str]) -> bool:
+    """Whether a child with this environment may be forked: what the dynamic loader and the
+    interpreter read only at exec (LD_PRELOAD for libfaketime, PYTHON*) must be what the
+    zygote started with (this process's)."""
+    if not FORK:
+        return False
+    names = {n for n in (*env, *os.environ) if n == "LD_PRELOAD" or n.startswith("PYTHON")}
+    return all(env.get(name) == os.environ.get(name) for name in names)
+
+
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy"}
 
 
@@ -110,7 +120,7 @@ class ClawgateProcess:
         self.home = home
         self.args = args
         self.env = child_env(home, env)
-        self.fork = fork and FORK and not any(name in self.env for name in EXEC_ONLY_VARS)
+        self.fork = fork and forkable(self.env)
         self.stderr_lines: list[str] = []
         self._process: asyncio.subprocess.Process | forked.ForkedChild | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -208,7 +218,7 @@ async def start_clawgate(
     `merge_stderr`), stdin /dev/null: forked when `FORK` allows (see ClawgateProcess)."""
     assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
     environment = child_env(home, env)
-    if FORK and not any(name in environment for name in EXEC_ONLY_VARS):
+    if forkable(environment):
         stderr = None if merge_stderr else True
         return await forked.spawn(
             CLAWGATE, args, env=environment, cwd=home, stdout=True, stderr=stderr
