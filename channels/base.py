@@ -63,6 +63,13 @@ class Channel(ABC):
         return False
 
     @property
+    def replays_unanswered(self) -> bool:
+        """Whether its feed offers every message not yet answered again when it starts, in
+        order (a cluster agent's inbox): the gateway's own pass over what the last run left
+        unanswered must then leave its chats alone, or it answers a later message first."""
+        return False
+
+    @property
     def dedupes_sends(self) -> bool:
         """Whether a send carrying `dedupe_key` posts once however often, and by whichever
         process, it is tried again within a few minutes (the platform deduplicates it)."""

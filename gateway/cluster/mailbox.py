@@ -51,6 +51,10 @@ class Outbox(Channel):
         self._agent = agent
         self._tables = tables
 
+    @property
+    def replays_unanswered(self) -> bool:
+        return True  # the Inbox feeds every unconsumed row again, in order
+
     async def start(self) -> None:
         return None
 

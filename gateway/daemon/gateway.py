@@ -129,7 +129,11 @@ class Gateway:
             self._outbound = tasks.create_task(self.manager.run_outbound(), name="outbound")
             self._dispatching = tasks.create_task(self._hand_over(), name="dispatcher")
             await asyncio.gather(*(unit.runtime.start() for unit in self.units.values()))
-            platforms = {channel.name for channel in self.manager.channels.values()}
+            platforms = {
+                channel.name
+                for channel in self.manager.channels.values()
+                if not channel.replays_unanswered
+            }
             # Read before the channels start: what they deliver from now on is in a turn (or
             # queued for one), not left over, even while a slower channel still starts.
             leftovers = [
