@@ -179,6 +179,8 @@ async def test_a_reader_following_seq_never_skips_a_row_that_committed_late(
                 return later.done() or bool(await reader.fetchval(waiting, second.get_server_pid()))
 
             await eventually(settled, 30)
+            if not later.done():  # waiting its turn: it must not have drawn a seq yet
+                assert await reader.fetchval("SELECT last_value FROM inbound_seq_seq") == early
             read = [w.seq for w in await waiting_inbound(reader, "a", 0)]
             await slow.commit()
             stored = {early, await later}

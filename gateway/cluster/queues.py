@@ -77,22 +77,24 @@ async def put_inbound(
     by the reply to a later message in its chat. Each agent's stores therefore take turns:
     the seq is drawn and committed under a per-agent transaction lock."""
     agent = message.agent or ""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _INBOUND_LOCK, agent)
-        seq = await conn.fetchval(
-            f"""
-            INSERT INTO inbound (agent, bot, message_id, chat_id, message)
-            SELECT $4, $5, $6, $7, $8::jsonb WHERE {_FENCE}
-            ON CONFLICT (bot, message_id) WHERE message_id <> '' DO NOTHING
-            RETURNING seq
-            """,
-            *_lease(lease),
-            agent,
-            bot,
-            message.message_id,
-            message.chat_id,
-            message.model_dump_json(),
-        )
+    # One statement, so its own transaction: the lock is taken before the seq is drawn, and
+    # released only once the row is committed.
+    seq = await conn.fetchval(
+        f"""
+        WITH turn AS (SELECT pg_advisory_xact_lock($9, hashtext($4)))
+        INSERT INTO inbound (agent, bot, message_id, chat_id, message)
+        SELECT $4, $5, $6, $7, $8::jsonb FROM turn WHERE {_FENCE}
+        ON CONFLICT (bot, message_id) WHERE message_id <> '' DO NOTHING
+        RETURNING seq
+        """,
+        *_lease(lease),
+        agent,
+        bot,
+        message.message_id,
+        message.chat_id,
+        message.model_dump_json(),
+        _INBOUND_LOCK,
+    )
     if seq is None:
         await _fenced(conn, lease)
     return seq
