@@ -114,13 +114,11 @@ class ClawgateProcess:
     test can act at a known moment of the child's life without sleeping.
     """
 
-    def __init__(
-        self, home: Path, *args: str, env: Mapping[str, str] | None = None, fork: bool = True
-    ) -> None:
+    def __init__(self, home: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
         self.home = home
         self.args = args
         self.env = child_env(home, env)
-        self.fork = fork and forkable(self.env)
+        self.fork = forkable(self.env)
         self.stderr_lines: list[str] = []
         self._process: asyncio.subprocess.Process | forked.ForkedChild | None = None
         self._reader: asyncio.Task[None] | None = None
