@@ -2,8 +2,9 @@
 
 `spawn()` returns a `ForkedChild`, which answers what tests use of an
 `asyncio.subprocess.Process`: `pid`, `returncode`, `stdout`, `stderr`, `send_signal`,
-`terminate`, `kill`, `wait`, `communicate`. Each test worker starts its zygote on first use and ends it at exit. The
-suite turns this on in tests/conftest.py; the benches start real processes.
+`terminate`, `kill`, `wait`, `communicate`. Each test worker starts its zygote on first use
+and ends it at exit. The suite turns this on in tests/conftest.py; the benches start real
+processes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,11 +48,7 @@ class _Zygote:
             self._process.wait()
         if self._process.stdout is not None:
             self._process.stdout.close()
-        for name in (self.path, self._folder):
-            try:
-                os.remove(name) if name == self.path else os.rmdir(name)
-            except OSError:
-                pass
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 _zygote: _Zygote | None = None
@@ -76,6 +74,7 @@ class ForkedChild:
     async def _watch(self) -> int:
         try:
             message = await asyncio.get_running_loop().sock_recv(self._connection, 4096)
+            # No answer: the zygote itself died (killed with its worker), and its children too.
             self.returncode = int(json.loads(message)["exit"]) if message else -signal.SIGKILL
         finally:
             self._connection.close()

@@ -118,7 +118,6 @@ class ClawgateProcess:
         self.home = home
         self.args = args
         self.env = child_env(home, env)
-        self.fork = forkable(self.env)
         self.stderr_lines: list[str] = []
         self._process: asyncio.subprocess.Process | forked.ForkedChild | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -136,23 +135,8 @@ class ClawgateProcess:
         return "\n".join(self.stderr_lines)
 
     async def start(self) -> None:
-        assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
-        if self.fork:
-            self._process = await forked.spawn(CLAWGATE, self.args, env=self.env, cwd=self.home)
-        else:
-            self._process = await self._exec()
+        self._process = await _spawn(self.home, self.args, self.env, stdout=False)
         self._reader = asyncio.create_task(self._read_stderr(), name="clawgate stderr")
-
-    async def _exec(self) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            *self.args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            cwd=self.home,
-        )
 
     async def _read_stderr(self) -> None:
         stream = self.process.stderr
@@ -213,19 +197,30 @@ async def start_clawgate(
     home: Path, *args: str, env: Mapping[str, str] | None = None, merge_stderr: bool = False
 ) -> asyncio.subprocess.Process | forked.ForkedChild:
     """`clawgate *args` with stdout and stderr as pipes (stderr into stdout's when
-    `merge_stderr`), stdin /dev/null: forked when `FORK` allows (see ClawgateProcess)."""
+    `merge_stderr`), stdin /dev/null."""
+    return await _spawn(home, args, child_env(home, env), stdout=True, merge_stderr=merge_stderr)
+
+
+async def _spawn(
+    home: Path,
+    args: tuple[str, ...],
+    environment: Mapping[str, str],
+    *,
+    stdout: bool,
+    merge_stderr: bool = False,
+) -> asyncio.subprocess.Process | forked.ForkedChild:
+    """Forked when `forkable`, else exec'd; stdout a pipe or /dev/null, stderr a pipe."""
     assert CLAWGATE.exists(), f"{CLAWGATE} missing: install the package (pip install -e .)"
-    environment = child_env(home, env)
     if forkable(environment):
         stderr = None if merge_stderr else True
         return await forked.spawn(
-            CLAWGATE, args, env=environment, cwd=home, stdout=True, stderr=stderr
+            CLAWGATE, args, env=environment, cwd=home, stdout=stdout, stderr=stderr
         )
     return await asyncio.create_subprocess_exec(
         str(CLAWGATE),
         *args,
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE if stdout else asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
         env=environment,
         cwd=home,
