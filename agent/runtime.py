@@ -259,6 +259,8 @@ class AgentRuntime:
         next start, since nothing advances until a consolidation has fully landed."""
         if not await self.consolidator.drain(grace):
             log.warning("memory work still running after %.0f s; it resumes at next start", grace)
+        elif waiting := self.consolidator.backing_off:
+            log.info("%d archive(s) waiting to try again; each resumes at next start", waiting)
         await self.consolidator.close()
         await self.search.close()
         await self.llm.aclose()

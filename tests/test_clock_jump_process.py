@@ -4,14 +4,12 @@ and boot clocks do not, as on a machine whose clock is set while it runs. The te
 process, the fakes and the files' mtimes keep the real time.
 
 The offset is read from a file the test rewrites (FAKETIME_TIMESTAMP_FILE, re-read every
-second), so the jump lands while the gateway runs. Absent libfaketime the tests skip,
-except with CI=true, where they must run (.ci/run installs it).
+second), so the jump lands while the gateway runs (tests/faketime.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import glob
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -24,6 +22,7 @@ from clawgate.gateway.cron.models import CronJob, JobsFile, Schedule
 from clawgate.gateway.cron.store import CronStore
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
+from tests.faketime import libfaketime
 from tests.harness import wait_until
 from tests.process import (
     CLAWGATE,
@@ -38,15 +37,18 @@ OWNER = 1001
 READY = "channel telegram ready"
 START_TIMEOUT = 30.0
 MODEL_TIMEOUT = 60.0  # litellm's import on the first call, with room for a loaded machine
+DUE_IN = 10  # seconds from the gateway's start to the reminder's due moment
 
 
-def libfaketime() -> str:
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
-    if found:
-        return found[0]
-    if os.environ.get("CI") == "true":
-        pytest.fail("libfaketime missing: CI must run the clock-jump tests")
-    pytest.skip("no libfaketime (apt-get install libfaketime)")
+def reminder(due: datetime) -> CronJob:
+    return CronJob(
+        id="bank",
+        name="bank",
+        schedule=Schedule(at=due),
+        timezone="UTC",
+        message="Remind me to call the bank",
+        deliver_to=f"telegram:{OWNER}",
+    )
 
 
 def faked(home: Path, offset: str) -> tuple[dict[str, str], Path]:
@@ -129,19 +131,7 @@ async def test_a_reminder_the_gateways_clock_jumped_25_h_past_runs_late(
         telegram=fake_telegram(telegram, (OWNER,)),
         extra="[cron]\nmissed_grace_minutes = 0",
     )
-    # Written before the start, far enough ahead that the gateway (whose start, index
-    # included, can take seconds on a loaded machine) has scheduled it before it is due.
-    due = datetime.now(UTC) + timedelta(seconds=25)
-    reminder = CronJob(
-        id="bank",
-        name="bank",
-        schedule=Schedule(at=due),
-        timezone="UTC",
-        message="Remind me to call the bank",
-        deliver_to=f"telegram:{OWNER}",
-    )
     store = CronStore(tmp_path / "workspace" / "cron")
-    store.save(JobsFile(jobs=[reminder]))
 
     def scheduled() -> bool:
         return store.state_path.exists() and "bank" in store.load_state().jobs
@@ -150,12 +140,16 @@ async def test_a_reminder_the_gateways_clock_jumped_25_h_past_runs_late(
     gateway = ClawgateProcess(tmp_path, "--config", str(config), "gateway", env=env)
     async with gateway:
         await gateway.wait_for_log(READY, START_TIMEOUT)
+        # Written once the gateway runs (its watcher reads jobs.json every 2 s), due far
+        # enough ahead that it is scheduled before it is due on a loaded machine.
+        due = datetime.now(UTC) + timedelta(seconds=DUE_IN)
+        store.save(JobsFile(jobs=[reminder(due)]))
         await wait_until(scheduled, timeout=START_TIMEOUT)
         assert datetime.now(UTC) < due - timedelta(seconds=2), "scheduled too late to jump"
         spec.write_text("+25h\n")  # the gateway's clock is set a day and an hour ahead
         sent = await telegram.next_message(OWNER, timeout=MODEL_TIMEOUT)
         assert sent["text"].startswith("(this reminder was due at "), sent["text"]
-        # Due 25 s after it was set, run after a 25 h jump: 25 h late when it runs at the due
+        # Due seconds after it was set, run after a 25 h jump: 25 h late when it runs at the due
         # moment's real time; run sooner after the jump (seen once in CI), a few seconds short
         # of 25 h, which the notice floors to "24 h".
         assert sent["text"].endswith((", 25 h ago) Call the bank!", ", 24 h ago) Call the bank!"))

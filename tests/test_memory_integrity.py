@@ -396,3 +396,30 @@ async def test_one_message_larger_than_the_window_and_compact(tmp_path, fake_llm
         assert (await harness.ask("/new")).text == "New session started."
         assert await harness.runtime.consolidator.drain(10)
     assert audit_sessions(config.workspace / "sessions").ok
+
+
+async def test_a_stop_does_not_wait_for_an_archive_sleeping_out_its_backoff(
+    tmp_path, fake_llm, agent_config, make_client: MakeClient
+):
+    sessions, session = await owner_session(tmp_path, count=4)
+    backing_off = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        backing_off.set()
+        await asyncio.Event().wait()  # a backoff longer than any stop's grace
+
+    store, consolidator = make_consolidator(
+        tmp_path, sessions, agent_config, make_client, sleep=sleep
+    )
+    await sessions.archive(session)
+    fake_llm.handler = lambda request: text("no memory call")  # refused: tried again later
+    archive = consolidator.schedule_archive(session)
+    drained = asyncio.ensure_future(consolidator.drain(3600))
+    await backing_off.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert drained.done() and drained.result() is True
+    assert consolidator.backing_off == 1 and not archive.done()
+    await consolidator.close()
+    assert archive.cancelled() and not _history_entries(store)
+    assert audit_sessions(sessions.directory).pending_archive == 4  # the next start archives them

@@ -5,7 +5,8 @@ over the limit get no model call and no answer, but are kept in the session, mar
 leave nothing pending in the journal.
 
 The owner's last messages wait for the one-minute window to move on: the gateway really
-waits that minute (its own clock; the test waits on the replies).
+waits that minute by its own clock, which libfaketime runs four times as fast as the real
+one (tests/faketime.py), so the test waits 15 s on the replies.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.gateway.daemon.ratelimit import delay_notice, limit_notice
 from tests.fakes.llm import FakeLLM, Reply, text
 from tests.fakes.telegram import FakeTelegram
+from tests.faketime import sped_up
 from tests.process import ClawgateProcess, fake_model, fake_telegram, write_config
 
 OWNER = 1001
@@ -31,7 +33,8 @@ BACKLOG = 5
 READY = "channel telegram ready"
 START_TIMEOUT = 30.0
 MODEL_TIMEOUT = 90.0  # litellm's import on the first call, on a loaded machine
-WINDOW_TIMEOUT = 150.0  # the gateway waits out one window for the owner's last two
+SPEED = 4  # the gateway's clock against the real one
+WINDOW_TIMEOUT = 90.0  # the gateway waits out one window (15 s) for the owner's last two
 EXIT_TIMEOUT = 25.0
 
 
@@ -56,7 +59,8 @@ async def test_an_owner_backlog_over_the_limit_is_delayed_never_lost_others_kept
         telegram=fake_telegram(telegram, (OWNER,), group_allow=[str(GROUP)], require_mention=False),
         extra=f"[limits]\nmessages_per_minute = {PER_MINUTE}",
     )
-    async with ClawgateProcess(tmp_path, "--config", str(config), "gateway") as gateway:
+    gateway = ClawgateProcess(tmp_path, "--config", str(config), "gateway", env=sped_up(SPEED))
+    async with gateway:
         await gateway.wait_for_log(READY, START_TIMEOUT)
         owner = [(await telegram.next_message(OWNER, MODEL_TIMEOUT))["text"]]
         while len(owner) < BACKLOG + 1:

@@ -126,6 +126,10 @@ class Consolidator:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     backoff: tuple[float, ...] = (30.0, 120.0)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Archives sleeping out a retry's backoff: nothing of theirs is under way, so a stop
+    # need not wait for them (the next start resumes each one).
+    _backing_off: set[asyncio.Task[Any]] = field(default_factory=set)
+    _began_backing_off: asyncio.Event = field(default_factory=asyncio.Event)
     _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _lock_users: dict[str, int] = field(default_factory=dict)
@@ -187,12 +191,28 @@ class Consolidator:
     def busy(self) -> bool:
         return bool(self._tasks)
 
+    @property
+    def backing_off(self) -> int:
+        """Archives waiting to try again."""
+        return len(self._backing_off)
+
     async def drain(self, timeout: float) -> bool:
-        """Wait (bounded) for running consolidations and archives; False if some remain."""
-        if not self._tasks:
-            return True
-        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-        return not pending
+        """Wait (bounded) for the consolidations and archives at work; one sleeping out a
+        retry's backoff is not waited for. False if some were still at work."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while working := self._tasks - self._backing_off:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            self._began_backing_off.clear()
+            backing_off = asyncio.ensure_future(self._began_backing_off.wait())
+            try:
+                await asyncio.wait(
+                    {*working, backing_off}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                backing_off.cancel()
+        return True
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -405,9 +425,21 @@ class Consolidator:
                 attempt,
                 attempts=None,
                 backoff=Backoff(schedule=self.backoff),
-                sleep=self.sleep,
+                sleep=self._back_off,
                 on_retry=on_retry,
             )
+
+    async def _back_off(self, seconds: float) -> None:
+        task = asyncio.current_task()
+        if task is None:  # not one of ours: a plain wait
+            await self.sleep(seconds)
+            return
+        self._backing_off.add(task)
+        self._began_backing_off.set()
+        try:
+            await self.sleep(seconds)
+        finally:
+            self._backing_off.discard(task)
 
     async def _land_archive(self, session: Session, outcome: Outcome) -> None:
         if (
