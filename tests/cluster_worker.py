@@ -2,8 +2,10 @@
 tests.cluster_worker`): the real LeaseKeeper over agent leases, and for each agent it holds a
 writer that appends "<generation> <worker> <n>" to <log_dir>/<agent>.log every few
 milliseconds, checking the lease before each line as an agent writing its workspace would
-(gateway/worker.py stops the agent's gateway instead). The tests read these files to prove
-that no two workers wrote one agent."""
+(gateway/worker.py stops the agent's gateway instead). Like gateway/worker.py it first takes
+the agent's instance lock (<log_dir>/<agent>/gateway.lock): a worker paused between its check
+and its write finishes that write when it wakes, and the lock keeps the next holder waiting
+until then. The tests read these files to prove that no two workers wrote one agent."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from clawgate.gateway.cluster.keeper import LeaseKeeper
 from clawgate.gateway.cluster.leases import LEASE_CHANNEL, Lease, agent_resource
 from clawgate.gateway.cluster.schema import migrate
 from clawgate.gateway.cluster.wakeups import Wakeups
+from clawgate.gateway.daemon.lock import InstanceLock
 from clawgate.kernel.config_cluster import ClusterConfig
+from clawgate.kernel.errors import LockHeld
 
 
 class Writers:
@@ -43,12 +47,24 @@ class Writers:
     async def _write(self, lease: Lease) -> None:
         agent = lease.resource.split(":", 1)[1]
         assert self.keeper is not None
-        n = 0
-        while self.keeper.holds(lease.resource) == lease:
-            n += 1
-            with (self._log_dir / f"{agent}.log").open("a") as log:
-                log.write(f"{lease.generation} {self._worker} {n}\n")
-            await asyncio.sleep(0.02)
+        lock_dir = self._log_dir / agent
+        lock_dir.mkdir(exist_ok=True)
+        lock = InstanceLock(lock_dir)
+        while True:
+            try:
+                lock.acquire()
+                break
+            except LockHeld:
+                await asyncio.sleep(0.05)
+        try:
+            n = 0
+            while self.keeper.holds(lease.resource) == lease:
+                n += 1
+                with (self._log_dir / f"{agent}.log").open("a") as log:
+                    log.write(f"{lease.generation} {self._worker} {n}\n")
+                await asyncio.sleep(0.02)
+        finally:
+            lock.release()
 
 
 async def main() -> None:
