@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -39,6 +40,11 @@ _SHAPES = (
 # the backslash escapes JSON allows besides \uXXXX.
 _SPECIAL_FORMS = {" ": [r"\+"], "/": [r"\\/"], '"': [r'\\"'], "\\": [r"\\\\"]}
 _URL_SAFE = {"+": "-", "/": "_"}  # the URL-safe base64 alphabet's two letters
+_SHAPES_PATTERN = re.compile("|".join(_SHAPES), re.IGNORECASE)
+
+
+def _compile(forms: list[str]) -> re.Pattern[str]:
+    return re.compile("|".join([*forms, *_SHAPES]), re.IGNORECASE) if forms else _SHAPES_PATTERN
 
 
 class Redactor:
@@ -47,9 +53,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
-        # Longest first: a secret that contains another is replaced whole.
-        encoded = [_any_form(s) for s in kept] + list(_SHAPES)
-        self._encoded = re.compile("|".join(encoded), re.IGNORECASE)
+        self._kept = kept
         # Every encoded form needs a "%" or a backslash in the text (or "+" for a space).
         # Text without them - nearly every reply and record - can hold a secret only as
         # written or as its bare base64, and mostly holds neither: a substring check (letter
@@ -60,12 +64,20 @@ class Redactor:
             for secret in kept
             for form in (secret, base64.b64encode(secret.encode("utf-8")).decode().rstrip("="))
         ]
-        bare = [_any_form(s, encoded=False) for s in kept] + list(_SHAPES)
-        self._bare = re.compile("|".join(bare), re.IGNORECASE)
-        self._shapes = re.compile("|".join(_SHAPES), re.IGNORECASE)
         # Nothing shorter can match: every form of a secret is at least as long as the
         # secret (its base64 is longer), and a token shape needs SHORTEST_SHAPE characters.
         self._shortest = min([SHORTEST_SHAPE, *(len(secret) for secret in kept)])
+
+    # The secrets' patterns are compiled on first need: each takes ~10-20 ms to compile, a
+    # process builds several redactors at start, and most never see a text that needs them.
+    @cached_property
+    def _encoded(self) -> re.Pattern[str]:
+        # Longest first: a secret that contains another is replaced whole.
+        return _compile([_any_form(s) for s in self._kept])
+
+    @cached_property
+    def _bare(self) -> re.Pattern[str]:
+        return _compile([_any_form(s, encoded=False) for s in self._kept])
 
     def __call__(self, text: str) -> str:
         if len(text) < self._shortest:
@@ -76,7 +88,7 @@ class Redactor:
             folded = _fold(text)
             if any(needle in folded for needle in self._needles):
                 return self._bare.sub(REDACTED, text)
-        return self._shapes.sub(REDACTED, text)
+        return _SHAPES_PATTERN.sub(REDACTED, text)
 
     redact = __call__
 

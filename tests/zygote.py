@@ -41,8 +41,9 @@ import clawgate.gateway.app  # noqa: F401  isort: skip
 # What the children import later, inside functions (found by listing the modules each child
 # of a whole suite run imported after its fork): the channels' libraries, numpy and the
 # tokenizer library, the scheduler, the dashboard's pages, onboarding, the cluster. ~0.35 s
-# of CPU a gateway child. Only imports: nothing is loaded or started that a child would
-# otherwise do for itself (the thread check below holds it).
+# of CPU a gateway child; httpcore (with trio where installed), which httpx imports when
+# python-telegram-bot makes its first client, ~0.25 s more. Only imports: nothing is loaded
+# or started that a child would otherwise do for itself (the thread check below holds it).
 LATER = (
     "apscheduler.schedulers.asyncio",
     "clawgate.agent.llm.providers",
@@ -56,6 +57,7 @@ LATER = (
     "clawgate.gateway.setup.onboard",
     "clawgate.gateway.worker",
     "discord",
+    "httpcore",
     "numpy",
     "rich.console",
     "rich.table",

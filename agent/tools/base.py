@@ -17,6 +17,8 @@ checks the model's arguments with the same class, so the two cannot disagree:
 
 from __future__ import annotations
 
+import functools
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -118,9 +120,16 @@ class Tool(ABC, Generic[P]):
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments the model sees: the `Params` model's (an MCP
-        server's tool has its own)."""
-        return self.Params.model_json_schema()
+        server's tool has its own). A fresh dict each call: a path may adapt it in place."""
+        return json.loads(_schema_text(self.Params))
 
     @abstractmethod
     async def run(self, params: P, ctx: ToolContext) -> str:
         """Do the work with checked arguments; raise ToolError for what the model should fix."""
+
+
+@functools.cache
+def _schema_text(params: type[BaseModel]) -> str:
+    """A `Params` model's JSON schema, generated once a process: pydantic takes ~3 ms a
+    model, and every runtime built (each agent, each restart in a test) asks for every tool's."""
+    return json.dumps(params.model_json_schema())
