@@ -146,3 +146,59 @@ async def test_a_reply_in_markdown_is_rendered_live_and_after_a_reload(
             assert "**" not in html and "##" not in html and "```" not in html
             assert await browser.call(lambda: browser.driver.title) != "owned"
         await browser.screenshots("chat-markdown")
+
+
+# Put before a page's own scripts: its EventSource opens only when the test calls
+# window.openHeldStreams(), so the test decides what happens between drawing and opening.
+HOLD_STREAMS = """
+(function () {
+  const Real = window.EventSource;
+  const held = [];
+  window.openHeldStreams = function () { held.splice(0).forEach(function (open) { open(); }); };
+  window.EventSource = function (url, options) {
+    const self = this;
+    self.close = function () {};
+    held.push(function () {
+      const real = new Real(url, options);
+      real.onopen = function (event) { if (self.onopen) { self.onopen(event); } };
+      real.onerror = function (event) { if (self.onerror) { self.onerror(event); } };
+      real.onmessage = function (event) { if (self.onmessage) { self.onmessage(event); } };
+      self.close = function () { real.close(); };
+    });
+  };
+})();
+"""
+
+
+async def test_a_reply_made_before_the_page_s_stream_opened_is_shown(
+    tmp_path: Path, browser: Browser, fake_llm: FakeLLM, telegram: FakeTelegram
+) -> None:
+    # The page drew the transcript, then opened its event stream: a reply recorded between
+    # the two was never shown until a reload (the approval flow's browser test met it under
+    # load).
+    fake_llm.script(text("Made while the page had no stream."))
+    async with DashboardGateway(tmp_path, telegram, fake_llm) as gateway:
+        await browser.get(await gateway.login_link())
+        await browser.find("#chat.connected")
+        cdp = browser.driver.execute_cdp_cmd
+        added = await browser.call(
+            cdp, "Page.addScriptToEvaluateOnNewDocument", {"source": HOLD_STREAMS}
+        )
+        try:
+            await browser.get(gateway.url + "chat")
+        finally:
+            await browser.call(cdp, "Page.removeScriptToEvaluateOnNewDocument", added)
+        await _type(browser, "hello")  # sent by a POST: the page needs no stream for that
+        transcript = gateway.workspace / "sessions" / "web_owner.jsonl"
+        for _ in range(200):
+            if transcript.exists() and "Made while the page" in transcript.read_text("utf-8"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the reply was never recorded")
+        assert await _count(browser, "#chat.connected") == 0
+        await browser.call(browser.driver.execute_script, "window.openHeldStreams();")
+        await browser.find("#chat.connected")
+        await browser.wait_for_text(
+            "#messages li.assistant:last-child .bubble", "Made while the page had no stream."
+        )

@@ -225,17 +225,24 @@
   const stream = new EventSource(base + "/events");
   stream.onopen = function () {
     root.classList.add("connected");
-    if (opened) {
-      // Events sent while the stream was down are lost: the transcript has what matters.
-      fetch(base + "/transcript", {
-        credentials: "same-origin",
-        headers: { Accept: "application/json" },
-      })
-        .then(function (response) { return response.json(); })
-        .then(function (body) { render(body.items); })
-        .catch(function () {});
-    }
+    const first = !opened;
     opened = true;
+    // Events sent before this stream opened are lost: those since the page was drawn (the
+    // first open) or while a stream was down. The transcript has what matters. On the first
+    // open it is drawn again only when it holds more than the page shows, so what the page
+    // drew from the stream meanwhile is not replaced under the reader.
+    fetch(base + "/transcript", {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    })
+      .then(function (response) { return response.json(); })
+      .then(function (body) {
+        const shown = list.querySelectorAll(":scope > li:not(#empty)").length;
+        if (!first || body.items.length > shown) {
+          render(body.items);
+        }
+      })
+      .catch(function () {});
   };
   stream.onerror = function () {
     root.classList.remove("connected");
