@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import clawgate.kernel.errors as errors
@@ -24,6 +26,21 @@ def _base_names(node: ast.ClassDef) -> set[str]:
     return names
 
 
+def _class_statements(tree: ast.Module) -> Iterator[ast.ClassDef]:
+    """Every class statement at any depth. A class is a statement, so only statement lists
+    are searched: ast.walk would visit every expression too (~1 s of CPU for the tree)."""
+    lists = [tree.body]
+    while lists:
+        for node in lists.pop():
+            if isinstance(node, ast.ClassDef):
+                yield node
+            for field in ("body", "orelse", "handlers", "finalbody", "cases"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    lists.append(inner)
+
+
+@functools.cache
 def exception_classes() -> dict[str, Path]:
     """Every class in our packages that derives from an exception, by name -> its module.
     Bases are followed by name until nothing new is found, so a subclass of one of our own
@@ -32,8 +49,7 @@ def exception_classes() -> dict[str, Path]:
         (node, path)
         for package in PACKAGES
         for path in sorted((ROOT / package).rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ClassDef)
+        for node in _class_statements(ast.parse(path.read_text(encoding="utf-8")))
     ]
     known = {
         name
