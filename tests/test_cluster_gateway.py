@@ -68,9 +68,11 @@ async def test_workers_share_the_agents_and_a_killed_one_loses_nothing(
             await process.start()
         await eventually(lambda: _spread(leases), START_TIMEOUT)
         # A Discord message sent before its bot connected is not caught up on (a new session).
-        # A worker that started first may have taken every agent and handed some back, so each
-        # runs under whatever generation its lease has now.
+        # A worker that started first may have taken every agent and bot and handed some back,
+        # so each agent runs under whatever generation its lease has now, and the Discord bot
+        # may have moved once: its holder must have connected since.
         await eventually(lambda: _running(workers.values(), leases), START_TIMEOUT)
+        await eventually(lambda: _discord_settled(workers, leases), START_TIMEOUT)
 
         async def everyone_answers(word: str) -> None:
             telegram.user_says(MAIN_USER, f"main {word}")
@@ -168,6 +170,18 @@ async def _running(workers: Iterable[ClawgateProcess], leases: Leases) -> bool:
         )
     }
     return started == AGENTS
+
+
+async def _discord_settled(workers: dict[str, ClawgateProcess], leases: Leases) -> bool:
+    """The bots spread over both workers (within its fair share, no worker hands one back
+    again) and the Discord bot connected on its holder since it took the bot there."""
+    bots = await leases.holders("bot")
+    if len(bots) != 3 or set(bots.values()) != {"w1", "w2"}:
+        return False
+    holder = next(w for r, w in bots.items() if r.startswith("bot:discord:"))
+    lines = workers[holder].stderr_lines
+    taken = [i for i, line in enumerate(lines) if "bot discord@home running here" in line]
+    return bool(taken) and any("discord: connected as" in x for x in lines[taken[-1] :])
 
 
 async def _spread(leases: Leases) -> bool:
