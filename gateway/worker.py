@@ -44,7 +44,7 @@ from clawgate.gateway.dashboard.web_channel import web_chat
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.kernel.config import Config
 from clawgate.kernel.config_cluster import ClusterConfig
-from clawgate.kernel.errors import ClawgateError, LockHeld
+from clawgate.kernel.errors import ClawgateError
 from clawgate.kernel.secrets import Redactor
 from clawgate.kernel.storage import make_dirs
 
@@ -175,12 +175,7 @@ class Leased:
     ) -> None:
         lock = InstanceLock(lock_dir)
         make_dirs(lock_dir)
-        while True:
-            try:
-                lock.acquire()
-                break
-            except LockHeld:
-                await asyncio.sleep(LOCK_RETRY_SECONDS)
+        await lock.acquire_when_free(LOCK_RETRY_SECONDS)
         try:
             while True:
                 try:

@@ -24,7 +24,6 @@ from clawgate.gateway.cluster.schema import migrate
 from clawgate.gateway.cluster.wakeups import Wakeups
 from clawgate.gateway.daemon.lock import InstanceLock
 from clawgate.kernel.config_cluster import ClusterConfig
-from clawgate.kernel.errors import LockHeld
 
 
 class Writers:
@@ -50,12 +49,7 @@ class Writers:
         lock_dir = self._log_dir / agent
         lock_dir.mkdir(exist_ok=True)
         lock = InstanceLock(lock_dir)
-        while True:
-            try:
-                lock.acquire()
-                break
-            except LockHeld:
-                await asyncio.sleep(0.05)
+        await lock.acquire_when_free(0.05)
         try:
             n = 0
             while self.keeper.holds(lease.resource) == lease:

@@ -12,6 +12,7 @@ from selenium.webdriver.common.keys import Keys
 from tests.dashboard_harness import Browser, DashboardGateway, browser
 from tests.fakes.llm import FakeLLM, gate, pause, text, tool_call
 from tests.fakes.telegram import FakeTelegram
+from tests.harness import wait_until
 from tests.memory_helpers import save
 
 __all__ = ["browser"]  # fixtures used below
@@ -190,12 +191,9 @@ async def test_a_reply_made_before_the_page_s_stream_opened_is_shown(
             await browser.call(cdp, "Page.removeScriptToEvaluateOnNewDocument", added)
         await _type(browser, "hello")  # sent by a POST: the page needs no stream for that
         transcript = gateway.workspace / "sessions" / "web_owner.jsonl"
-        for _ in range(200):
-            if transcript.exists() and "Made while the page" in transcript.read_text("utf-8"):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the reply was never recorded")
+        await wait_until(
+            lambda: transcript.exists() and "Made while the page" in transcript.read_text("utf-8")
+        )
         assert await _count(browser, "#chat.connected") == 0
         await browser.call(browser.driver.execute_script, "window.openHeldStreams();")
         await browser.find("#chat.connected")

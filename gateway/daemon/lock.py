@@ -4,6 +4,7 @@ transcript twice and write the same session seqs."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -63,6 +64,16 @@ class InstanceLock:
             held.close()
             raise
         self._held = held
+
+    async def acquire_when_free(self, poll: float) -> None:
+        """Take the lock once its holder lets go, trying every `poll` seconds (a cluster
+        worker taking an agent whose last holder is paused or still stopping)."""
+        while True:
+            try:
+                self.acquire()
+                return
+            except LockHeld:
+                await asyncio.sleep(poll)
 
     def _refusal(self, holder: Holder) -> AlreadyRunning:
         if holder.role != GATEWAY:
