@@ -219,11 +219,13 @@ class AgentRuntime:
 
     async def warm_up(self) -> None:
         """What the first turn needs, loaded in the background once the gateway runs: the
-        model path, and with auto-recall on the memory index and its embedder."""
+        model path and the model's price, and with auto-recall on the memory index and its
+        embedder."""
+        agent = self.config.agent
+        work = [self.llm.warm_up(), self.ledger.prices.load(agent.model, *agent.fallback_models)]
         if self.config.memory.auto_recall:
-            await asyncio.gather(self.llm.warm_up(), warm_memory(self.search))
-        else:
-            await self.llm.warm_up()
+            work.append(warm_memory(self.search))
+        await asyncio.gather(*work)
 
     async def unanswered(self, channels: set[str]) -> list[InboundMessage]:
         """User messages that were stored but never answered (the process died mid-turn),

@@ -3,6 +3,8 @@ through both model paths against the fake model (which reports usage)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.spend.ledger import Ledger
-from clawgate.agent.spend.prices import PriceBook, read_cost_map
+from clawgate.agent.spend.prices import COST_MAP_FILE, PriceBook, entries_in
 from clawgate.agent.spend.scope import tagged
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config_sections import ModelPrice
@@ -23,6 +25,49 @@ from tests.memory_helpers import save
 @pytest.fixture(params=["direct", "litellm"])
 def model_path(request):
     return str(request.param)
+
+
+def cost_map_file() -> bytes:
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.submodule_search_locations
+    return (Path(next(iter(spec.submodule_search_locations))) / COST_MAP_FILE).read_bytes()
+
+
+@functools.cache
+def whole_cost_map() -> dict[str, Any]:
+    """litellm's bundled cost map parsed whole: what the ledger's prices must agree with
+    (it parses only the entries it needs)."""
+    parsed: dict[str, Any] = json.loads(cost_map_file())
+    return parsed
+
+
+def test_the_entries_read_alone_are_those_of_the_whole_map() -> None:
+    data, whole = cost_map_file(), whole_cost_map()
+    keys = list(whole)
+    names = [*keys[::40], keys[-1], "no-such-model", "gpt-4o-mini"]
+    assert entries_in(data, names) == {name: whole.get(name) for name in names}
+    # A key of an entry (not a model) is not taken for a model.
+    assert entries_in(data, ["input_cost_per_token"]) == {"input_cost_per_token": None}
+    # A file of another layout is parsed whole.
+    compact = json.dumps({"m": {"input_cost_per_token": 1}, "n": 2}).encode()
+    assert entries_in(compact, ["m", "x"]) == {"m": {"input_cost_per_token": 1}, "x": None}
+
+
+async def test_prices_come_from_the_cost_map_without_its_provider_prefix() -> None:
+    book = PriceBook({"openai/mine": ModelPrice(input_per_mtok=2, output_per_mtok=4)})
+    assert book.price("openai/gpt-4o-mini") is None  # not loaded yet: never guessed
+    await book.load("openai/gpt-4o-mini", "openai/mine", "anthropic/gpt-4o-mini")
+    entry = whole_cost_map()["gpt-4o-mini"]
+    price = book.price("openai/gpt-4o-mini")
+    assert price is not None
+    assert (price.input, price.output) == (
+        entry["input_cost_per_token"],
+        entry["output_cost_per_token"],
+    )
+    mine = book.price("openai/mine")
+    assert mine is not None and (mine.input, mine.output) == (2e-6, 4e-6)
+    # The bare name's entry is OpenAI's: another provider's prefix finds no price.
+    assert book.price("anthropic/gpt-4o-mini") is None
 
 
 def ledger_lines(data_dir: Path) -> list[dict]:
@@ -38,7 +83,7 @@ async def test_a_priced_model_call_is_recorded_with_its_cost(tmp_path, fake_llm,
         assert (await harness.ask("hi")).text == "Hello there, Ann."
     [usage] = fake_llm.usages
     [record] = ledger_lines(config.data_dir)
-    entry = read_cost_map()["gpt-4o-mini"]
+    entry = whole_cost_map()["gpt-4o-mini"]
     expected = (
         usage["prompt_tokens"] * entry["input_cost_per_token"]
         + usage["completion_tokens"] * entry["output_cost_per_token"]
@@ -113,7 +158,7 @@ async def test_a_streamed_call_with_cached_tokens_is_priced_at_the_cache_rate(
     assert response.content == "streamed words here" and pieces
     [usage] = fake_llm.usages
     [record] = ledger_lines(tmp_path)
-    entry = read_cost_map()["gpt-4o-mini"]
+    entry = whole_cost_map()["gpt-4o-mini"]
     fresh = usage["prompt_tokens"] - 3
     expected = (
         fresh * entry["input_cost_per_token"]

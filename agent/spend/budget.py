@@ -143,7 +143,7 @@ class Budget:
         the day's tokens."""
         today = self.ledger.today()
         totals = await self.ledger.totals()
-        await self.ledger.prices.load()
+        await self.ledger.prices.load(model)
         day, month = totals.day(today), totals.month(today)
         c = self.config
         wanted: list[tuple[str, str, float, float | None, str]]
@@ -163,7 +163,7 @@ class Budget:
         if key and tag.trust is not Trust.OWNER and c.per_chat_daily_usd is not None:
             today = self.ledger.today()
             spent = (await self.ledger.totals()).chat(today, key)
-            await self.ledger.prices.load()
+            await self.ledger.prices.load(model)
             priced = self.ledger.prices.price(model) is not None
             if priced and spent.usd >= c.per_chat_daily_usd:
                 return (

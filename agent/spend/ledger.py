@@ -159,7 +159,7 @@ class Ledger:
 
     async def record(self, tag: CallTag, model: str, usage: Mapping[str, int]) -> UsageRecord:
         """Price one call and append its record. Raises OSError when the disk refuses it."""
-        await self.prices.load()
+        await self.prices.load(model)
         price = self.prices.price(model)
         input_tokens = int(usage.get("prompt_tokens", 0))
         output_tokens = int(usage.get("completion_tokens", 0))

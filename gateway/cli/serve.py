@@ -21,6 +21,7 @@ def gateway(
     import os
 
     from clawgate.gateway.app import serve
+    from clawgate.gateway.daemon.heap import keep_large_blocks_mapped
     from clawgate.gateway.daemon.lock import InstanceLock
     from clawgate.gateway.ops.doctor import missing_keys
     from clawgate.gateway.ops.logs import setup_logging
@@ -28,6 +29,7 @@ def gateway(
     from clawgate.gateway.worker import serve_worker
     from clawgate.kernel.storage import make_dirs
 
+    keep_large_blocks_mapped()
     # Every agent: the daemon serves them all, so no --agent here.
     config = cli_context(ctx).file_config()
     problems = missing_setup(config) + missing_keys(config, os.environ)

@@ -7,6 +7,7 @@
     control.py     the local control socket: `clawgate agent` talks to a running gateway
     ratelimit.py   per-sender flood protection
     lock.py        one process owns a data_dir
+    heap.py        glibc's heap set for a process that runs for weeks (large blocks unmapped)
 
 Built by the composition root (gateway/app.py); nothing here imports the dashboard or the CLI.
 """

@@ -248,11 +248,12 @@ def check_model(config: Config, environ: Mapping[str, str]) -> list[Finding]:
 def check_prices(config: Config) -> list[Finding]:
     """Which configured models have no known price, and what the budget does about it: an
     unknown price is never counted as 0, so only `budget.daily_tokens` caps such calls."""
-    from clawgate.agent.spend.prices import PriceBook, read_cost_map
+    from clawgate.agent.spend.prices import PriceBook
 
     agent, budget = config.agent, config.budget
-    book = PriceBook(agent.prices, read_cost_map())
+    book = PriceBook(agent.prices)
     models = [agent.model, *agent.fallback_models, config.heartbeat.model]
+    book.load_now(*filter(None, models))
     unknown = [m for m in dict.fromkeys(models) if m and book.price(m) is None]
     findings = []
     if not unknown:
