@@ -10,6 +10,7 @@ delivery that neither drops nor doubles a reply.
     raw_request.py  the getUpdates request that keeps its raw body
     format.py     Markdown -> Telegram HTML, and Telegram's UTF-16 lengths
     ids.py        our chat ids (forum topics) and message ids (update id + message id)
+    library.py    python-telegram-bot imported without Passport (and so cryptography)
 
 The daemon imports this package by its channel name and calls `create_channel`.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import clawgate.channels.telegram.library  # noqa: F401  (first: before `telegram`)
 from clawgate.channels.access import AccessPolicy
 from clawgate.channels.groups import SeenGroups
 from clawgate.channels.pairing import PairingStore

@@ -120,6 +120,9 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
 
 
 async def ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
+    import clawgate.channels.telegram.library  # noqa: F401  (before `telegram`)
+
+    # isort: split
     from telegram import Bot
     from telegram.error import InvalidToken, NetworkError, TelegramError
     from telegram.request import HTTPXRequest

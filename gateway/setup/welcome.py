@@ -44,6 +44,9 @@ async def tell_approved(
 
 
 async def _telegram(config: Config, user_id: str, text: str, timeout: float) -> None:
+    import clawgate.channels.telegram.library  # noqa: F401  (before `telegram`)
+
+    # isort: split
     from telegram import Bot
     from telegram.request import HTTPXRequest
 
