@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import warnings
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
@@ -54,6 +55,13 @@ _KINDS: tuple[tuple[str, Kind], ...] = (
 def import_litellm() -> ModuleType:
     # Without this litellm fetches its cost map over the network at import time.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # Its own types trip pydantic's warnings at its first calls (TypedDicts with ReadOnly
+    # items, fields read from an instance): lines on the gateway's stderr about litellm's
+    # code that an owner can do nothing about.
+    warnings.filterwarnings("ignore", r".* using the `ReadOnly` qualifier", UserWarning)
+    warnings.filterwarnings(
+        "ignore", r"Accessing the 'model_(computed_)?fields' attribute", module=r"litellm\."
+    )
     import litellm
 
     litellm.suppress_debug_info = True
