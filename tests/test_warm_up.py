@@ -145,3 +145,41 @@ def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop() -
         check=True,
     )
     assert done.stdout.split() == ["True", "[False]", "True"]
+
+
+FIRST_LITELLM_CALL = """
+import asyncio, sys
+from clawgate.agent.llm import LLMClient
+from clawgate.kernel.config import AgentConfig
+from tests.fakes.llm import FakeLLM, text
+
+async def main():
+    async with FakeLLM() as fake:
+        config = AgentConfig(
+            model="openai/fake-model", api_base=fake.url, api_key="k", direct_http=False
+        )
+        client = LLMClient(config)
+        await client.warm_up()
+        warm_requests = len(fake.requests)
+        loaded = set(sys.modules)
+        fake.script(text("plain"))
+        answer = (await client.chat([{"role": "user", "content": "hi"}])).content
+        await client.aclose()
+        print(answer, warm_requests, sorted(set(sys.modules) - loaded))
+
+asyncio.run(main())
+"""
+
+
+def test_after_the_litellm_warm_up_its_first_real_call_has_nothing_left_to_import() -> None:
+    # litellm's first real call imported its service logger and built the SDK's response
+    # models (~25 ms of a first reply) until the warm-up made one real call itself, to a
+    # canned answer on 127.0.0.1 (agent/llm/canned.py), never to the model's endpoint.
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_LITELLM_CALL],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.stdout.split() == ["plain", "0", "[]"]

@@ -6,6 +6,7 @@
     protocol.py      ModelRequest, LLMResponse, Chunk and the Model protocol
     direct.py        the direct path: OpenAI-compatible chat completions over aiohttp
     litellm_path.py  the litellm path: every other provider, embeddings, speech
+    canned.py        a chat completion answered on 127.0.0.1, for litellm's warm-up call
     function.py      FunctionModel: answers from a Python function, in-process
     stream.py        streamed answers: chunks to text deltas and one response
     failures.py      what a failed call means: retry, next model, or stop

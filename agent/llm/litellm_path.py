@@ -17,11 +17,13 @@ import asyncio
 import json
 import logging
 import os
+import platform
 import warnings
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
+from clawgate.agent.llm.canned import canned_chat_completions
 from clawgate.agent.llm.failures import Failure, Kind, retry_after
 from clawgate.agent.llm.protocol import (
     USAGE_KEYS,
@@ -76,7 +78,8 @@ class LitellmLib:
     def __init__(self) -> None:
         self._litellm: ModuleType | None = None
         self._importing: asyncio.Future[ModuleType] | None = None
-        self._called = False
+        self._called = False  # a real call began
+        self._warmed = False
 
     def get(self) -> ModuleType:
         if self._litellm is None:
@@ -109,22 +112,49 @@ class LitellmLib:
 
     async def warm_up(self, model: str | None = None) -> None:
         """Import litellm in a thread; then, for a chat `model`, one mocked call (no request
-        leaves the process): litellm's first call does ~0.3 s of one-off work (lazy imports,
-        its logging worker, the provider's tables), which a first reply would otherwise pay.
-        It runs on the loop, as litellm's calls do: a message arriving meanwhile waits for
-        less than its own first call would have taken."""
+        leaves the process) and one real call to a canned answer on 127.0.0.1 (canned.py):
+        litellm's first call does ~0.3 s of one-off work (lazy imports, its logging worker,
+        the provider's tables, the SDK's response models), which a first reply would
+        otherwise pay. They run on the loop, as litellm's calls do, and not once a real call
+        has begun: that call pays the one-off work, and a first call beside it would only
+        slow it down."""
         try:
             litellm = await self.load(call=False)
-            if model and not self._called:
-                self._called = True
+            # The OpenAI SDK, which litellm calls for OpenAI-compatible providers, names the
+            # platform in its headers: the first platform.platform() forks this process to
+            # run `uname -p` (its answer is kept for the process).
+            await asyncio.to_thread(platform.platform)
+            if not model or self._warmed:
+                return
+            self._warmed = True
+            if not self._called:
                 await litellm.acompletion(
                     model=model,
                     messages=[{"role": "user", "content": "warm-up"}],
                     mock_response="ok",
                     api_key="warm-up",
                 )
+            if not self._called:
+                await _call_canned(litellm)
         except Exception:
             log.exception("loading litellm in the background failed")
+
+
+async def _call_canned(litellm: ModuleType) -> None:
+    """One real call to the canned answer, through a client of our own that is closed
+    after it (one litellm made would stay in its cache with a socket to a closed server)."""
+    import openai  # litellm's own dependency, already imported by it
+
+    async with canned_chat_completions() as base:
+        client = openai.AsyncOpenAI(base_url=base, api_key="warm-up", max_retries=0, timeout=10)
+        try:
+            await litellm.acompletion(
+                model="openai/warm-up",
+                messages=[{"role": "user", "content": "warm-up"}],
+                client=client,
+            )
+        finally:
+            await client.close()
 
 
 class LitellmModel:

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from clawgate.agent.tools.mcp_tools import mcp_tool
 from clawgate.kernel.config_sections import McpConfig, McpServerConfig
 from clawgate.kernel.errors import ToolError, one_line
 from clawgate.kernel.retry import Backoff
@@ -102,8 +103,6 @@ class McpHub:
 
     def tools(self) -> Sequence[Tool[Any]]:
         """The tools of every running server, in configuration order."""
-        from clawgate.agent.tools.mcp_tools import mcp_tool
-
         found = []
         for server in self._servers.values():
             if server.state != "running":
