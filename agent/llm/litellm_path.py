@@ -135,7 +135,15 @@ class LitellmLib:
                     api_key="warm-up",
                 )
             if not self._called:
-                await _call_canned(litellm)
+                # A stop lets it end (milliseconds): cancelled inside litellm, the call would
+                # leave one of litellm's coroutines never awaited.
+                call = asyncio.ensure_future(_call_canned(litellm))
+                try:
+                    await asyncio.shield(call)
+                except asyncio.CancelledError:
+                    if not (await asyncio.wait({call}, timeout=2))[0]:
+                        call.cancel()
+                    raise
         except Exception:
             log.exception("loading litellm in the background failed")
 
