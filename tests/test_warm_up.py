@@ -135,16 +135,23 @@ asyncio.run(main())
 """
 
 
-def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop() -> None:
-    # A message arriving while the warm-up imports litellm in a thread used to import it
-    # on the loop, which then stood still on the import lock: every chat waited.
+def printed_by(script: str) -> list[str]:
+    """The words a fresh Python printed running `script` from the repository's root (where
+    `tests.fakes` imports): litellm is imported once per process."""
     done = subprocess.run(
-        [sys.executable, "-c", LITELLM_DURING_WARM_UP],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         check=True,
+        cwd=Path(__file__).resolve().parent.parent,
     )
-    assert done.stdout.split() == ["True", "[False]", "True"]
+    return done.stdout.split()
+
+
+def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop() -> None:
+    # A message arriving while the warm-up imports litellm in a thread used to import it
+    # on the loop, which then stood still on the import lock: every chat waited.
+    assert printed_by(LITELLM_DURING_WARM_UP) == ["True", "[False]", "True"]
 
 
 FIRST_LITELLM_CALL = """
@@ -175,11 +182,4 @@ def test_after_the_litellm_warm_up_its_first_real_call_has_nothing_left_to_impor
     # litellm's first real call imported its service logger and built the SDK's response
     # models (~25 ms of a first reply) until the warm-up made one real call itself, to a
     # canned answer on 127.0.0.1 (agent/llm/canned.py), never to the model's endpoint.
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_LITELLM_CALL],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    assert done.stdout.split() == ["plain", "0", "[]"]
+    assert printed_by(FIRST_LITELLM_CALL) == ["plain", "0", "[]"]
