@@ -43,19 +43,85 @@ def keep_bytecode_out_of_the_tree() -> None:
     sys.pycache_prefix = str(BYTECODE_CACHE)
 
 
-# Names a test module imports when its tests start `clawgate` (or a cluster worker) as a child
-# process: seconds each, where most tests take milliseconds.
+# Names a test module imports (or defines) when its tests start `clawgate`, a cluster worker
+# or a fresh Python as a child process: seconds each, where most tests take milliseconds.
 PROCESS_HELPERS = frozenset(
-    {"ClawgateProcess", "run_clawgate", "clawgate_output", "DashboardGateway", "start_worker"}
+    {
+        "ClawgateProcess",
+        "run_clawgate",
+        "clawgate_output",
+        "DashboardGateway",
+        "start_worker",
+        "printed_by",
+    }
 )
 
 
+# Modules whose every test goes through litellm (its import: ~4 s of CPU a process).
+LITELLM_MODULES = frozenset(
+    {"test_llm", "test_llm_stream", "test_llm_anthropic", "test_llm_gemini"}
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scheduler for loadscope with our units: each test alone, except the tests that
+    go through litellm, one unit (handed out first, as the largest), so that one worker
+    imports litellm instead of each. (`--dist loadgroup` would do it by mark, but with pytest
+    9.2 its groups are lost: pytest-xdist issue #1386.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduler(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "litellm" if _goes_through_litellm(nodeid) else nodeid
+
+    return Scheduler(config, log)
+
+
+def _goes_through_litellm(nodeid: str) -> bool:
+    """By the node id alone (all the controller sees): a LITELLM_MODULES test, or one whose
+    parameters name the litellm model path (tests/conftest.py `model_path`)."""
+    path, _, name = nodeid.partition("::")
+    if path.rpartition("/")[2].removesuffix(".py") in LITELLM_MODULES:
+        return True
+    params = name.partition("[")[2].removesuffix("]")
+    return "litellm" in params.split("-")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # xdist (--dist loadgroup, every test its own unit) hands tests out one by one in this
-    # order as workers free up: the ones that wait out real time (marked `long`) first, then
-    # the browser tests and the tests that start processes, then the quick rest, so no worker
-    # is left running a long test alone at the end while the others idle.
-    items.sort(key=_start_order)
+    # xdist (the scheduler above) hands tests out in this order as
+    # workers free up, keeping two or three queued on each. The slow tests (long, browser,
+    # process-starting: mostly waiting, on real time or on children) are spread through the
+    # first part of the run with quick in-process ones between them, which keep the cores busy
+    # while they wait, and the rest of the quick ones come last, so no worker is left running
+    # a slow test alone at the end. The `long` ones are spaced out further still: all of them
+    # first kept every worker waiting at once for the run's first ~40 s.
+    ranked: dict[int, list[pytest.Item]] = {0: [], 1: [], 2: [], 3: []}
+    for item in items:
+        ranked[_start_order(item)].append(item)
+    slow = _spread(ranked[0], ranked[1] + ranked[2], LONG_EVERY)
+    items[:] = _spread(slow, ranked[3][: int(len(ranked[3]) * QUICK_SHARE)], 1)
+    items.extend(ranked[3][int(len(ranked[3]) * QUICK_SHARE) :])
+
+
+# Slow tests handed out between two `long` ones; the share of the quick tests handed out
+# among the slow ones.
+LONG_EVERY = 6
+QUICK_SHARE = 0.6
+
+
+def _spread(few: list[pytest.Item], many: list[pytest.Item], every: int) -> list[pytest.Item]:
+    """All of `few` and `many`: each of `few` followed by its share of `many` (at least
+    `every` while they last), the rest of `many` after the last."""
+    out: list[pytest.Item] = []
+    step = max(every, len(many) / len(few)) if few else 0.0
+    used = 0
+    for n, item in enumerate(few, start=1):
+        out.append(item)
+        upto = min(len(many), round(n * step))
+        out.extend(many[used:upto])
+        used = max(used, upto)
+    out.extend(many[used:])
+    return out
 
 
 def _start_order(item: pytest.Item) -> int:
