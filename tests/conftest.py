@@ -57,9 +57,24 @@ PROCESS_HELPERS = frozenset(
 )
 
 
-# Modules whose every test goes through litellm (its import: ~4 s of CPU a process).
+# What goes through litellm in the test process (its import: ~4 s of CPU a process), found by
+# watching its import over a suite run: these modules' tests, tests parametrized with the
+# litellm model path, and these others.
 LITELLM_MODULES = frozenset(
-    {"test_llm", "test_llm_stream", "test_llm_anthropic", "test_llm_gemini"}
+    {
+        "test_llm",
+        "test_llm_stream",
+        "test_llm_anthropic",
+        "test_llm_gemini",
+        "test_model_params",
+        "test_spend_ledger",
+    }
+)
+LITELLM_TESTS = frozenset(
+    {
+        "test_voice_is_transcribed_when_a_model_is_configured",
+        "test_litellm_embedder_against_the_fake_endpoint",
+    }
 )
 
 
@@ -78,13 +93,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def _goes_through_litellm(nodeid: str) -> bool:
-    """By the node id alone (all the controller sees): a LITELLM_MODULES test, or one whose
-    parameters name the litellm model path (tests/conftest.py `model_path`)."""
+    """By the node id alone (all the controller sees)."""
     path, _, name = nodeid.partition("::")
     if path.rpartition("/")[2].removesuffix(".py") in LITELLM_MODULES:
         return True
-    params = name.partition("[")[2].removesuffix("]")
-    return "litellm" in params.split("-")
+    function, _, params = name.partition("[")
+    return function in LITELLM_TESTS or "litellm" in params.removesuffix("]").split("-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -98,7 +112,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ranked: dict[int, list[pytest.Item]] = {0: [], 1: [], 2: [], 3: []}
     for item in items:
         ranked[_start_order(item)].append(item)
-    slow = _spread(ranked[0], ranked[1] + ranked[2], LONG_EVERY)
+    slow = _spread(ranked[0], _by_turns(ranked[1] + ranked[2]), LONG_EVERY)
     items[:] = _spread(slow, ranked[3][: int(len(ranked[3]) * QUICK_SHARE)], 1)
     items.extend(ranked[3][int(len(ranked[3]) * QUICK_SHARE) :])
 
@@ -121,6 +135,20 @@ def _spread(few: list[pytest.Item], many: list[pytest.Item], every: int) -> list
         out.extend(many[used:upto])
         used = max(used, upto)
     out.extend(many[used:])
+    return out
+
+
+def _by_turns(items: list[pytest.Item]) -> list[pytest.Item]:
+    """One test of each module in turn: a module's tests tend to wait on the same thing (the
+    cluster's on PostgreSQL and its leases), and all of them at once left the cores idle."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    queues = list(modules.values())
+    out: list[pytest.Item] = []
+    while queues:
+        out.extend(queue.pop(0) for queue in queues)
+        queues = [queue for queue in queues if queue]
     return out
 
 
