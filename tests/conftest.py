@@ -78,6 +78,7 @@ LITELLM_TESTS = frozenset(
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scheduler for loadscope with our units: each test alone, except the tests that
     go through litellm, one unit (handed out first, as the largest), so that one worker
@@ -102,13 +103,13 @@ def _goes_through_litellm(nodeid: str) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # xdist (the scheduler above) hands tests out in this order as
-    # workers free up, keeping two or three queued on each. The slow tests (long, browser,
-    # process-starting: mostly waiting, on real time or on children) are spread through the
-    # first part of the run with quick in-process ones between them, which keep the cores busy
-    # while they wait, and the rest of the quick ones come last, so no worker is left running
-    # a slow test alone at the end. The `long` ones are spaced out further still: all of them
-    # first kept every worker waiting at once for the run's first ~40 s.
+    # xdist (the scheduler above) hands tests out in this order as workers free up, keeping
+    # two or three queued on each. The slow tests (long, browser, process-starting: mostly
+    # waiting, on real time or on children) are spread through the first part of the run with
+    # quick in-process ones between them, which keep the cores busy while they wait, and the
+    # rest of the quick ones come last, so no worker is left running a slow test alone at the
+    # end. The `long` ones are spaced out further still: all of them first kept every worker
+    # waiting at once for the run's first ~40 s.
     ranked: dict[int, list[pytest.Item]] = {0: [], 1: [], 2: [], 3: []}
     for item in items:
         ranked[_start_order(item)].append(item)
