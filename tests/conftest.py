@@ -108,33 +108,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # waiting, on real time or on children) are spread through the first part of the run with
     # quick in-process ones between them, which keep the cores busy while they wait, and the
     # rest of the quick ones come last, so no worker is left running a slow test alone at the
-    # end. The `long` ones are spaced out further still: all of them first kept every worker
-    # waiting at once for the run's first ~40 s.
+    # end. The `long` ones are spaced out evenly among the other slow ones: all of them first
+    # kept every worker waiting at once for the run's first ~40 s.
     ranked: dict[int, list[pytest.Item]] = {0: [], 1: [], 2: [], 3: []}
     for item in items:
         ranked[_start_order(item)].append(item)
-    slow = _spread(ranked[0], _by_turns(ranked[1] + ranked[2]), LONG_EVERY)
-    items[:] = _spread(slow, ranked[3][: int(len(ranked[3]) * QUICK_SHARE)], 1)
-    items.extend(ranked[3][int(len(ranked[3]) * QUICK_SHARE) :])
+    quick = ranked[3]
+    among = int(len(quick) * QUICK_SHARE)
+    slow = _spread(ranked[0], _by_turns(ranked[1] + ranked[2]))
+    items[:] = _spread(slow, quick[:among]) + quick[among:]
 
 
-# Slow tests handed out between two `long` ones; the share of the quick tests handed out
-# among the slow ones.
-LONG_EVERY = 6
+# The share of the quick tests handed out among the slow ones; the rest come last.
 QUICK_SHARE = 0.6
 
 
-def _spread(few: list[pytest.Item], many: list[pytest.Item], every: int) -> list[pytest.Item]:
-    """All of `few` and `many`: each of `few` followed by its share of `many` (at least
-    `every` while they last), the rest of `many` after the last."""
+def _spread(few: list[pytest.Item], many: list[pytest.Item]) -> list[pytest.Item]:
+    """All of `few` and `many`: `few` evenly spaced out in `many`, each first of its share."""
     out: list[pytest.Item] = []
-    step = max(every, len(many) / len(few)) if few else 0.0
+    step = len(many) / len(few) if few else 0.0
     used = 0
     for n, item in enumerate(few, start=1):
         out.append(item)
         upto = min(len(many), round(n * step))
         out.extend(many[used:upto])
-        used = max(used, upto)
+        used = upto
     out.extend(many[used:])
     return out
 
