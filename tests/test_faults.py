@@ -85,7 +85,9 @@ def model_config(llm: FakeLLM, **overrides: Any) -> AgentConfig:
         "model": "openai/fake-model",
         "api_base": llm.url,
         "api_key": "sk-test-secret",
-        "request_timeout": 1.0,
+        # Long enough that a loaded machine never turns another fault into a timeout; the
+        # hanging model's test sets its own short one.
+        "request_timeout": 10.0,
         "max_retries": 1,
     }
     values.update(overrides)
@@ -151,7 +153,11 @@ async def test_model_fault_gets_a_clear_reply_others_are_served_and_it_recovers(
     fake_llm.handler = model
     if model_path == "litellm":
         import_litellm()  # the one-off import is not part of the timed attempts
-    config = make_config(tmp_path, model_config(fake_llm, direct_http=model_path == "direct"))
+    timeout = 1.0 if fault == "timeout" else 10.0
+    config = make_config(
+        tmp_path,
+        model_config(fake_llm, direct_http=model_path == "direct", request_timeout=timeout),
+    )
     async with Harness(config) as gw:
         await gw.channel.say("one: hello", chat_id="1")
         await gw.channel.say("two: hello", chat_id="2")
@@ -441,7 +447,7 @@ async def test_disk_filling_up_mid_turn_keeps_the_file_whole(
     fake_llm.script(gate(release, text("an answer with nowhere to go")))
     fake_llm.handler = echo
     writer = RefusingWriter()
-    config = make_config(tmp_path, model_config(fake_llm, request_timeout=10))
+    config = make_config(tmp_path, model_config(fake_llm))
     path = session_path(config, "test:1")
     async with Harness(config, writer=writer) as gw:
         await gw.channel.say("think", chat_id="1")
