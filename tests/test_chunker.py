@@ -1,7 +1,7 @@
 import itertools
 
 from clawgate.agent.memory.chunker import chunk_file
-from clawgate.agent.memory.tokens import estimate_tokens
+from clawgate.agent.memory.tokens import CJK_RUN, WORD, cjk_runs, estimate_tokens, words
 
 
 def test_history_one_chunk_per_entry_dated_by_its_stamp():
@@ -68,3 +68,23 @@ def test_memory_md_is_one_chunk_per_fact():
     assert chunks[0].text.endswith("- Rita lives in Lisbon.\n  - since 2020")
     # Other notes keep their windows: a short list stays one chunk.
     assert len(chunk_file("memory/notes.md", text)) == 2
+
+
+def test_ascii_text_splits_into_the_same_words_as_through_the_full_pattern():
+    # words() and cjk_runs() take a shortcut for ASCII text; it must split exactly as the
+    # general patterns do, character by character and in mixed text.
+    every_ascii = "".join(chr(i) for i in range(128))
+    samples = [
+        every_ascii,
+        every_ascii.lower(),
+        "Booked the 7:30 train_to Glasgow -- it's Ruth's (re)booking; e-mail: a.b@c.de",
+        "snake_case and CamelCase, x86_64, 3.14, #tag, [link](http://x.y/z?q=1&r=2)",
+        "",
+    ]
+    for text in samples:
+        assert text.isascii()
+        assert words(text) == WORD.findall(text)
+        assert cjk_runs(text) == CJK_RUN.findall(text) == []
+    mixed = "Ruth 喜欢 Glasgow café"
+    assert words(mixed) == WORD.findall(mixed) == ["Ruth", "Glasgow", "café"]
+    assert cjk_runs(mixed) == ["喜欢"]

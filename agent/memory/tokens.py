@@ -29,6 +29,9 @@ CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WIDE_CHAR = re.compile(f"[{_CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
 # A word: letters and digits that are not CJK (underscore separates, like unicode61).
 WORD = re.compile(f"(?:(?![{_CJK_CLASS}])[^\\W_])+")
+# The same for ASCII text, where `[^\W_]` is exactly these: 4-5x faster than WORD's look-ahead
+# at every character, and most of a memory's text is ASCII.
+_ASCII_WORD = re.compile("[A-Za-z0-9]+")
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -51,10 +54,14 @@ def normalise(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Latin-script words of already normalised text, in order."""
+    if text.isascii():
+        return _ASCII_WORD.findall(text)
     return WORD.findall(text)
 
 
 def cjk_runs(text: str) -> list[str]:
+    if text.isascii():
+        return []
     return CJK_RUN.findall(text)
 
 
