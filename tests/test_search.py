@@ -18,7 +18,13 @@ from typer.testing import CliRunner
 
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
 from clawgate.agent.memory.index import MemoryIndex
-from clawgate.agent.memory.index_db import SCHEMA, db_path_for, delete_db_files
+from clawgate.agent.memory.index_db import (
+    SCHEMA,
+    best_matches,
+    cjk_text,
+    db_path_for,
+    delete_db_files,
+)
 from clawgate.agent.memory.lock import MemoryLock
 from clawgate.agent.memory.query import keyword_query
 from clawgate.agent.memory.recall import RECALL_BUDGET_CHARS, format_recall, recall_part
@@ -242,6 +248,45 @@ def test_any_user_text_is_a_valid_fts_query(query):
                 f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank",
                 (match,),
             ).fetchall()
+
+
+def test_the_best_matches_statement_orders_as_fts5_rank_ties_and_all():
+    # best_matches sorts by the bm25 column (SQLite keeps only the LIMIT's best) where FTS5's
+    # ORDER BY rank sorts every match: the same rows, the same order, ties included (many
+    # chunks here share a text, so a score, and the limit falls inside runs of ties).
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    texts = [
+        "Ann's boat leaves at nine",
+        "the boat to Lisbon",
+        "Ann has a cat, Miso",
+        "cat food 猫粮 and a boat",
+        "nine cats and nine boats",
+        "去里斯本的船 the boat",
+    ]
+    tables = set()
+    for n in range(1, 301):
+        text = texts[n % len(texts)] + (" again" * (n % 3))
+        db.execute(
+            "INSERT INTO chunks(id, path, start_line, end_line, date, hash, text, cjk) "
+            "VALUES (?, 'memory/a.md', ?, ?, NULL, ?, ?, ?)",
+            (n, n, n, f"h{n}", text, cjk_text(text)),
+        )
+    for query in ["boat", "cat OR boat", "nine boat cat again", "Miso", "Lisbon", "里斯本的船"]:
+        plan = keyword_query(query)
+        for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
+            if not match:
+                continue
+            tables.add(table)
+            for limit in (1, 7, 60, 500):
+                ranked = db.execute(
+                    f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? "
+                    "ORDER BY rank LIMIT ?",
+                    (match, limit),
+                ).fetchall()
+                assert ranked, (query, table)
+                assert db.execute(best_matches(table), (match, limit)).fetchall() == ranked
+    assert tables == {"chunks_fts", "chunks_tri"}
 
 
 async def test_operators_and_quotes_search_literally(corpus):

@@ -345,6 +345,18 @@ def scan_memory(folder: Path, prefix: str) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+def best_matches(table: str, where: str = "") -> str:
+    """The statement for an FTS5 table's best `?` matches of `?`: (rowid, -bm25) best first,
+    ties by rowid. Sorted by the bm25 column, not FTS5's `ORDER BY rank`: that sorts every
+    match before the LIMIT applies, where SQLite's own sorter keeps only the best `?`; with a
+    common word matching most of 10,000 chunks, 18 -> 10 ms, the same rows in the same order
+    (FTS5 also orders ties by rowid)."""
+    return (
+        f"SELECT rowid, -bm25({table}) AS score FROM {table} WHERE {table} MATCH ?{where} "
+        "ORDER BY score DESC, rowid LIMIT ?"
+    )
+
+
 class Reader:
     """The search's queries, on the connection of the thread `Database.run` hands them."""
 
@@ -362,12 +374,7 @@ class Reader:
         if days is not None:
             where = " AND rowid IN (SELECT id FROM chunks WHERE date BETWEEN ? AND ?)"
             params = days
-        found = rows(
-            self._db,
-            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?{where} "
-            "ORDER BY rank LIMIT ?",
-            (match, *params, limit),
-        )
+        found = rows(self._db, best_matches(table, where), (match, *params, limit))
         return [(int(r[0]), float(r[1])) for r in found]
 
     def chunk_count(self) -> int:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.memory.coverage import terms, weighted_coverage
-from clawgate.agent.memory.index_db import cjk_text
+from clawgate.agent.memory.index_db import best_matches, cjk_text
 from clawgate.agent.memory.query import keyword_query
 from clawgate.agent.memory.search import snippet
 from clawgate.kernel.bus import Trust
@@ -246,11 +246,7 @@ class TranscriptIndex:
         for table, match in (("messages_fts", plan.match), ("messages_tri", plan.trigram)):
             if not match:
                 continue
-            found = db.execute(
-                f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? "
-                "ORDER BY rank LIMIT ?",
-                (match, pool),
-            ).fetchall()
+            found = db.execute(best_matches(table), (match, pool)).fetchall()
             best = max((x for _, x in found), default=0.0) or 1.0
             for rowid, x in found:
                 bm25[rowid] = max(bm25.get(rowid, 0.0), max(x, 0.0) / best)
