@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.session import load_session
 from clawgate.kernel.config import AgentConfig, Config
 from tests.fakes.llm import FakeLLM, error, text, tool_call
@@ -57,6 +58,7 @@ async def test_voice_is_transcribed_when_a_model_is_configured(
     config, telegram: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     config.agent.transcription_model = "openai/whisper-1"
+    import_litellm()  # speech to text goes through litellm: its import is no attempt's
     fake_llm.script(text("Got it."))
     async with TelegramGateway(config):
         telegram.user_says(OWNER, "", voice=b"OggS" + b"\x00" * 96)

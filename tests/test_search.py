@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.agent.memory.embeddings import HashedEmbedder, LiteLLMEmbedder, make_embedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import (
@@ -386,6 +387,8 @@ async def test_results_are_listed_by_the_score_they_show(tmp_path):
 async def test_litellm_embedder_against_the_fake_endpoint(
     tmp_path, fake_llm, agent_config, make_client
 ):
+    # The one-off import is not part of the timed attempts: under load it outlasted all three.
+    import_litellm()
     llm = make_client(agent_config)
     embedder = make_embedder("openai/text-embedding-3-small", lambda: llm)
     assert isinstance(embedder, LiteLLMEmbedder) and embedder.semantic
