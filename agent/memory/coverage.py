@@ -39,19 +39,27 @@ def weighted_coverage(weights: dict[str, float], text: str) -> float:
     total = sum(weights.values())
     if total <= 0:
         return 0.0
+    return _covered(weights, text) / total
+
+
+def _covered(weights: dict[str, float], text: str) -> float:
     found = terms(text)
-    return sum(w for term, w in weights.items() if term in found) / total
+    return sum(w for term, w in weights.items() if term in found)
 
 
 def entry_coverage(weights: dict[str, float], text: str) -> float:
     """A chunk's weighted coverage, averaged with that of its best line: a day's log holds
     many separate entries, and one entry that holds the whole question beats words
     scattered over several."""
-    whole = weighted_coverage(weights, text)
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    whole = _covered(weights, text) / total
     lines = text.splitlines()
     if len(lines) < 2 or whole <= 0:
         return whole
-    return (whole + max(weighted_coverage(weights, line) for line in lines)) / 2
+    # Dividing by the same positive total keeps the order: the best line's share, as before.
+    return (whole + max(_covered(weights, line) for line in lines) / total) / 2
 
 
 def coverage(query_terms: frozenset[str], text: str) -> float:
