@@ -7,7 +7,8 @@ server scripted with `text`, `tool_call`, `tool_calls`, `raw_tool_call`, `error`
 the model client talks to it for real (chat, embeddings, transcriptions). `telegram.py` and
 `discord.py` serve the Bot API and Discord's REST + gateway, enforcing the platforms' rules;
 `web.py` is a web site on 127.0.0.2 for web_fetch, `search.py` the four search providers,
-`mcp_server.py` a real MCP server (the SDK's) over stdio or streamable HTTP;
+`mcp_server.py` a real MCP server (the SDK's) over streamable HTTP, `mcp_stdio.py` the same
+server's messages over stdio without the SDK's import (a parity test holds them equal);
 `anthropic.py` and `gemini.py` serve those providers' own APIs (Messages, generateContent).
 
 Shared test code lives in helper modules, never in test modules (`.ci/check` refuses a test

@@ -1,4 +1,5 @@
-"""MCP servers through the official SDK: a real stdio server and a real streamable-HTTP one
+"""MCP servers through the official SDK's client: a stdio server (tests/fakes/mcp_stdio.py, the
+SDK server's messages without its import cost) and the SDK's own server over streamable HTTP
 (tests/fakes/mcp_server.py), their tools offered as `<server>__<tool>` with their own
 schemas, allowlists, the environment a stdio server gets, a crash and its restart, trust."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -23,7 +25,8 @@ from clawgate.kernel.retry import Backoff
 from tests.fakes.mcp_server import serve_http
 from tests.web_helpers import tool_context
 
-SERVER = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+SERVER = str(Path(__file__).parent / "fakes" / "mcp_stdio.py")
+SDK_SERVER = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 QUICK = Backoff(first=0.05, factor=1.0, cap=0.05)
 TOKEN = "fake-mcp-token-0123456789"
 
@@ -171,3 +174,66 @@ async def test_other_chats_get_mcp_tools_only_from_shared_servers(
         assert refused.startswith("Error: unknown tool 'private__shout'")
         assert "private__" not in refused.split("Available tools:")[1]
         assert await call(hub, ctx, "open__shout", text="x") == "X"
+
+
+async def test_the_stdio_fake_answers_as_the_sdk_server_does() -> None:
+    # The other tests' stdio server is a hand-written fake; this holds it to what the SDK's
+    # own server (the same tools) sends, message for message.
+    def initialize(version: str) -> dict[str, Any]:
+        client = {"name": "t", "version": "1"}
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": client}
+        return {"method": "initialize", "params": params}
+
+    def call(name: str, **arguments: Any) -> dict[str, Any]:
+        return {"method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+    asked = [
+        initialize("2025-06-18"),
+        {"method": "notifications/initialized"},
+        {"method": "tools/list", "params": {}},
+        call("shout", text="hi"),
+        call("add", a=2, b=3),
+        call("add", a="4", b=5),
+        call("whoami"),
+        call("notes.search", query="boat"),
+        call("hidden"),
+        call("nope"),
+        {"method": "ping"},
+        {"method": "resources/list"},
+        {"method": "prompts/list"},
+        initialize("1999-01-01"),
+        call("add", a="x"),
+    ]
+
+    async def replies(script: str) -> list[dict[str, Any]]:
+        env = {"FAKE_MCP_TOKEN": "t", "PATH": os.environ.get("PATH", "")}
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        assert child.stdin is not None and child.stdout is not None
+        got = []
+        for n, message in enumerate(asked):
+            request = {"jsonrpc": "2.0", **message}
+            if message["method"] != "notifications/initialized":
+                request["id"] = n
+            child.stdin.write(json.dumps(request).encode() + b"\n")
+            await child.stdin.drain()
+            if "id" in request:
+                line = await asyncio.wait_for(child.stdout.readline(), 60)
+                got.append(json.loads(line))
+        child.stdin.close()
+        await child.wait()
+        return got
+
+    sdk, fake = await asyncio.gather(replies(SDK_SERVER), replies(SERVER))
+    assert len(fake) == len(sdk) == len(asked) - 1
+    # Bad arguments: an error result from both, its words their own.
+    for reply in (sdk[-1], fake[-1]):
+        assert reply["result"]["isError"] is True
+        assert reply["result"]["content"][0]["text"].startswith("Error executing tool add")
+    assert fake[:-1] == sdk[:-1]

@@ -21,7 +21,7 @@ from tests.dashboard_harness import dashboard_client
 from tests.fakes.llm import FakeLLM, text, tool_call
 from tests.harness import Harness, make_config
 
-SERVER = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+SERVER = str(Path(__file__).parent / "fakes" / "mcp_stdio.py")
 ENTRY = {"name": "fake", "command": sys.executable, "args": [SERVER], "tools": ["shout", "add"]}
 
 

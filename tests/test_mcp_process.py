@@ -13,7 +13,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.process import ClawgateProcess, fake_model, fake_telegram, write_config
 
-SERVER = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+SERVER = str(Path(__file__).parent / "fakes" / "mcp_stdio.py")
 START_TIMEOUT = 60.0
 
 
