@@ -27,12 +27,11 @@ from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
 from tests.process import (
-    CLAWGATE,
     ClawgateProcess,
-    child_env,
     fake_model,
     fake_telegram,
     run_clawgate,
+    start_clawgate,
     toml_value,
     write_config,
 )
@@ -490,17 +489,7 @@ async def agent_says(
     home: Path, *args: str, env: dict[str, str], timeout: float = 60
 ) -> tuple[int, str, str]:
     """`clawgate agent ...` as a child process: (exit code, stdout, stderr)."""
-    child = await asyncio.create_subprocess_exec(
-        str(CLAWGATE),
-        "--config",
-        str(config_path(home)),
-        "agent",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(home, env),
-    )
+    child = await start_clawgate(home, "--config", str(config_path(home)), "agent", *args, env=env)
     try:
         out, err = await asyncio.wait_for(child.communicate(), timeout)
     finally:

@@ -22,6 +22,7 @@ from clawgate.gateway.daemon.control import socket_path
 from clawgate.gateway.daemon.lock import AGENT, InstanceLock
 from tests.fakes.llm import FakeLLM, Reply, gate, text, tool_call
 from tests.fakes.telegram import FakeTelegram
+from tests.forked import ForkedChild
 from tests.harness import wait_until
 from tests.process import (
     CLAWGATE,
@@ -29,6 +30,7 @@ from tests.process import (
     child_env,
     fake_model,
     fake_telegram,
+    start_clawgate,
     write_config,
 )
 
@@ -43,23 +45,15 @@ class Cli:
     """One `clawgate ...` child with its stdout and stderr read line by line as written."""
 
     def __init__(self, home: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
-        self.home, self.args, self.env = home, args, child_env(home, env)
+        self.home, self.args, self.env = home, args, env
         self.out: list[str] = []
         self.err: list[str] = []
         self._changed = asyncio.Condition()
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: asyncio.subprocess.Process | ForkedChild | None = None
         self._readers: list[asyncio.Task[None]] = []
 
     async def start(self) -> Cli:
-        self._process = await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            *self.args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            cwd=self.home,
-        )
+        self._process = await start_clawgate(self.home, *self.args, env=self.env)
         assert self._process.stdout and self._process.stderr
         self._readers = [
             asyncio.create_task(self._read(self._process.stdout, self.out)),
