@@ -20,12 +20,13 @@ from clawgate.channels.groups import SeenGroups
 from clawgate.channels.pairing import PairingStore
 from clawgate.gateway.cli import app
 from clawgate.gateway.daemon.control import ControlChannel, ControlClient
-from clawgate.gateway.ops.status_file import StatusWriter
+from clawgate.gateway.ops.status_file import StatusWriter, read_status
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.bus import MessageBus, OutboundMessage
 from clawgate.kernel.config import load_config
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram
+from tests.harness import wait_until
 from tests.process import (
     ClawgateProcess,
     fake_model,
@@ -522,6 +523,8 @@ async def test_agent_option_through_the_running_gateway_reaches_that_agent(
         tmp_path, "--config", str(config_path(tmp_path)), "gateway"
     ) as gateway:
         await gateway.wait_for_log("channel telegram ready", 60)
+        # What the notice below compares with: the settings in the gateway's status file.
+        await wait_until(lambda: "settings" in (read_status(tmp_path / "data") or {}), 60)
         code, out, err = await agent_says(tmp_path, "--agent", "work", "-m", "hi", env=unreachable)
         assert code == 0, err
         assert out.strip() == "work-model answers"

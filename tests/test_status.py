@@ -1,11 +1,18 @@
+import asyncio
+import contextlib
 import json
 import os
+from typing import Any
 
 from typer.testing import CliRunner
 
+from clawgate.agent.tools.mcp_hub import McpHub
 from clawgate.gateway.cli import app
+from clawgate.gateway.daemon.gateway import report_mcp_changes
 from clawgate.gateway.ops.status_file import StatusWriter, read_status
 from clawgate.gateway.setup.onboard import onboard
+from clawgate.kernel.config import McpConfig
+from tests.harness import wait_until
 
 
 def test_status_file_round_trip_and_stale_detection(tmp_path):
@@ -39,3 +46,32 @@ def test_status_and_housekeeping_commands(tmp_path):
     (tmp_path / "ws" / "media").mkdir()
     result = runner.invoke(app, ["--config", str(config_path), "housekeeping", "--dry-run"])
     assert result.exit_code == 0 and "would have removed nothing" in result.output
+
+
+async def test_an_mcp_change_during_the_status_write_is_written_next(tmp_path):
+    # The reporter rewrites the file at each change of an MCP server's state; a change that
+    # comes while it writes (a fast server: starting, then running at once) must be written
+    # too, not wait for the periodic write with the file saying "starting".
+    hub = McpHub(McpConfig(servers=[{"name": "fake", "command": "true"}]))
+    server = hub._servers["fake"]
+    loop = asyncio.get_running_loop()
+    written: list[str] = []
+
+    def report() -> dict[str, Any]:
+        state = server.state
+        if not written:  # the first write: the server comes up meanwhile
+            asyncio.run_coroutine_threadsafe(hub._set_state(server, "running"), loop).result()
+        written.append(state)
+        return {"mcp": [{"name": "fake", "state": state}]}
+
+    reporter = asyncio.create_task(report_mcp_changes(hub, StatusWriter(tmp_path, report)))
+    try:
+        await asyncio.sleep(0)  # the reporter waits for a change
+        await hub._set_state(server, "starting")
+        running = [{"name": "fake", "state": "running"}]
+        await wait_until(lambda: (read_status(tmp_path) or {}).get("mcp") == running, 10)
+    finally:
+        reporter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reporter
+    assert written == ["starting", "running"]

@@ -95,8 +95,10 @@ class McpHub:
             for s in config.servers
         }
         self._tools: dict[tuple[str, str], Tool[Any]] = {}
-        # Notified at every change of a server's state: what a watcher waits on.
+        # Notified at every change of a server's state, which also counts up `changes`: a
+        # watcher busy when one came compares the count instead of missing it.
         self.changed = asyncio.Condition()
+        self.changes = 0
 
     def snapshot(self) -> list[ServerStatus]:
         return [server.status() for server in self._servers.values()]
@@ -167,6 +169,7 @@ class McpHub:
     async def _set_state(self, server: _Server, state: State) -> None:
         server.state = state
         async with self.changed:
+            self.changes += 1
             self.changed.notify_all()
 
     async def _serve(self, server: _Server) -> None:

@@ -146,7 +146,9 @@ class Gateway:
                 self._servers = tasks.create_task(self.mcp.run(), name="mcp servers")
                 if self.status is not None:
                     self._chores.append(
-                        tasks.create_task(_report_mcp(self.mcp, self.status), name="mcp status")
+                        tasks.create_task(
+                            report_mcp_changes(self.mcp, self.status), name="mcp status"
+                        )
                     )
             for unit, messages in leftovers:
                 for message in messages:
@@ -306,12 +308,17 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _report_mcp(mcp: McpHub, status: StatusWriter) -> None:
+async def report_mcp_changes(mcp: McpHub, status: StatusWriter) -> None:
     """Rewrite the status file at each MCP server's change of state: `clawgate mcp list`
-    shows a server up (or down) as soon as it is, not at the next periodic write."""
+    shows a server up (or down) as soon as it is, not at the next periodic write. A change
+    made while a write runs is written next (a server that went from starting to running
+    during the write would otherwise show "starting" until the periodic write)."""
+    written = 0  # the hub's count when made: a change before this task ran is written too
     while True:
         async with mcp.changed:
-            await mcp.changed.wait()
+            while mcp.changes == written:
+                await mcp.changed.wait()
+            written = mcp.changes
         try:
             await asyncio.to_thread(status.write_once)
         except OSError as exc:
