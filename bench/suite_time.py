@@ -98,9 +98,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, Any, None]:
+    start = time.time()
     wall, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     yield
     _recorder.tests[item.nodeid] = {
+        "start": start,
         "wall": time.perf_counter() - wall,
         "cpu": _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN) - cpu,
     }

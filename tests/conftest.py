@@ -17,7 +17,7 @@ import pytest
 from clawgate.agent.llm import LLMClient
 from clawgate.agent.llm.litellm_path import import_litellm
 from clawgate.kernel.config import AgentConfig
-from tests import process
+from tests import forked, process
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
 from tests.postgres import PrivatePostgres
@@ -32,6 +32,23 @@ def pytest_configure(config: pytest.Config) -> None:
     keep_bytecode_out_of_the_tree()
     # `clawgate` children are forked from one that imported it already (tests/forked.py).
     process.FORK = os.environ.get("CLAWGATE_TEST_EXEC") != "1"
+    if process.FORK and _starts_workers(config):
+        # One for all the workers, importing while they start: ~1 s of CPU a worker less.
+        config.stash[SHARED_ZYGOTE] = forked.start_shared(process.CLAWGATE)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    zygote = config.stash.get(SHARED_ZYGOTE, None)
+    if zygote is not None:
+        zygote.close()
+
+
+SHARED_ZYGOTE = pytest.StashKey[Any]()
+
+
+def _starts_workers(config: pytest.Config) -> bool:
+    """This process is xdist's controller, about to start workers."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
 
 
 def keep_bytecode_out_of_the_tree() -> None:
@@ -134,16 +151,31 @@ LITELLM_TESTS = frozenset(
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scheduler for loadscope with our units: each test alone, except the tests that
-    go through litellm, one unit (handed out first, as the largest), so that one worker
-    imports litellm instead of each. (`--dist loadgroup` would do it by mark, but with pytest
-    9.2 its groups are lost: pytest-xdist issue #1386.)"""
+    go through litellm, one unit, so that one worker imports litellm instead of each, and
+    the browser tests, BROWSER_UNITS units. xdist hands out the units with the most tests
+    first. (`--dist loadgroup` would do it by mark, but with pytest 9.2 its groups are lost:
+    pytest-xdist issue #1386.)"""
     from xdist.scheduler import LoadScopeScheduling
+
+    browser_units: dict[str, str] = {}  # module -> unit
 
     class Scheduler(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "litellm" if _goes_through_litellm(nodeid) else nodeid
+            if _goes_through_litellm(nodeid):
+                return "litellm"
+            module = nodeid.partition("::")[0]
+            if module.endswith("_browser.py"):
+                unit = f"browser-{len(browser_units) % BROWSER_UNITS}"
+                return browser_units.setdefault(module, unit)
+            return nodeid
 
     return Scheduler(config, log)
+
+
+# The browser tests' modules are dealt out in turn to this many units, so that only as many
+# workers launch a Chromium (~1.2 s of CPU each, and more for its first pages): with one per
+# worker, the browser tests cost ~5 s more CPU. Two units of ~55 s each fit in a run.
+BROWSER_UNITS = 2
 
 
 def _goes_through_litellm(nodeid: str) -> bool:

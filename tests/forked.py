@@ -2,9 +2,11 @@
 
 `spawn()` returns a `ForkedChild`, which answers what tests use of an
 `asyncio.subprocess.Process`: `pid`, `returncode`, `stdout`, `stderr`, `send_signal`,
-`terminate`, `kill`, `wait`, `communicate`. Each test worker starts its zygote on first use
-and ends it at exit. The suite turns this on in tests/conftest.py; the benches start real
-processes.
+`terminate`, `kill`, `wait`, `communicate`. Under xdist the controller starts one zygote for
+all its workers (`start_shared`, tests/conftest.py) and names its socket in SHARED; a test
+process without one starts its own on first use. A zygote ends when the process that started
+it does (it reads its stdin to the end). The suite turns forking on in tests/conftest.py; the
+benches start real processes.
 """
 
 from __future__ import annotations
@@ -25,19 +27,26 @@ from pathlib import Path
 ZYGOTE = Path(__file__).with_name("zygote.py")
 
 
+# The shared zygote's socket, for the workers (not CLAWGATE_: those are config overrides).
+SHARED = "PYTEST_CLAWGATE_ZYGOTE"
+# How long a worker waits for the shared zygote's imports before its first child.
+SHARED_START_TIMEOUT = 120.0
+
+
 class _Zygote:
     def __init__(self, clawgate: Path) -> None:
         self._folder = tempfile.mkdtemp(prefix="clawgate-zygote-")
         self.path = os.path.join(self._folder, "socket")
         self._process = subprocess.Popen(
             [sys.executable, str(ZYGOTE), self.path, str(clawgate)],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+
+    def wait_ready(self) -> None:
         assert self._process.stdout is not None
         if self._process.stdout.readline().strip() != b"ready":
             raise RuntimeError("the zygote did not start")
-        atexit.register(self.close)
 
     def alive(self) -> bool:
         return self._process.poll() is None
@@ -46,19 +55,50 @@ class _Zygote:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
+        for pipe in (self._process.stdin, self._process.stdout):
+            if pipe is not None:
+                pipe.close()
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def start_shared(clawgate: Path) -> _Zygote:
+    """A zygote for the workers this process is about to start, its socket in SHARED. Not
+    waited for: it imports while they start, and their first child waits for it."""
+    zygote = _Zygote(clawgate)
+    os.environ[SHARED] = zygote.path
+    return zygote
 
 
 _zygote: _Zygote | None = None
 
 
-def _the_zygote(clawgate: Path) -> _Zygote:
+def _own_zygote(clawgate: Path) -> str:
     global _zygote
     if _zygote is None or not _zygote.alive():
         _zygote = _Zygote(clawgate)
-    return _zygote
+        _zygote.wait_ready()
+        atexit.register(_zygote.close)
+    return _zygote.path
+
+
+async def _connect(clawgate: Path) -> socket.socket:
+    shared = os.environ.get(SHARED)
+    path = shared or _own_zygote(clawgate)
+    waited = 0.0
+    while True:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            connection.connect(path)
+            return connection
+        except (FileNotFoundError, ConnectionRefusedError):
+            connection.close()
+            if not shared or waited >= SHARED_START_TIMEOUT:
+                raise RuntimeError(f"no zygote answers on {path}") from None
+        except BaseException:
+            connection.close()
+            raise
+        await asyncio.sleep(0.05)  # the shared zygote is still importing
+        waited += 0.05
 
 
 class ForkedChild:
@@ -122,7 +162,7 @@ async def spawn(
     """The child runs `clawgate *args` with stdin /dev/null. `stdout`: a pipe its `stdout`
     reads, else /dev/null; `stderr`: True a pipe its `stderr` reads, None into stdout's
     pipe, False /dev/null."""
-    zygote = _the_zygote(clawgate)
+    connection = await _connect(clawgate)
     devnull = os.open(os.devnull, os.O_RDWR)
     pipes: list[tuple[int, int]] = []
 
@@ -132,9 +172,7 @@ async def spawn(
 
     out = pipe() if stdout else devnull
     err = pipe() if stderr else (out if stderr is None else devnull)
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        connection.connect(zygote.path)
         request = {"args": list(args), "env": dict(env), "cwd": str(cwd)}
         socket.send_fds(connection, [json.dumps(request).encode()], [devnull, out, err])
         # The zygote answers as soon as it forked: a blocking read is milliseconds.

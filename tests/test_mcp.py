@@ -22,7 +22,6 @@ from clawgate.agent.tools.mcp_hub import McpHub, ServerStatus
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import McpConfig, load_config
 from clawgate.kernel.retry import Backoff
-from tests.fakes.mcp_server import serve_http
 from tests.web_helpers import tool_context
 
 SERVER = str(Path(__file__).parent / "fakes" / "mcp_stdio.py")
@@ -151,6 +150,10 @@ async def test_a_server_that_cannot_start_is_retried_and_shown(tmp_path: Path) -
 
 
 async def test_a_streamable_http_server_with_headers(tmp_path: Path) -> None:
+    # Imported here: the SDK's server takes ~0.9 s of CPU, which every test process would
+    # pay to collect this module.
+    from tests.fakes.mcp_server import serve_http
+
     async with (
         serve_http() as url,
         running(

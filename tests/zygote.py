@@ -1,20 +1,21 @@
 """A `clawgate` with its modules already imported, forked for each test child.
 
 The suite starts ~250 `clawgate` children, and importing the gateway costs each ~0.75 s of
-CPU: most of the suite's time on a 2-core machine. A test worker starts this script once
-(tests/forked.py); it imports what the console script imports, then forks a child per
-request. The child takes the request's stdin/stdout/stderr, working directory, environment
-and arguments, and runs the console script's `main()` exactly as `.venv/bin/clawgate` would:
-its own pid and process, real signals and kill -9, its normal interpreter exit.
+CPU: most of the suite's time on a 2-core machine. This script imports what the console
+script imports, then forks a child per request. The child takes the request's
+stdin/stdout/stderr, working directory, environment and arguments, and runs the console
+script's `main()` as `.venv/bin/clawgate` would: its own pid and process, real signals and
+kill -9, and an interpreter exit without the module teardown (`exit_without_teardown`).
 
 What a fork cannot give, and which tests therefore start a real process: /proc/<pid>/environ
 and /proc/<pid>/cmdline show this script's (they are fixed at exec), an LD_PRELOAD (libfaketime)
 takes no effect, and every child shares one hash seed.
 
-Protocol (SOCK_SEQPACKET on a Unix socket): the client sends one JSON request
-{"args", "env", "cwd"} with three descriptors (stdin, stdout, stderr); it receives
-{"pid"} with a pidfd (to signal the child with no risk of a reused pid), then {"exit"}
-(the code, or minus the signal number) when the child ends.
+The xdist controller starts one for all its workers, or a test process its own
+(tests/forked.py); it serves until its stdin ends. Protocol (SOCK_SEQPACKET on a Unix
+socket): the client sends one JSON request {"args", "env", "cwd"} with three descriptors
+(stdin, stdout, stderr); it receives {"pid"} with a pidfd (to signal the child with no risk
+of a reused pid), then {"exit"} (the code, or minus the signal number) when the child ends.
 """
 
 from __future__ import annotations
@@ -81,11 +82,16 @@ def serve(path: str, clawgate: str) -> dict[str, Any]:
     listener.listen(64)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
+    # Its starter holds the other end of stdin: at its end, however it ended, this ends too.
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
     waiting: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
-            if key.fileobj is listener:
+            if key.fd == sys.stdin.fileno():
+                if not os.read(key.fd, 4096):
+                    sys.exit(0)
+            elif key.fileobj is listener:
                 connection, _ = listener.accept()
                 message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
                 if not message or len(fds) != 3:
