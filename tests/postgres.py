@@ -1,7 +1,8 @@
-"""A private PostgreSQL for the cluster tests: initdb in a temp folder, a free loopback port,
-trust authentication on 127.0.0.1 only, stopped at the end. As root (CI), the server runs as
-a system user made for it, since PostgreSQL refuses to run as root. The binaries come from the
-distribution's package (/usr/lib/postgresql/<version>/bin), else from PATH."""
+"""A private PostgreSQL for the cluster tests: a copy of one initdb'd template in a temp
+folder, a free loopback port, trust authentication on 127.0.0.1 only, stopped at the end. As
+root (CI), the server runs as a system user made for it, since PostgreSQL refuses to run as
+root. The binaries come from the distribution's package (/usr/lib/postgresql/<version>/bin),
+else from PATH."""
 
 from __future__ import annotations
 
