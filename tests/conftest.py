@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import gc
 import hashlib
 import importlib.util
 import os
@@ -208,6 +209,14 @@ def _goes_through_litellm(nodeid: str) -> bool:
         return True
     function, _, params = name.partition("[")
     return function in LITELLM_TESTS or "litellm" in params.removesuffix("]").split("-")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The cyclic collector's oldest generation walks every object a test process holds, its
+    # modules and collected tests among them (the workers' collections took 21.5 s of a run,
+    # 16.8 s with this). What is here now lives as long as the process: the collector is
+    # told to leave it be.
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
