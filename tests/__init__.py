@@ -22,8 +22,8 @@ over one folder: a real full disk), `memory_helpers.py` (scripted
 consolidation calls), `llm_conversation.py` (one conversation of every turn kind, sent
 through both model paths), `pty_terminal.py` (`clawgate` on a pseudo-terminal: hidden input,
 Ctrl-C/Ctrl-D, the spinner), `dashboard_harness.py` (the dashboard over aiohttp's test
-client, in a real gateway process, and in headless Chromium), and `conftest.py` for the
-shared fixtures. `fixtures/` holds small OpenClaw and nanobot homes, written by hand from
+client, in a real gateway process, and in headless Chromium), `bytecode.py` (the suite's
+bytecode, compiled once before the workers start), and `conftest.py` for the shared fixtures. `fixtures/` holds small OpenClaw and nanobot homes, written by hand from
 their file formats, for the importers (`test_importers.py`).
 `test_first_day.py` is the end-to-end acceptance test of a newcomer's first day, and
 `test_agents.py` runs three agents (two Telegram bots, a bound Discord channel, a shared
