@@ -92,15 +92,18 @@ class PrivatePostgres:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (folder / "PG_VERSION").exists():
                 shutil.rmtree(folder, ignore_errors=True)
+                # Made aside and renamed into place: a failed initdb leaves no template.
                 made = Path(tempfile.mkdtemp(prefix="clawgate-pg-initdb-"))
-                if self._as:
-                    shutil.chown(made, SERVER_USER)
-                self._run(
-                    str(self._bin / "initdb"), "-D", str(made / "data"), "-U", "postgres",
-                    "--auth=trust", "--no-sync", "-E", "UTF8",
-                )  # fmt: skip
-                (made / "data").rename(folder)
-                made.rmdir()
+                try:
+                    if self._as:
+                        shutil.chown(made, SERVER_USER)
+                    self._run(
+                        str(self._bin / "initdb"), "-D", str(made / "data"), "-U", "postgres",
+                        "--auth=trust", "--no-sync", "-E", "UTF8",
+                    )  # fmt: skip
+                    (made / "data").rename(folder)
+                finally:
+                    shutil.rmtree(made, ignore_errors=True)
         return folder
 
     def stop(self) -> None:
