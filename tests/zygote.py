@@ -2,7 +2,8 @@
 
 The suite starts ~250 `clawgate` children, and importing the gateway costs each ~0.75 s of
 CPU: most of the suite's time on a 2-core machine. This script imports what the console
-script imports, then forks a child per request. The child takes the request's
+script imports, fills the product's once-a-process caches (`warm`), then forks a child
+per request. The child takes the request's
 stdin/stdout/stderr, working directory, environment and arguments, and runs the console
 script's `main()` as `.venv/bin/clawgate` would: its own pid and process, real signals and
 kill -9, and an interpreter exit without the module teardown (`exit_without_teardown`).
@@ -44,23 +45,48 @@ import clawgate.gateway.app  # noqa: F401  isort: skip
 # of a whole suite run imported after its fork): the channels' libraries, numpy and the
 # tokenizer library, the scheduler, the dashboard's pages, onboarding, the cluster. ~0.35 s
 # of CPU a gateway child; httpcore (with trio where installed), which httpx imports when
-# python-telegram-bot makes its first client, ~0.25 s more. Only imports: nothing is loaded
-# or started that a child would otherwise do for itself (the thread check below holds it).
+# python-telegram-bot makes its first client, ~0.25 s more. Only imports here; `warm` below
+# fills the product's own once-a-process caches, and nothing is started (the thread check).
 LATER = (
+    # anyio loads its parts lazily, at httpcore's first request in each child.
+    "anyio._backends._asyncio",
+    "anyio._core._eventloop",
+    "anyio._core._sockets",
+    "anyio._core._streams",
+    "anyio._core._synchronization",
+    "anyio._core._tasks",
+    "anyio.abc",
+    "anyio.lowlevel",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
     "apscheduler.schedulers.asyncio",
+    "apscheduler.triggers.interval",
+    "asyncpg",
     "clawgate.agent.llm.providers",
     "clawgate.agent.memory.audit",
     "clawgate.agent.tools.mcp_tools",
     "clawgate.channels.discord.adapter",
     "clawgate.channels.telegram.adapter",
+    "clawgate.channels.terminal",
+    "clawgate.gateway.cli.agent",
+    "clawgate.gateway.cli.moving",
+    "clawgate.gateway.cli.onboard",
     "clawgate.gateway.cli.serve",
     "clawgate.gateway.cluster.status",
     "clawgate.gateway.ops.doctor",
     "clawgate.gateway.setup.onboard",
     "clawgate.gateway.worker",
+    "configparser",
     "discord",
+    "encodings.idna",
+    "encodings.unicode_escape",
+    "getpass",
     "httpcore",
+    "importlib.readers",
+    "importlib.resources.readers",
     "numpy",
+    "pydantic._internal._dataclasses",
     "rich.console",
     "rich.table",
     "telegram",
@@ -68,11 +94,43 @@ LATER = (
     "telegram.request",
     "tokenizers",
     "tomlkit",
+    "typer._adapters",
+    "typer._click.decorators",
 )
 for name in LATER:
     importlib.import_module(name)
 for page in PAGE_MODULES:
     importlib.import_module(f"clawgate.gateway.dashboard.{page}")
+
+# The same trust store, tool schemas, templates and embedder every child would build or load
+# for itself, each kept by the product once a process: ~0.15 s of CPU a gateway child.
+TLS_SETTINGS = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def warm() -> None:
+    """Fills the product's own once-a-process caches. No thread starts: the tokenizer's pool
+    starts at its first batch, which no child shares with this process."""
+    from pydantic import BaseModel
+
+    from clawgate.agent.memory.embeddings import StaticEmbedder, default_embedder
+    from clawgate.agent.tools.base import Tool, _schema_text
+    from clawgate.gateway.dashboard.render import environment
+    from clawgate.kernel.net import tls_context
+
+    tls_context()
+    templates = environment()
+    for name in templates.list_templates():
+        templates.get_template(name)
+    embedder = default_embedder()
+    if isinstance(embedder, StaticEmbedder):
+        embedder._load()
+    tools: list[type[Any]] = [Tool]
+    while tools:
+        tool = tools.pop()
+        tools.extend(tool.__subclasses__())
+        params = getattr(tool, "Params", None)
+        if isinstance(params, type) and issubclass(params, BaseModel):
+            _schema_text(params)
 
 
 def serve(path: str, clawgate: str) -> dict[str, Any]:
@@ -167,8 +225,13 @@ def _become(request: dict[str, Any], fds: list[int], clawgate: str) -> None:
         if fd > 2:
             os.close(fd)
     os.chdir(request["cwd"])
+    before = [os.environ.get(name) for name in TLS_SETTINGS]
     os.environ.clear()
     os.environ.update(request["env"])
+    if [os.environ.get(name) for name in TLS_SETTINGS] != before:
+        from clawgate.kernel.net import tls_context
+
+        tls_context.cache_clear()
     time.tzset()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = [clawgate, *request["args"]]
@@ -179,6 +242,12 @@ if __name__ == "__main__":
     socket_path, console_script = sys.argv[1], sys.argv[2]
     if threading.active_count() != 1:
         sys.exit("the imports started a thread: forking would copy it half-way")
+    # Native threads too: numpy's BLAS pool (fork-safe, it has its own handlers) is the one
+    # expected; the tokenizer's would not be.
+    native = len(os.listdir("/proc/self/task"))
+    warm()
+    if len(os.listdir("/proc/self/task")) != native:
+        sys.exit("warming the caches started a thread: forking would copy it half-way")
     # Imported modules live as long as the child: the collector need not walk them, and not
     # walking them keeps their pages shared with this process.
     gc.collect()
