@@ -158,10 +158,12 @@ async def spawn(
     cwd: Path,
     stdout: bool = False,
     stderr: bool | None = True,
+    terminal: int | None = None,
 ) -> ForkedChild:
     """The child runs `clawgate *args` with stdin /dev/null. `stdout`: a pipe its `stdout`
     reads, else /dev/null; `stderr`: True a pipe its `stderr` reads, None into stdout's
-    pipe, False /dev/null."""
+    pipe, False /dev/null. `terminal`: a pseudo-terminal's slave end instead, for stdin,
+    stdout and stderr, and as the child's controlling terminal in a session of its own."""
     connection = await _connect(clawgate)
     devnull = os.open(os.devnull, os.O_RDWR)
     pipes: list[tuple[int, int]] = []
@@ -170,11 +172,20 @@ async def spawn(
         pipes.append(os.pipe())
         return pipes[-1][1]
 
-    out = pipe() if stdout else devnull
-    err = pipe() if stderr else (out if stderr is None else devnull)
+    if terminal is not None:
+        stdout = stderr = False
+        streams = [terminal] * 3
+    else:
+        out = pipe() if stdout else devnull
+        streams = [devnull, out, pipe() if stderr else (out if stderr is None else devnull)]
     try:
-        request = {"args": list(args), "env": dict(env), "cwd": str(cwd)}
-        socket.send_fds(connection, [json.dumps(request).encode()], [devnull, out, err])
+        request = {
+            "args": list(args),
+            "env": dict(env),
+            "cwd": str(cwd),
+            "terminal": terminal is not None,
+        }
+        socket.send_fds(connection, [json.dumps(request).encode()], streams)
         # The zygote answers as soon as it forked: a blocking read is milliseconds.
         message, fds, _, _ = socket.recv_fds(connection, 4096, 1)
     except BaseException:

@@ -11,7 +11,33 @@ import re
 import termios
 from pathlib import Path
 
-from tests.process import CLAWGATE, child_env
+from tests import forked
+from tests.process import CLAWGATE, child_env, forkable
+
+
+async def start_on_terminal(
+    home: Path, args: tuple[str, ...], env: dict[str, str], slave: int
+) -> asyncio.subprocess.Process | forked.ForkedChild:
+    """`clawgate *args` with the pseudo-terminal's `slave` end as its stdin, stdout, stderr
+    and controlling terminal; forked from the zygote when the environment allows it."""
+    environment = child_env(home, env)
+    if forkable(environment):
+        return await forked.spawn(CLAWGATE, args, env=environment, cwd=home, terminal=slave)
+
+    def take_tty() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return await asyncio.create_subprocess_exec(
+        str(CLAWGATE),
+        *args,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=environment,
+        cwd=home,
+        preexec_fn=take_tty,
+    )
 
 
 class Terminal:
@@ -24,27 +50,18 @@ class Terminal:
         self._master = -1
         self._arrived = asyncio.Event()
         self._ended = asyncio.Event()
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: asyncio.subprocess.Process | forked.ForkedChild | None = None
 
     async def start(self, home: Path, *args: str) -> Terminal:
         master, slave = os.openpty()
         self._master = master
 
-        def take_tty() -> None:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.process = await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            *args,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=child_env(home, {"TERM": "dumb", "COLUMNS": "200"}),
-            cwd=home,
-            preexec_fn=take_tty,
-        )
-        os.close(slave)
+        try:
+            self.process = await start_on_terminal(
+                home, args, {"TERM": "dumb", "COLUMNS": "200"}, slave
+            )
+        finally:
+            os.close(slave)
         os.set_blocking(master, False)
         asyncio.get_running_loop().add_reader(master, self._read)
         return self

@@ -6,13 +6,11 @@ pty). Every process here is the real console script against the loopback fakes.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import pty
 import signal
 import socket
-import termios
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,14 +23,13 @@ from tests.fakes.telegram import FakeTelegram
 from tests.forked import ForkedChild
 from tests.harness import wait_until
 from tests.process import (
-    CLAWGATE,
     ClawgateProcess,
-    child_env,
     fake_model,
     fake_telegram,
     start_clawgate,
     write_config,
 )
+from tests.pty_terminal import start_on_terminal
 
 OWNER = 1001
 START_TIMEOUT = 60.0
@@ -300,27 +297,15 @@ class Pty:
         self.screen = ""
         self._changed = asyncio.Event()
         self._master = -1
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: asyncio.subprocess.Process | ForkedChild | None = None
 
     async def start(self) -> Pty:
         master, slave = pty.openpty()
         self._master = master
-
-        def controlling_terminal() -> None:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self._process = await asyncio.create_subprocess_exec(
-            str(CLAWGATE),
-            *self.args,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=child_env(self.home, {"TERM": "dumb"}),
-            cwd=self.home,
-            preexec_fn=controlling_terminal,
-        )
-        os.close(slave)
+        try:
+            self._process = await start_on_terminal(self.home, self.args, {"TERM": "dumb"}, slave)
+        finally:
+            os.close(slave)
         os.set_blocking(master, False)
         asyncio.get_running_loop().add_reader(master, self._on_output)
         return self

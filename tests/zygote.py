@@ -14,14 +14,16 @@ takes no effect, and every child shares one hash seed.
 
 The xdist controller starts one for all its workers, or a test process its own
 (tests/forked.py); it serves until its stdin ends. Protocol (SOCK_SEQPACKET on a Unix
-socket): the client sends one JSON request {"args", "env", "cwd"} with three descriptors
-(stdin, stdout, stderr); it receives {"pid"} with a pidfd (to signal the child with no risk
+socket): the client sends one JSON request {"args", "env", "cwd", "terminal"} with three
+descriptors (stdin, stdout, stderr; with "terminal", one pseudo-terminal's for all three, made
+the child's controlling terminal); it receives {"pid"} with a pidfd (to signal the child with no risk
 of a reused pid), then {"exit"} (the code, or minus the signal number) when the child ends.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import gc
 import importlib
 import json
@@ -30,6 +32,7 @@ import selectors
 import signal
 import socket
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -224,6 +227,11 @@ def _become(request: dict[str, Any], fds: list[int], clawgate: str) -> None:
     for fd in set(fds):
         if fd > 2:
             os.close(fd)
+    if request.get("terminal"):
+        # As a terminal's login does: a session of its own, with the terminal as its
+        # controlling one, so that Ctrl-C there is a SIGINT to this child alone.
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     os.chdir(request["cwd"])
     before = [os.environ.get(name) for name in TLS_SETTINGS]
     os.environ.clear()
