@@ -105,8 +105,8 @@ for name in LATER:
 for page in PAGE_MODULES:
     importlib.import_module(f"clawgate.gateway.dashboard.{page}")
 
-# The same trust store, tool schemas, templates and embedder every child would build or load
-# for itself, each kept by the product once a process: ~0.15 s of CPU a gateway child.
+# The same trust store, CLI commands, tool schemas, templates and embedder every child would
+# build or load for itself, each kept by the product once a process: ~0.15 s of CPU a child.
 TLS_SETTINGS = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -117,10 +117,13 @@ def warm() -> None:
 
     from clawgate.agent.memory.embeddings import StaticEmbedder, default_embedder
     from clawgate.agent.tools.base import Tool, _schema_text
+    from clawgate.gateway.cli.root import COMMANDS, load
     from clawgate.gateway.dashboard.render import environment
     from clawgate.kernel.net import tls_context
 
     tls_context()
+    for command in COMMANDS:
+        load(command)
     templates = environment()
     for name in templates.list_templates():
         templates.get_template(name)

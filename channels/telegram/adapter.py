@@ -32,6 +32,7 @@ from clawgate.channels.chat_channel import ChatChannel
 from clawgate.channels.journal import is_stop
 from clawgate.channels.live import LiveReplies, StreamLog
 from clawgate.channels.reactions import TELEGRAM_MARKS, StatusReactions
+from clawgate.channels.telegram.http import bot_request, trusting
 from clawgate.channels.telegram.ids import parse_message_id, split_chat_id
 from clawgate.channels.telegram.journal import InboundJournal
 from clawgate.channels.telegram.media import MediaFetcher
@@ -41,7 +42,6 @@ from clawgate.channels.telegram.sender import ApiCalls, LiveSurface, Reactor, Se
 from clawgate.channels.unstored import Unstored, until_stored
 from clawgate.kernel.bus import InboundMessage, MessageBus, OutboundMessage, ReplyDraft
 from clawgate.kernel.errors import ChannelError, CredentialsRejected, one_line
-from clawgate.kernel.net import tls_context
 from clawgate.kernel.retry import Backoff, Retry, retrying
 from clawgate.kernel.storage import DiskWriter
 
@@ -192,25 +192,20 @@ class TelegramChannel(ChatChannel):
 
     def _make_bot(self) -> Bot:
         from telegram import Bot
-        from telegram.request import HTTPXRequest
 
         if self.config.token is None:
             raise ChannelError("telegram: no token configured ([channels.telegram] token)")
         proxy = self.config.proxy
-        # One trust store for both clients, built once a process (httpx would load the CA
-        # bundle again for each: ~20 ms of CPU), the same httpx picks by itself.
-        tls = {"verify": tls_context()}
         self._poll_request = raw_keeping_request(
-            read_timeout=self._read_timeout, proxy=proxy, httpx_kwargs=tls
+            read_timeout=self._read_timeout, proxy=proxy, httpx_kwargs=trusting()
         )
         # Typing actions and replies to several chats go out side by side.
-        self._send_request = HTTPXRequest(
+        self._send_request = bot_request(
             connection_pool_size=16,
             read_timeout=self._read_timeout,
             write_timeout=self._read_timeout,
             media_write_timeout=60.0,
             proxy=proxy,
-            httpx_kwargs=tls,
         )
         return Bot(
             self.config.token.get_secret_value(),

@@ -11,6 +11,7 @@ use them."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -143,9 +144,12 @@ COMMANDS = {
 }
 
 
+@functools.cache
 def load(name: str) -> Any:
     """The click command of COMMANDS[name], importing its module, built as typer's own
-    registration would build it, with the root's plain help."""
+    registration would build it, with the root's plain help. Built once a process: typer
+    makes a pydantic adapter for every parameter (~10 ms a command), and a command holds no
+    state of an invocation."""
     entry = COMMANDS[name]
     target = getattr(importlib.import_module(entry.module), entry.attribute)
     holder = typer.Typer(rich_markup_mode=None, add_completion=False)

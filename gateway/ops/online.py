@@ -121,24 +121,22 @@ async def ping_model(config: Config, timeout: float) -> tuple[bool, str]:
 
 async def ping_telegram(config: Config, timeout: float) -> tuple[bool, str]:
     import clawgate.channels.telegram.library  # noqa: F401  (before `telegram`)
+    from clawgate.channels.telegram.http import bot_request
 
     # isort: split
     from telegram import Bot
     from telegram.error import InvalidToken, NetworkError, TelegramError
-    from telegram.request import HTTPXRequest
 
     settings = config.channels.telegram
     assert settings.token is not None
 
-    def request() -> HTTPXRequest:
-        return HTTPXRequest(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
-
+    options = {"connect_timeout": timeout, "read_timeout": timeout, "proxy": settings.proxy}
     bot = Bot(
         settings.token.get_secret_value(),
         base_url=settings.base_url,
         base_file_url=settings.base_file_url,
-        request=request(),
-        get_updates_request=request(),
+        request=bot_request(**options),
+        get_updates_request=bot_request(**options),
     )
     try:
         await bot.initialize()  # calls getMe

@@ -45,14 +45,14 @@ async def tell_approved(
 
 async def _telegram(config: Config, user_id: str, text: str, timeout: float) -> None:
     import clawgate.channels.telegram.library  # noqa: F401  (before `telegram`)
+    from clawgate.channels.telegram.http import bot_request
 
     # isort: split
     from telegram import Bot
-    from telegram.request import HTTPXRequest
 
     settings = config.channels.telegram
     assert settings.token is not None
-    request = HTTPXRequest(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
+    request = bot_request(connect_timeout=timeout, read_timeout=timeout, proxy=settings.proxy)
     bot = Bot(
         settings.token.get_secret_value(),
         base_url=settings.base_url,
