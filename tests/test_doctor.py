@@ -6,18 +6,21 @@ import asyncio
 import errno
 import json
 import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from clawgate.gateway.cli import app
 from clawgate.gateway.ops.doctor import Finding, diagnose
-from clawgate.gateway.ops.online import online_checks
+from clawgate.gateway.ops.online import online_checks, ping_telegram
 from clawgate.gateway.setup.onboard import onboard
 from clawgate.kernel.config import load_config
+from clawgate.kernel.net import tls_context
 from clawgate.kernel.storage import DiskWriter
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm import FakeLLM, error, text
@@ -378,3 +381,29 @@ def test_doctor_says_when_unknown_prices_are_capped_by_tokens(tmp_path: Path) ->
         "caps their calls by tokens (budget.daily_tokens = 200,000 a day)" in m
         for m in notes(findings)
     )
+
+
+async def test_the_telegram_check_loads_no_ca_bundle_of_its_own(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its two Bot API clients trust the process's one store, as the channel's do: httpx
+    # would otherwise parse the CA bundle again for each (~20 ms of CPU apiece).
+    config = load_config(online_config(tmp_path, fake_llm, telegram, discord), environ={})
+    tls_context()
+    loaded: list[str] = []
+    for name in ("load_verify_locations", "set_default_verify_paths"):
+        real = getattr(ssl.SSLContext, name)
+
+        def counted(self: ssl.SSLContext, *args: Any, _real: Any = real, _name: str = name) -> Any:
+            loaded.append(_name)
+            return _real(self, *args)
+
+        monkeypatch.setattr(ssl.SSLContext, name, counted)
+    ok, message = await ping_telegram(config, timeout=10)
+    assert ok, message
+    assert telegram.calls["getMe"] == 1
+    assert loaded == []
