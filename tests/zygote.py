@@ -2,11 +2,11 @@
 
 The suite starts ~250 `clawgate` children, and importing the gateway costs each ~0.75 s of
 CPU: most of the suite's time on a 2-core machine. This script imports what the console
-script imports, fills the product's once-a-process caches (`warm`), then forks a child
-per request. The child takes the request's
-stdin/stdout/stderr, working directory, environment and arguments, and runs the console
-script's `main()` as `.venv/bin/clawgate` would: its own pid and process, real signals and
-kill -9, and an interpreter exit without the module teardown (`exit_without_teardown`).
+script imports, fills the product's once-a-process caches (`warm`), then forks a child per
+request. The child takes the request's stdin/stdout/stderr, working directory, environment
+and arguments, and runs the console script's `main()` as `.venv/bin/clawgate` would: its own
+pid and process, real signals and kill -9, and an interpreter exit without the module
+teardown (`exit_without_teardown`).
 
 What a fork cannot give, and which tests therefore start a real process: /proc/<pid>/environ
 and /proc/<pid>/cmdline show this script's (they are fixed at exec), an LD_PRELOAD (libfaketime)
@@ -15,9 +15,10 @@ takes no effect, and every child shares one hash seed.
 The xdist controller starts one for all its workers, or a test process its own
 (tests/forked.py); it serves until its stdin ends. Protocol (SOCK_SEQPACKET on a Unix
 socket): the client sends one JSON request {"args", "env", "cwd", "terminal"} with three
-descriptors (stdin, stdout, stderr; with "terminal", one pseudo-terminal's for all three, made
-the child's controlling terminal); it receives {"pid"} with a pidfd (to signal the child with no risk
-of a reused pid), then {"exit"} (the code, or minus the signal number) when the child ends.
+descriptors (stdin, stdout, stderr; with "terminal", one pseudo-terminal's for all three,
+made the child's controlling terminal); it receives {"pid"} with a pidfd (to signal the
+child with no risk of a reused pid), then {"exit"} (the code, or minus the signal number)
+when the child ends.
 """
 
 from __future__ import annotations
