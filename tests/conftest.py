@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,6 +41,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 SHARED_ZYGOTE = pytest.StashKey[Any]()
+FORK_PYTHON = Path(__file__).with_name("fork_python.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """The workers are forked from the shared zygote, which has imported what each would import
+    (tests/fork_python.py), once it is ready; a zygote that failed leaves them to start as
+    usual."""
+    zygote = config.stash.get(SHARED_ZYGOTE, None)
+    if zygote is None:
+        return
+    try:
+        zygote.wait_ready()
+    except RuntimeError:
+        return
+    python = shlex.join([sys.executable, "-I", "-S", str(FORK_PYTHON)])
+    for spec in specs:
+        if spec.popen and not spec.python:
+            spec.python = python
 
 
 def _starts_workers(config: pytest.Config) -> bool:

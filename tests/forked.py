@@ -34,11 +34,11 @@ SHARED_START_TIMEOUT = 120.0
 
 
 class _Zygote:
-    def __init__(self, clawgate: Path) -> None:
+    def __init__(self, clawgate: Path, *options: str) -> None:
         self._folder = tempfile.mkdtemp(prefix="clawgate-zygote-")
         self.path = os.path.join(self._folder, "socket")
         self._process = subprocess.Popen(
-            [sys.executable, str(ZYGOTE), self.path, str(clawgate)],
+            [sys.executable, str(ZYGOTE), self.path, str(clawgate), *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -62,9 +62,9 @@ class _Zygote:
 
 
 def start_shared(clawgate: Path) -> _Zygote:
-    """A zygote for the workers this process is about to start, its socket in SHARED. Not
-    waited for: it imports while they start, and their first child waits for it."""
-    zygote = _Zygote(clawgate)
+    """A zygote for the workers this process is about to start, its socket in SHARED, which
+    forks the workers themselves too (tests/fork_python.py): `wait_ready` before they start."""
+    zygote = _Zygote(clawgate, "--workers")
     os.environ[SHARED] = zygote.path
     return zygote
 
@@ -81,9 +81,14 @@ def _own_zygote(clawgate: Path) -> str:
     return _zygote.path
 
 
+def zygote_path(clawgate: Path) -> str:
+    """The socket of this process's zygote: the shared one, else its own (started here)."""
+    return os.environ.get(SHARED) or _own_zygote(clawgate)
+
+
 async def _connect(clawgate: Path) -> socket.socket:
     shared = os.environ.get(SHARED)
-    path = shared or _own_zygote(clawgate)
+    path = zygote_path(clawgate)
     waited = 0.0
     while True:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -13,12 +13,16 @@ and /proc/<pid>/cmdline show this script's (they are fixed at exec), an LD_PRELO
 takes no effect, and every child shares one hash seed.
 
 The xdist controller starts one for all its workers, or a test process its own
-(tests/forked.py); it serves until its stdin ends. Protocol (SOCK_SEQPACKET on a Unix
-socket): the client sends one JSON request {"args", "env", "cwd", "terminal"} with three
-descriptors (stdin, stdout, stderr; with "terminal", one pseudo-terminal's for all three,
-made the child's controlling terminal); it receives {"pid"} with a pidfd (to signal the
-child with no risk of a reused pid), then {"exit"} (the code, or minus the signal number)
-when the child ends.
+(tests/forked.py); it serves until its stdin ends. The controller's (--workers) imports
+pytest and the suite's libraries as well, and forks xdist's workers themselves
+(tests/fork_python.py): a request with "python" runs `python ARGS` (`run_python`), not
+`clawgate ARGS`.
+
+Protocol (SOCK_SEQPACKET on a Unix socket): the client sends one JSON request {"args", "env",
+"cwd", "terminal", "python"} with three descriptors (stdin, stdout, stderr; with "terminal",
+one pseudo-terminal's for all three, made the child's controlling terminal); it receives
+{"pid"} with a pidfd (to signal the child with no risk of a reused pid), then {"exit"} (the
+code, or minus the signal number) when the child ends.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import atexit
 import fcntl
 import gc
 import importlib
+import io
 import json
 import os
 import selectors
@@ -36,6 +41,7 @@ import sys
 import termios
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -105,6 +111,43 @@ for name in LATER:
     importlib.import_module(name)
 for page in PAGE_MODULES:
     importlib.import_module(f"clawgate.gateway.dashboard.{page}")
+
+# With --workers (the xdist controller's zygote), xdist's workers are forked from it too
+# (tests/fork_python.py): what each of them imports before its first test beyond the gateway's
+# modules above, pytest with its plugins and the suite's libraries (found by listing a worker's
+# modules after collection). ~1.6 s of CPU a worker.
+WORKER_MODULES = (
+    "_hypothesis_pytestplugin",
+    "aiohttp.test_utils",
+    "anyio.pytest_plugin",
+    "click.testing",
+    "execnet",
+    "hypothesis.strategies",
+    "pdb",
+    "pygments.formatters.terminal",
+    "pygments.lexers.diff",
+    "pygments.lexers.python",
+    "pytest",
+    "pytest_asyncio.plugin",
+    "rich.progress",
+    "rich.syntax",
+    "selenium.webdriver",
+    "selenium.webdriver.common.keys",
+    "trio.testing",
+    "typer.testing",
+    "unittest.mock",
+    "xdist.plugin",
+    "xdist.remote",
+    "xml.etree.ElementTree",
+)
+
+
+def import_worker_modules() -> None:
+    from _pytest.config import default_plugins
+
+    for name in (*WORKER_MODULES, *(f"_pytest.{plugin}" for plugin in default_plugins)):
+        importlib.import_module(name)
+
 
 # The same trust store, CLI commands, tool schemas, templates and embedder every child would
 # build or load for itself, each kept by the product once a process: ~0.15 s of CPU a child.
@@ -250,8 +293,48 @@ def _become(request: dict[str, Any], fds: list[int], clawgate: str) -> None:
     sys.path[0] = str(Path(clawgate).parent)
 
 
+def run_python(args: list[str]) -> NoReturn:
+    """What `python [-u] [-B] -c CODE [ARG...]` would do (execnet starts each xdist worker
+    so); any other command line is exec'd."""
+    at = args.index("-c") if "-c" in args else len(args)
+    flags = args[:at]
+    if at + 1 >= len(args) or not set(flags) <= {"-u", "-B"}:
+        os.execv(sys.executable, [sys.executable, *args])
+    code = args[at + 1]
+    sys.argv = ["-c", *args[at + 2 :]]
+    sys.path[0] = ""
+    if "-B" in flags:
+        sys.dont_write_bytecode = True
+    # New streams on the request's descriptors, unbuffered with -u, as the interpreter makes
+    # them (the old ones stay open: sys.__stdin__ and the others hold them).
+    encoding = sys.stdout.encoding
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding)
+    unbuffered = "-u" in flags
+    for name, errors in (("stdout", "strict"), ("stderr", "backslashreplace")):
+        raw = io.FileIO(1 if name == "stdout" else 2, "w", closefd=False)
+        binary = raw if unbuffered else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(
+            binary,
+            encoding,
+            errors,
+            line_buffering=unbuffered or name == "stderr",
+            write_through=unbuffered,
+        )
+        setattr(sys, name, stream)
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+        status: object = 0
+    except SystemExit as done:
+        status = done.code
+    exit_without_teardown(status)
+
+
 if __name__ == "__main__":
     socket_path, console_script = sys.argv[1], sys.argv[2]
+    if "--workers" in sys.argv[3:]:
+        import_worker_modules()
     if threading.active_count() != 1:
         sys.exit("the imports started a thread: forking would copy it half-way")
     # Native threads too: numpy's BLAS pool (fork-safe, it has its own handlers) is the one
@@ -264,7 +347,9 @@ if __name__ == "__main__":
     # walking them keeps their pages shared with this process.
     gc.collect()
     gc.freeze()
-    serve(socket_path, console_script)
+    request = serve(socket_path, console_script)
+    if request.get("python"):
+        run_python(request["args"])
     try:
         clawgate_main()
         status: object = 0
