@@ -23,8 +23,15 @@ from typing import NoReturn
 SHARED = "PYTEST_CLAWGATE_ZYGOTE"
 
 
+PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def main(args: list[str]) -> NoReturn:
     path = os.environ.get(SHARED)
+    # Held from before the fork until the handlers below are in place: the child may already
+    # have said it is ready, and been signalled, by then (and the signal would end this
+    # launcher alone, leaving the child running).
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         if not path:
@@ -37,6 +44,7 @@ def main(args: list[str]) -> NoReturn:
             raise OSError("the zygote did not fork")
     except OSError:
         connection.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
         os.execv(sys.executable, [sys.executable, *args])
     pidfd = fds[0]
     # The child alone holds the streams now: it ends, its reader sees the end.
@@ -51,8 +59,9 @@ def main(args: list[str]) -> NoReturn:
         except ProcessLookupError:
             pass
 
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for number in PASSED_ON:
         signal.signal(number, pass_on)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
     message = connection.recv(4096)
     code = int(json.loads(message)["exit"]) if message else -signal.SIGKILL
     if code < 0:

@@ -5,9 +5,12 @@ exit and signals; and the real interpreter when no zygote answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,45 @@ async def test_a_signal_to_it_reaches_the_child_and_it_ends_as_the_child_did(
     assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGTERM
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_signal_between_the_fork_and_the_answer_still_reaches_the_child(
+    tmp_path: Path,
+) -> None:
+    """A zygote that forks and is slow to answer: the child can be ready, and its launcher
+    signalled, before the launcher has the child's pidfd (failed on fc40fd7: the signal
+    ended the launcher alone, and the child ran on)."""
+    path = str(tmp_path / "zygote")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(1)
+    the_child = await asyncio.create_subprocess_exec("sleep", "60")
+    launcher = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", str(FORK_PYTHON), "-c", "pass",
+        env={**os.environ, forked.SHARED: path}, cwd=tmp_path,
+    )  # fmt: skip
+
+    def fork_slowly() -> socket.socket:
+        connection, _ = listener.accept()
+        _, streams, _, _ = socket.recv_fds(connection, 65536, 3)
+        for fd in streams:
+            os.close(fd)
+        launcher.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the signal is the launcher's before it hears of the child
+        pidfd = os.pidfd_open(the_child.pid)
+        socket.send_fds(connection, [json.dumps({"pid": the_child.pid}).encode()], [pidfd])
+        os.close(pidfd)
+        return connection
+
+    try:
+        connection = await asyncio.to_thread(fork_slowly)
+        assert await asyncio.wait_for(the_child.wait(), 30) == -signal.SIGTERM
+        connection.send(json.dumps({"exit": -signal.SIGTERM}).encode())
+        assert await asyncio.wait_for(launcher.wait(), 30) == -signal.SIGTERM
+        connection.close()
+    finally:
+        listener.close()
+        for process_ in (the_child, launcher):
+            if process_.returncode is None:
+                process_.kill()
+                await process_.wait()
