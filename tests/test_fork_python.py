@@ -90,6 +90,7 @@ async def test_a_signal_between_the_fork_and_the_answer_still_reaches_the_child(
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(1)
+    listener.settimeout(30)
     the_child = await asyncio.create_subprocess_exec("sleep", "60")
     launcher = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-S", str(FORK_PYTHON), "-c", "pass",
@@ -98,22 +99,28 @@ async def test_a_signal_between_the_fork_and_the_answer_still_reaches_the_child(
 
     def fork_slowly() -> socket.socket:
         connection, _ = listener.accept()
-        _, streams, _, _ = socket.recv_fds(connection, 65536, 3)
-        for fd in streams:
-            os.close(fd)
-        launcher.send_signal(signal.SIGTERM)
-        time.sleep(0.2)  # the signal is the launcher's before it hears of the child
-        pidfd = os.pidfd_open(the_child.pid)
-        socket.send_fds(connection, [json.dumps({"pid": the_child.pid}).encode()], [pidfd])
-        os.close(pidfd)
+        try:
+            _, streams, _, _ = socket.recv_fds(connection, 65536, 3)
+            for fd in streams:
+                os.close(fd)
+            launcher.send_signal(signal.SIGTERM)
+            time.sleep(0.2)  # the signal is the launcher's before it hears of the child
+            pidfd = os.pidfd_open(the_child.pid)
+            try:
+                answer = json.dumps({"pid": the_child.pid}).encode()
+                socket.send_fds(connection, [answer], [pidfd])
+            finally:
+                os.close(pidfd)
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
     try:
-        connection = await asyncio.to_thread(fork_slowly)
-        assert await asyncio.wait_for(the_child.wait(), 30) == -signal.SIGTERM
-        connection.send(json.dumps({"exit": -signal.SIGTERM}).encode())
-        assert await asyncio.wait_for(launcher.wait(), 30) == -signal.SIGTERM
-        connection.close()
+        with await asyncio.to_thread(fork_slowly) as connection:
+            assert await asyncio.wait_for(the_child.wait(), 30) == -signal.SIGTERM
+            connection.send(json.dumps({"exit": -signal.SIGTERM}).encode())
+            assert await asyncio.wait_for(launcher.wait(), 30) == -signal.SIGTERM
     finally:
         listener.close()
         for process_ in (the_child, launcher):
