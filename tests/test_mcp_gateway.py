@@ -85,7 +85,7 @@ def test_mcp_list_starts_each_server_when_no_gateway_runs(tmp_path: Path) -> Non
     assert [(r["name"], r["state"], r["tools"]) for r in rows] == [
         ("fake", "running", ["shout", "add"]),
         ("off", "disabled", []),
-    ]
+    ], rows
     table = CliRunner().invoke(clawgate_app, ["-c", str(config_path), "mcp", "list"])
     assert "shout, add" in table.output
     assert "the gateway is not running: each server was started once" in table.output
