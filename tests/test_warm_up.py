@@ -97,10 +97,15 @@ def test_keyword_only_memory_never_imports_numpy(tmp_path: Path) -> None:
     assert done.stdout.split() == ["1", "False"]
 
 
-LITELLM_DURING_WARM_UP = """
+# Both litellm checks need a Python that has not imported litellm, and its import is ~6 s of
+# CPU: they share one fresh interpreter. The first part's warm-up is given no model, so it
+# only imports litellm and makes no call: the second part's call path is still cold.
+LITELLM_RUN = """
 import asyncio, os, sys, threading
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-from clawgate.agent.llm import litellm_path
+from clawgate.agent.llm import LLMClient, litellm_path
+from clawgate.kernel.config import AgentConfig
+from tests.fakes.llm import FakeLLM, text
 
 importers = []
 real_import = litellm_path.import_litellm
@@ -111,7 +116,7 @@ def watched_import():
 
 litellm_path.import_litellm = watched_import
 
-async def main():
+async def during_the_warm_up():
     lib = litellm_path.LitellmLib()
     ticks = 0
 
@@ -129,38 +134,9 @@ async def main():
     loop_ran = ticks > before + 1
     await warming
     running.cancel()
-    print(first is sys.modules["litellm"], importers, loop_ran)
+    print("during:", first is sys.modules["litellm"], importers, loop_ran)
 
-asyncio.run(main())
-"""
-
-
-def printed_by(script: str) -> list[str]:
-    """The words a fresh Python printed running `script` from the repository's root (where
-    `tests.fakes` imports): litellm is imported once per process."""
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    return done.stdout.split()
-
-
-def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop() -> None:
-    # A message arriving while the warm-up imports litellm in a thread used to import it
-    # on the loop, which then stood still on the import lock: every chat waited.
-    assert printed_by(LITELLM_DURING_WARM_UP) == ["True", "[False]", "True"]
-
-
-FIRST_LITELLM_CALL = """
-import asyncio, sys
-from clawgate.agent.llm import LLMClient
-from clawgate.kernel.config import AgentConfig
-from tests.fakes.llm import FakeLLM, text
-
-async def main():
+async def first_call_after_the_warm_up():
     async with FakeLLM() as fake:
         config = AgentConfig(
             model="openai/fake-model", api_base=fake.url, api_key="k", direct_http=False
@@ -172,14 +148,40 @@ async def main():
         fake.script(text("plain"))
         answer = (await client.chat([{"role": "user", "content": "hi"}])).content
         await client.aclose()
-        print(answer, warm_requests, sorted(set(sys.modules) - loaded))
+        print("after:", answer, warm_requests, sorted(set(sys.modules) - loaded))
 
-asyncio.run(main())
+asyncio.run(during_the_warm_up())
+asyncio.run(first_call_after_the_warm_up())
 """
 
 
-def test_after_the_litellm_warm_up_its_first_real_call_has_nothing_left_to_import() -> None:
+@pytest.fixture(scope="module")
+def litellm_run() -> dict[str, list[str]]:
+    """What a fresh Python printed running LITELLM_RUN from the repository's root (where
+    `tests.fakes` imports), line by line: {"during": words, "after": words}."""
+    done = subprocess.run(
+        [sys.executable, "-c", LITELLM_RUN],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    lines = (line.split() for line in done.stdout.splitlines() if line.strip())
+    return {words[0].rstrip(":"): words[1:] for words in lines}
+
+
+def test_a_call_during_the_litellm_warm_up_waits_for_its_import_off_the_loop(
+    litellm_run: dict[str, list[str]],
+) -> None:
+    # A message arriving while the warm-up imports litellm in a thread used to import it
+    # on the loop, which then stood still on the import lock: every chat waited.
+    assert litellm_run["during"] == ["True", "[False]", "True"]
+
+
+def test_after_the_litellm_warm_up_its_first_real_call_has_nothing_left_to_import(
+    litellm_run: dict[str, list[str]],
+) -> None:
     # litellm's first real call imported its service logger and built the SDK's response
     # models (~25 ms of a first reply) until the warm-up made one real call itself, to a
     # canned answer on 127.0.0.1 (agent/llm/canned.py), never to the model's endpoint.
-    assert printed_by(FIRST_LITELLM_CALL) == ["plain", "0", "[]"]
+    assert litellm_run["after"] == ["plain", "0", "[]"]
