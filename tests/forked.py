@@ -61,6 +61,18 @@ class _Zygote:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
+# In a child's environment: its model goes through litellm, so the shared zygote's litellm
+# twin forks it once that twin is ready (tests/zygote.py). Only then: forking the twin, 150 MB
+# larger, costs every other child more than litellm's import saves.
+LITELLM = "PYTEST_CLAWGATE_LITELLM"
+
+
+def litellm_twin(path: str) -> str:
+    """The socket of the shared zygote's litellm twin: a copy of it that has imported litellm
+    as well."""
+    return f"{path}.litellm"
+
+
 def start_shared(clawgate: Path) -> _Zygote:
     """A zygote for the workers this process is about to start, its socket in SHARED, which
     forks the workers themselves too (tests/fork_python.py): `wait_ready` before they start."""
@@ -86,9 +98,16 @@ def zygote_path(clawgate: Path) -> str:
     return os.environ.get(SHARED) or _own_zygote(clawgate)
 
 
-async def _connect(clawgate: Path) -> socket.socket:
+async def _connect(clawgate: Path, *, litellm: bool) -> socket.socket:
     shared = os.environ.get(SHARED)
     path = zygote_path(clawgate)
+    if shared and litellm:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            connection.connect(litellm_twin(path))
+            return connection
+        except OSError:
+            connection.close()
     waited = 0.0
     while True:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -169,7 +188,7 @@ async def spawn(
     reads, else /dev/null; `stderr`: True a pipe its `stderr` reads, None into stdout's
     pipe, False /dev/null. `terminal`: a pseudo-terminal's slave end instead, for stdin,
     stdout and stderr, and as the child's controlling terminal in a session of its own."""
-    connection = await _connect(clawgate)
+    connection = await _connect(clawgate, litellm=LITELLM in env)
     devnull = os.open(os.devnull, os.O_RDWR)
     pipes: list[tuple[int, int]] = []
 

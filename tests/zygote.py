@@ -16,7 +16,9 @@ The xdist controller starts one for all its workers, or a test process its own
 (tests/forked.py); it serves until its stdin ends. The controller's (--workers) imports
 pytest and the suite's libraries as well, and forks xdist's workers themselves
 (tests/fork_python.py): a request with "python" runs `python ARGS` (`run_python`), not
-`clawgate ARGS`.
+`clawgate ARGS`. It also forks a twin of itself before serving, which imports litellm too and
+then serves, on a socket of its own, the children whose model goes through litellm
+(`import_litellm`).
 
 Protocol (SOCK_SEQPACKET on a Unix socket): the client sends one JSON request {"args", "env",
 "cwd", "terminal", "python"} with three descriptors (stdin, stdout, stderr; with "terminal",
@@ -183,17 +185,21 @@ def warm() -> None:
             _schema_text(params)
 
 
-def serve(path: str, clawgate: str) -> dict[str, Any]:
-    """Forks a child per request; returns only in a child, with its request."""
+def serve(path: str, clawgate: str, *, twin: bool = False) -> dict[str, Any]:
+    """Forks a child per request; returns only in a child, with its request. The litellm
+    twin's socket gets its name only once it listens: a client that finds it can connect."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
+    listener.bind(f"{path}.binding" if twin else path)
     listener.listen(64)
+    if twin:
+        os.rename(f"{path}.binding", path)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     # Its starter holds the other end of stdin: at its end, however it ended, this ends too.
     selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
     waiting: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
-    print("ready", flush=True)
+    if not twin:
+        print("ready", flush=True)
     while True:
         for key, _ in selector.select():
             if key.fd == sys.stdin.fileno():
@@ -242,6 +248,23 @@ def serve(path: str, clawgate: str) -> dict[str, Any]:
                 except OSError:
                     pass  # the test is gone
                 connection.close()
+
+
+def import_litellm() -> None:
+    """The twin: this zygote forked before serving, with litellm imported too (~3-4 s of
+    CPU), which a child whose model goes through litellm (the OpenAI reasoning models, any
+    provider without a direct path) would otherwise import for itself; its tests ask for it
+    (tests/forked.py `LITELLM`). A twin, not more imports here: the workers are forked from
+    this one and would wait for the import, and every other child would be forked from a
+    process 150 MB larger (~3 ms more CPU a fork, and more at its exit)."""
+    from clawgate.agent.llm.litellm_path import import_litellm as load
+
+    threads = len(os.listdir("/proc/self/task"))  # one: a fork keeps its own thread alone
+    load()
+    if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != threads:
+        sys.exit("importing litellm started a thread: forking would copy it half-way")
+    gc.collect()
+    gc.freeze()
 
 
 def exit_without_teardown(status: object) -> NoReturn:
@@ -347,7 +370,11 @@ if __name__ == "__main__":
     # walking them keeps their pages shared with this process.
     gc.collect()
     gc.freeze()
-    request = serve(socket_path, console_script)
+    twin = "--workers" in sys.argv[3:] and os.fork() == 0
+    if twin:
+        import_litellm()
+        socket_path = f"{socket_path}.litellm"  # tests/forked.py `litellm_twin`
+    request = serve(socket_path, console_script, twin=twin)
     if request.get("python"):
         run_python(request["args"])
     try:
