@@ -15,7 +15,8 @@ Shared test code lives in helper modules, never in test modules (`.ci/check` ref
 module imported by another file): `harness.py` (the in-process gateway with a recording
 channel), `process.py` (the `clawgate` console script as a child process, forked from one
 that imported it already: `forked.py`, `zygote.py`; xdist's workers are forked from the
-same one through `fork_python.py`),
+same one through `fork_python.py`, and a child whose model goes through litellm from its
+twin that imported litellm too),
 `telegram_world.py` and `discord_world.py` (a gateway on each fake platform),
 `scheduler_harness.py` (the harness with the scheduler on), `web_helpers.py` (a tool context
 at a trust, one call through the registry), `small_disk.py` (a small tmpfs
