@@ -246,22 +246,20 @@ def _pipe_ids(pid: int) -> set[str]:
     return ids
 
 
-def session_tree(leader: int, pipes: set[str], mark: bytes, *, reaped: bool) -> set[int]:
+def session_tree(leader: int, pipes: set[str], mark: bytes) -> set[int]:
     """Every process started by the command whose shell is `leader` (pid = its session and
     process group id): same session or group, descendants by parent chain (catches `setsid`
     while its parent lives), holding one of the command's output pipes or carrying its
     environment `mark` (both catch `setsid cmd &` after the shell exited). A process that
     left the session, closed or redirected its inherited descriptors, replaced its whole
-    environment and was re-parented to init before this walk escapes all of these.
-    `reaped`: the leader has exited and been waited for (see `_ours_by_id`)."""
+    environment and was re-parented to init before this walk escapes all of these."""
     me = os.getpid()
     table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != me and (stat := _stat(int(entry))):
             table[int(entry)] = stat
-    found = set()
-    if _ours_by_id(leader, reaped):
-        found = {pid for pid, (_, pgid, sid) in table.items() if leader in (pgid, sid)}
+    # While any process is in the group or session, its id cannot be reused: these are ours.
+    found = {pid for pid, (_, pgid, sid) in table.items() if leader in (pgid, sid)}
     found |= {
         pid
         for pid in table
@@ -294,26 +292,15 @@ def _kill(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _ours_by_id(leader: int, reaped: bool) -> bool:
-    """Whether the group and session of id `leader` are still the command's. The kernel hands
-    a number out again only once no process has it as its pid, group or session: while
-    anything of the command's is left in them, they are ours. Once the leader has been
-    reaped, a process that now has its pid (or a thread its id) got a free number, so nothing
-    of ours was left, and that group or session is someone else's: a busy machine wraps
-    around its pids within a test run. A check, then the kill: a window of microseconds."""
-    return not (reaped and os.path.exists(f"/proc/{leader}"))
-
-
-async def _kill_session(leader: int, pipes: set[str], mark: bytes, *, reaped: bool) -> None:
+async def _kill_session(leader: int, pipes: set[str], mark: bytes) -> None:
     # Group first (instant, no /proc needed), then whatever the /proc walk finds; twice, since
     # a process can fork between the walk and the kill.
-    if _ours_by_id(leader, reaped):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signal.SIGKILL)
     if not sys.platform.startswith("linux"):
         return
     for _ in range(2):
-        _kill(await asyncio.to_thread(session_tree, leader, pipes, mark, reaped=reaped))
+        _kill(await asyncio.to_thread(session_tree, leader, pipes, mark))
 
 
 def _argv(command: str, ctx: ToolContext) -> tuple[str, ...]:
@@ -343,7 +330,7 @@ async def _end_call(
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(REAP_GRACE_SECONDS):
                 await collector.exited.wait()
-    await _kill_session(pid, pipes, mark, reaped=collector.exited.is_set())
+    await _kill_session(pid, pipes, mark)
 
 
 async def run_command(command: str, ctx: ToolContext) -> str:
