@@ -5,17 +5,20 @@ page and in the status report, by `clawgate mcp list` and by doctor."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
-from clawgate.agent.tools.mcp_hub import McpHub
+from clawgate.agent.tools.mcp_hub import McpHub, probe
 from clawgate.gateway.cli.root import app as clawgate_app
 from clawgate.gateway.ops.doctor import diagnose
 from clawgate.kernel.bus import Trust
 from clawgate.kernel.config import AgentConfig, McpConfig
+from clawgate.kernel.config_sections import McpServerConfig
 from clawgate.kernel.retry import Backoff
 from tests.dashboard_harness import dashboard_client
 from tests.fakes.llm import FakeLLM, text, tool_call
@@ -89,6 +92,20 @@ def test_mcp_list_starts_each_server_when_no_gateway_runs(tmp_path: Path) -> Non
     table = CliRunner().invoke(clawgate_app, ["-c", str(config_path), "mcp", "list"])
     assert "shout, add" in table.output
     assert "the gateway is not running: each server was started once" in table.output
+
+
+async def test_a_stdio_server_starts_whatever_stood_in_sys_stderr_when_mcp_was_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The SDK's `stdio_client` takes the `sys.stderr` of the moment `mcp` is first imported as
+    # its servers' stderr. The first import under a CLI runner's capture (a stream without a
+    # file descriptor) made every stdio server fail to start: the test above, when it ran
+    # first in its process.
+    import mcp.client.stdio
+
+    monkeypatch.setattr(mcp.client.stdio.stdio_client, "__defaults__", (io.StringIO(),))
+    status = await probe(McpServerConfig(**ENTRY))
+    assert (status.state, status.tools, status.error) == ("running", ("shout", "add"), "")
 
 
 def test_doctor_checks_each_servers_command(tmp_path: Path) -> None:

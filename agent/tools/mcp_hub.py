@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -232,7 +233,11 @@ async def _transport(server: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         params = StdioServerParameters(
             command=server.command, args=server.args, env=server.env or None
         )
-        async with stdio_client(params) as streams:
+        # The server's stderr is the gateway's own (descriptor 2). The SDK's default is the
+        # `sys.stderr` of the moment `mcp` was first imported: under a CLI runner's capture
+        # that stream has no descriptor, and every stdio server then failed to start.
+        errlog = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+        async with stdio_client(params, errlog=errlog) as streams:
             yield streams
         return
     import httpx2
