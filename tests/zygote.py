@@ -189,10 +189,15 @@ def serve(path: str, clawgate: str, *, twin: bool = False) -> dict[str, Any]:
     """Forks a child per request; returns only in a child, with its request. The litellm
     twin's socket gets its name only once it listens: a client that finds it can connect."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(f"{path}.binding" if twin else path)
-    listener.listen(64)
-    if twin:
-        os.rename(f"{path}.binding", path)
+    try:
+        listener.bind(f"{path}.binding" if twin else path)
+        listener.listen(64)
+        if twin:
+            os.rename(f"{path}.binding", path)
+    except FileNotFoundError:
+        if not twin:
+            raise
+        sys.exit(0)  # a short run ended, and removed the zygote's folder, before it was ready
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     # Its starter holds the other end of stdin: at its end, however it ended, this ends too.
