@@ -50,6 +50,14 @@ class WebToolsConfig(Section):
     # "192.168.1.0/24"); everything else that is not public is refused.
     allow_private: list[IPvAnyNetwork] = Field(default_factory=list)
 
+    @field_validator("allow_private", mode="before")
+    @classmethod
+    def _addresses_are_written_out(cls, value: object) -> object:
+        # A number would pass as an address (1 is 0.0.0.1, true too): a slip, not a network.
+        if isinstance(value, list) and any(isinstance(v, bool | int | float) for v in value):
+            raise ValueError('each entry is an address or network in quotes, e.g. "192.168.1.0/24"')
+        return value
+
     @model_validator(mode="after")
     def _searxng_has_url(self) -> WebToolsConfig:
         if self.search == "searxng" and not self.searxng_url:

@@ -138,6 +138,18 @@ def test_out_of_range_value(tmp_path: Path) -> None:
     assert "agent.temperature" in load_error(path)
 
 
+@pytest.mark.parametrize("entry", ["1", "true", "0.5"])
+def test_an_allowed_private_address_written_as_a_number_is_refused(
+    tmp_path: Path, entry: str
+) -> None:
+    # 1 and true passed as IPv4 0.0.0.1 (true with a DeprecationWarning), 0 as 0.0.0.0.
+    path = write(tmp_path, f"[tools.web]\nallow_private = [{entry}]\n")
+
+    message = load_error(path)
+
+    assert "tools.web.allow_private" in message and "in quotes" in message
+
+
 def test_unknown_timezone(tmp_path: Path) -> None:
     path = write(tmp_path, '[agent]\ntimezone = "Mars/Olympus_Mons"\n')
 
