@@ -142,7 +142,7 @@ def test_out_of_range_value(tmp_path: Path) -> None:
 def test_an_allowed_private_address_written_as_a_number_is_refused(
     tmp_path: Path, entry: str
 ) -> None:
-    # 1 and true passed as IPv4 0.0.0.1 (true with a DeprecationWarning), 0 as 0.0.0.0.
+    # 1 and true passed as the address 0.0.0.1 (true with a DeprecationWarning).
     path = write(tmp_path, f"[tools.web]\nallow_private = [{entry}]\n")
 
     message = load_error(path)
