@@ -107,9 +107,9 @@ LITELLM_TESTS = frozenset(
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scheduler for loadscope with our units: each test alone, except the tests that
-    go through litellm, one unit, so that one worker imports litellm instead of each, and
-    the browser tests, BROWSER_UNITS units. xdist hands out the units with the most tests
-    first. (`--dist loadgroup` would do it by mark, but with pytest 9.2 its groups are lost:
+    go through litellm, one unit, so that one worker imports litellm instead of each, the
+    browser tests, BROWSER_UNITS units, and the modules of WHOLE_MODULES. xdist hands out
+    the units with the most tests first. (`--dist loadgroup` would do it by mark, but with pytest 9.2 its groups are lost:
     pytest-xdist issue #1386.)"""
     from xdist.scheduler import LoadScopeScheduling
 
@@ -120,12 +120,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             if _goes_through_litellm(nodeid):
                 return "litellm"
             module = nodeid.partition("::")[0]
+            if module.rpartition("/")[2].removesuffix(".py") in WHOLE_MODULES:
+                return module
             if module.endswith("_browser.py"):
                 unit = f"browser-{len(browser_units) % BROWSER_UNITS}"
                 return browser_units.setdefault(module, unit)
             return nodeid
 
     return Scheduler(config, log)
+
+
+# Modules whose tests share a module-scoped fixture that costs seconds: split over workers,
+# each worker would pay for it (test_warm_up's fresh interpreter importing litellm, ~7 s).
+# As one unit of several tests they are also handed out early, not among the last.
+WHOLE_MODULES = frozenset({"test_warm_up"})
 
 
 # The browser tests' modules are dealt out in turn to this many units, so that only as many
