@@ -1,6 +1,10 @@
 import itertools
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clawgate.agent.memory.chunker import chunk_file
+from clawgate.agent.memory.coverage import split_terms, terms
 from clawgate.agent.memory.tokens import CJK_RUN, WORD, cjk_runs, estimate_tokens, words
 
 
@@ -88,3 +92,18 @@ def test_ascii_text_splits_into_the_same_words_as_through_the_full_pattern():
     mixed = "Ruth 喜欢 Glasgow café"
     assert words(mixed) == WORD.findall(mixed) == ["Ruth", "Glasgow", "café"]
     assert cjk_runs(mixed) == ["喜欢"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(max_size=12)
+        | st.sampled_from(["\n", "\r\n", "\u2028", "\x85", "\x1c", "ΑΣ", "e\u0301", "喜欢", "ﬁ"]),
+        max_size=10,
+    )
+)
+def test_a_texts_terms_are_its_lines_terms_together(pieces: list[str]) -> None:
+    # coverage.terms builds a multi-line text's terms from its lines' (each cached); that
+    # must be what splitting the whole text at once gives, whatever the characters.
+    text = "".join(pieces)
+    assert terms(text) == split_terms(text)

@@ -27,6 +27,16 @@ CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
 @lru_cache(maxsize=8192)
 def terms(text: str) -> frozenset[str]:
     """Content words (stemmed) and CJK characters: what confidence counts as covered."""
+    if "\n" in text:
+        # No word or CJK run spans a line, so a text's terms are its lines' together. Built
+        # from theirs (cached: entry_coverage and the reranker ask for each line's as well),
+        # each line of a recall's candidates is split into words once, not twice.
+        return frozenset().union(*map(terms, text.splitlines()))
+    return split_terms(text)
+
+
+def split_terms(text: str) -> frozenset[str]:
+    """`terms`, worked out from the whole text at once."""
     norm = normalise(text)
     found = {stem(w) for w in words(norm) if w not in STOPWORDS and w not in CHITCHAT}
     for run in cjk_runs(norm):
