@@ -109,8 +109,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's scheduler for loadscope with our units: each test alone, except the tests that
     go through litellm, one unit, so that one worker imports litellm instead of each, the
     browser tests, BROWSER_UNITS units, and the modules of WHOLE_MODULES. xdist hands out
-    the units with the most tests first. (`--dist loadgroup` would do it by mark, but with pytest 9.2 its groups are lost:
-    pytest-xdist issue #1386.)"""
+    the units with the most tests first. (`--dist loadgroup` would do it by mark, but with
+    pytest 9.2 its groups are lost: pytest-xdist issue #1386.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     browser_units: dict[str, str] = {}  # module -> unit
@@ -131,7 +131,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # Modules whose tests share a module-scoped fixture that costs seconds: split over workers,
-# each worker would pay for it (test_warm_up's fresh interpreter importing litellm, ~7 s).
+# each worker would pay for it (test_warm_up's child Python importing litellm, ~5 s of CPU).
 # As one unit of several tests they are also handed out early, not among the last.
 WHOLE_MODULES = frozenset({"test_warm_up"})
 

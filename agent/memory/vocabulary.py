@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from clawgate.agent.memory.coverage import terms
-
-# The uncached function: a memory's chunks would push a search's hot entries out of the cache.
-_chunk_terms = terms.__wrapped__
+# Not `terms`: its cache (and that of the lines it is built from) would lose a search's hot
+# entries to the memory's every chunk.
+from clawgate.agent.memory.coverage import split_terms
 
 
 class Vocabulary:
@@ -40,13 +39,13 @@ class Vocabulary:
     def add(self, texts: Iterable[str]) -> None:
         chunks = self._chunks
         for text in texts:
-            for term in _chunk_terms(text):
+            for term in split_terms(text):
                 chunks[term] = chunks.get(term, 0) + 1
 
     def remove(self, texts: Iterable[str]) -> None:
         chunks = self._chunks
         for text in texts:
-            for term in _chunk_terms(text):
+            for term in split_terms(text):
                 left = chunks.get(term, 0) - 1
                 if left > 0:
                     chunks[term] = left
