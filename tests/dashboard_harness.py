@@ -390,15 +390,29 @@ class Browser:
         )
 
     async def wait_for_text(self, css: str, text: str, timeout: float = 20) -> None:
+        """Until the first element matching `css` holds `text`, across the page being
+        replaced meanwhile (a navigation between finding the element and reading it)."""
+        from selenium.common.exceptions import (
+            NoSuchElementException,
+            StaleElementReferenceException,
+            WebDriverException,
+        )
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
-        wait = WebDriverWait(self.driver, timeout)
-        await self.call(
-            wait.until,
-            expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, css), text),
-        )
+        def shown(driver: Any) -> bool:
+            try:
+                return text in driver.find_element(By.CSS_SELECTOR, css).text
+            except (NoSuchElementException, StaleElementReferenceException):
+                return False
+            except WebDriverException as exc:
+                # Chrome may say this of an element of a page it has just replaced, where
+                # it should say "stale element" (SeleniumHQ/selenium issue #15401).
+                if "does not belong to the document" in str(exc.msg):
+                    return False
+                raise
+
+        await self.call(WebDriverWait(self.driver, timeout).until, shown)
 
     @property
     def current_url(self) -> str:
