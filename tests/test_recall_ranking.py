@@ -25,6 +25,7 @@ from clawgate.agent.memory.embeddings import HashedEmbedder, StaticEmbedder, def
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.recall import recall_part
+from clawgate.agent.memory.rerank import Reranker
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.agent.memory.vectors import VectorMatrix
 from clawgate.kernel.bus import Trust
@@ -388,3 +389,48 @@ async def test_chunks_of_an_older_chunker_are_cut_again_keeping_their_vectors(tm
         assert hits and hits[0].start_line == 2
     finally:
         await again.close()
+
+
+async def test_a_chunk_a_keyword_list_stopped_before_counts_as_holding_the_words(tmp_path):
+    """More chunks hold the question's name alike than a keyword list keeps: the answer, a
+    word longer so last of them by BM25, comes by meaning. It holds the name as well as the
+    chunks the list kept, so its keyword evidence is theirs, not half of it: which of many
+    equals a limit happened to keep is no evidence."""
+    ws = tmp_path / "ws"
+    answer = "Maya started a new job at Lumen Labs today."
+    write(ws, "2026-03-02.md", f"- {answer}\n")
+    for n in range(80):
+        day = date.fromordinal(date(2026, 6, 1).toordinal() + n)
+        write(ws, f"{day.isoformat()}.md", f"- Maya planned the week ahead, day {n}.\n")
+    seen: dict[str, tuple[float, float]] = {}
+
+    class Watching(Reranker):
+        def order(self, cands, rows, weights, recency_weight=0.0, first=None):
+            for c in cands:
+                seen[rows[c.id].text.strip("- \n")] = (c.t, (first or {})[c.id])
+            return super().order(cands, rows, weights, recency_weight, first)
+
+    index = MemoryIndex.for_workspace(ws, tmp_path / "data", default_embedder())
+    search = MemorySearch(index, MemorySearchConfig(), today=lambda: TODAY, reranker=Watching())
+    try:
+        await search.search("Where does Maya work now?")
+    finally:
+        await search.close()
+    fillers = [v for text, v in seen.items() if text != answer]
+    assert answer in seen and len(fillers) >= 10
+    # The same keyword evidence as the best filler: the wide list's last value is its first's.
+    assert seen[answer][0] == pytest.approx(max(t for t, _ in fillers))
+
+
+def test_a_list_that_stopped_gives_its_last_value_to_the_chunks_holding_words_it_left_out():
+    raw = {"chunks_fts": {1: 8.0, 2: 4.0}, "chunks_tri": {5: 3.0}, "cjk": {3: 0.4}}
+    cut = {"chunks_fts": 4.0, "cjk": 0.4}  # the trigram list did not stop: 6 matched nothing
+    found = fusion.keyword_evidence(raw, cut=cut, holding=[2, 3, 4, 6])
+    assert found == {1: 1.0, 2: 0.5, 3: 0.5, 4: 0.5, 5: 1.0, 6: 0.5}
+    # 7 holds no word of the question: no list could have held it.
+    assert 7 not in fusion.keyword_evidence(raw, cut=cut, holding=[4])
+    # Only a side's first few count: a chunk past them gets the value they stopped at.
+    only = {"chunks_fts": {1}, "chunks_tri": {5}, "cjk": {3}}
+    narrow = fusion.keyword_evidence(raw, only, cut={"chunks_fts": 8.0}, holding=[2])
+    assert narrow == {1: 1.0, 2: 1.0, 3: 0.4, 5: 1.0}
+    assert fusion.keyword_evidence(raw, only) == {1: 1.0, 3: 0.4, 5: 1.0}

@@ -31,6 +31,7 @@ values mean nothing.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -72,16 +73,32 @@ def normalise_keyword(scores: dict[int, float]) -> dict[int, float]:
 
 
 def keyword_evidence(
-    raw: dict[str, dict[int, float]], only: dict[str, set[int]] | None = None
+    raw: dict[str, dict[int, float]],
+    only: dict[str, set[int]] | None = None,
+    *,
+    cut: dict[str, float] | None = None,
+    holding: Collection[int] = (),
 ) -> dict[int, float]:
     """Each chunk's best keyword evidence over the sides, on this search's 0..1 scale;
-    with `only`, a side counts for the chunks it names."""
+    with `only`, a side counts for the chunks it names. `cut`: by side, the last raw value
+    of a list that stopped at its limit. A chunk of `holding` (it holds a word of the
+    question) that such a list left out could have had up to that value and is given it,
+    not none: among many chunks that hold the question's words alike, which ones a limit
+    happened to keep is no evidence (bench/recall_dialogue/RESULTS.md, round 6)."""
     found: dict[int, float] = {}
     for side, values in raw.items():
         scaled = values if side == "cjk" else normalise_keyword(values)
-        for c, value in scaled.items():
-            if only is None or c in only[side]:
-                found[c] = max(found.get(c, 0.0), value)
+        named = only[side] if only is not None else scaled.keys()
+        for c in named:
+            if c in scaled:
+                found[c] = max(found.get(c, 0.0), scaled[c])
+        last = (cut or {}).get(side)
+        if last is None or not scaled:
+            continue
+        floor = last if side == "cjk" else last / max(values.values())
+        for c in holding:
+            if c not in named:
+                found[c] = max(found.get(c, 0.0), floor)
     return found
 
 

@@ -25,7 +25,9 @@ For a query:
    with a date in the question or a word the memory never uses); score = relevance / the
    best relevance x the query's confidence (how much of it the best candidate covers).
    The keyword side counts how much of the question a chunk holds (coverage.py: by idf,
-   the chunk's share averaged with its best line's, as a day's log is many entries).
+   the chunk's share averaged with its best line's, as a day's log is many entries),
+   times its BM25; a chunk that holds a word of the question but that a side's list
+   stopped before (gather.py) counts that list's last BM25, not none.
    Second hop (multihop.py): if the best chunk misses a word of the question, a chunk
    reached through a name in the first hits that, with it, covers more of the question
    than any one chunk goes first, its bridge second.
@@ -57,10 +59,10 @@ from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
 from clawgate.agent.memory.expand import Companions
 from clawgate.agent.memory.fusion import Candidate
+from clawgate.agent.memory.gather import SIDES, Gathered, gather_candidates, keyword_candidates
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow, Reader
 from clawgate.agent.memory.query import (
-    KeywordQuery,
     keyword_query,
     query_vector,
     query_vector_async,
@@ -92,7 +94,6 @@ RECENCY_WEIGHT = fusion.RECENCY_WEIGHT
 # With a date in the question and nothing but the date matching, confidence is this.
 DATE_CONFIDENCE = 0.5
 SNIPPET_CHARS = 300
-MAX_NEEDLES = 24
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ class MemorySearch:
         pool = k * self.config.candidate_multiplier
         # The reranker orders `depth` candidates, gathered from twice as many per side.
         kept = max(pool, self.reranker.depth)
-        gather = max(pool, 2 * self.reranker.depth)
+        wide = max(pool, 2 * self.reranker.depth)
         floor = self.config.min_score if min_score is None else min_score
         today = self._today()
         asked = query_range(query, today)
@@ -232,7 +233,9 @@ class MemorySearch:
                 if local is None:
                     return _Visit(weights, unseen, None, total)  # a remote model: on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
-            gathered = self._gather(reader, plan, vector, (gather, pool), window, dated)
+            gathered = gather_candidates(
+                reader, self.index.vectors, plan, vector, (wide, pool), (window, dated)
+            )
             return _Visit(weights, unseen, vector, total, gathered, state=state)
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
@@ -246,15 +249,19 @@ class MemorySearch:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
             gathered = await self.index.read(
-                lambda r: self._gather(r, plan, query_vec, (gather, pool), window, dated)
+                lambda r: gather_candidates(
+                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated)
+                )
             )
-        raw, first, cosines, rows = gathered
+        raw, first, cosines, rows = gathered.raw, gathered.first, gathered.cosines, gathered.rows
         if window is not None:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
             return []
-        bm25, narrow = fusion.keyword_evidence(raw), fusion.keyword_evidence(raw, first)
         cover = {c: entry_coverage(weights_by_term, r.text) for c, r in rows.items()}
+        holding = [c for c, x in cover.items() if x > 0]
+        bm25 = fusion.keyword_evidence(raw, cut=gathered.cut, holding=holding)
+        narrow = fusion.keyword_evidence(raw, first, cut=gathered.cut_first, holding=holding)
         keyword = {c: x * (0.5 + 0.5 * bm25.get(c, 0.0)) for c, x in cover.items()}
         mean = self.index.vectors.mean(query_vec) if query_vec is not None else 0.0
         vector = fusion.normalise_vector(cosines, mean)
@@ -334,86 +341,6 @@ class MemorySearch:
     async def _texts(self) -> list[str]:
         return await self.index.read(lambda r: r.texts())
 
-    def _gather(
-        self,
-        reader: Reader,
-        plan: KeywordQuery,
-        query_vector: np.ndarray | None,
-        limits: tuple[int, int],
-        window: tuple[str, str] | None,
-        dated: tuple[str, str] | None,
-    ) -> Gathered:
-        """Every candidate with its keyword evidence (raw, by side), the ids among the first
-        `limits[1]` of a side, its cosine, and its row: all the search's reads, in the one
-        worker thread `index.read` runs it in. `limits`: (wide, narrow) per side."""
-        pool = limits[0]
-        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
-        first: dict[str, set[int]] = {side: set() for side in raw}
-        cosines: dict[int, float] = {}
-        self._candidates(reader, plan, query_vector, limits, window, (raw, first), cosines)
-        if dated is not None:
-            self._candidates(reader, plan, query_vector, limits, dated, (raw, first), cosines)
-        ids = set(cosines).union(*raw.values())
-        if dated is not None and not ids:
-            # Only the date matched: the chunks of those days, newest first below.
-            ids = set(reader.dated_between(*dated)[: pool * 2])
-        if query_vector is not None:
-            missing = ids - set(cosines)
-            cosines.update(self.index.vectors.scores_for(query_vector, missing))
-        return raw, first, cosines, reader.chunks(ids)
-
-    def _candidates(
-        self,
-        reader: Reader,
-        plan: KeywordQuery,
-        query_vector: np.ndarray | None,
-        limits: tuple[int, int],
-        days: tuple[str, str] | None,
-        into: tuple[dict[str, dict[int, float]], dict[str, set[int]]],
-        cosines: dict[int, float],
-    ) -> None:
-        """Keyword and vector candidates (within `days` if given), gathered into raw/cosines."""
-        limit = limits[0]
-        self._keyword(reader, plan, limit, days, into[0], (limits[1], into[1]))
-        if query_vector is None:
-            return
-        if days is None:
-            cosines.update(self.index.vectors.top(query_vector, limit))
-            return
-        ids = reader.dated_between(*days)
-        scores = self.index.vectors.scores_for(query_vector, ids)
-        cosines.update(sorted(scores.items(), key=lambda item: -item[1])[:limit])
-
-    def _keyword(
-        self,
-        reader: Reader,
-        plan: KeywordQuery,
-        limit: int,
-        days: tuple[str, str] | None,
-        raw: dict[str, dict[int, float]],
-        first: tuple[int, dict[str, set[int]]] = (0, {}),
-    ) -> None:
-        """Keyword candidates by side into `raw`; the ids among the first `first[0]` of a
-        side also into `first[1]`."""
-        narrow, firsts = first
-        for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
-            if match:
-                for n, (chunk_id, x) in enumerate(reader.fts(table, match, limit, days)):
-                    raw[table][chunk_id] = x
-                    if n < narrow:
-                        firsts[table].add(chunk_id)
-        needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
-        if needles:
-            found = reader.like_cjk(needles, limit * 4)
-            scored = []
-            for chunk_id, cjk in found:
-                share = sum(1 for n in needles if n in cjk) / len(needles)
-                scored.append((fusion.SUBSTRING_SCORE * share**0.5, chunk_id))
-            for n, (value, chunk_id) in enumerate(sorted(scored, reverse=True)[:limit]):
-                raw["cjk"][chunk_id] = max(raw["cjk"].get(chunk_id, 0.0), value)
-                if n < narrow:
-                    firsts["cjk"].add(chunk_id)
-
     async def _keyword_ids(
         self, missing: str, links: str, limit: int, window: tuple[str, str] | None
     ) -> dict[int, float]:
@@ -424,15 +351,9 @@ class MemorySearch:
         need, via = keyword_query(missing).match, keyword_query(links).match
         if need and via:
             plan = replace(plan, match=f"({need}) AND ({via})")
-        raw: dict[str, dict[int, float]] = {"chunks_fts": {}, "chunks_tri": {}, "cjk": {}}
-        await self.index.read(lambda r: self._keyword(r, plan, limit, window, raw))
+        raw: dict[str, dict[int, float]] = {side: {} for side in SIDES}
+        await self.index.read(lambda r: keyword_candidates(r, plan, limit, window, raw))
         return fusion.keyword_evidence(raw)
-
-
-# Raw keyword evidence by side, the ids among a side's first `pool`, cosines, rows.
-Gathered = tuple[
-    dict[str, dict[int, float]], dict[str, set[int]], dict[int, float], dict[int, ChunkRow]
-]
 
 
 class _Visit(NamedTuple):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgate.agent.memory.coverage import terms, weighted_coverage
+from clawgate.agent.memory.gather import MAX_NEEDLES
 from clawgate.agent.memory.index_db import best_matches, cjk_text
 from clawgate.agent.memory.query import keyword_query
 from clawgate.agent.memory.search import snippet
@@ -40,7 +41,6 @@ from clawgate.kernel.bus import Trust
 from clawgate.kernel.storage import make_dirs
 
 SCHEMA_VERSION = "1"
-MAX_NEEDLES = 24
 _GROUP_SPEAKER = re.compile(r"^\[([^\]\n]{1,64})\] ")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
