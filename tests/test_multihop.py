@@ -71,6 +71,40 @@ async def test_a_two_hop_question_is_answered_through_the_bridging_name(tmp_path
         await search.close()
 
 
+async def test_the_bridge_is_found_when_the_lead_holds_the_same_fact_of_other_people(tmp_path):
+    """Each person's blood type is a fact of MEMORY.md, and the reranker's first places go
+    to those facts: they hold the question's rarest words but not its employer. The chunk
+    naming the employer leads the first stage's order, and the hop starts from there."""
+    ws = tmp_path / "ws"
+    types = ["B negative", "A negative", "AB positive", "O negative", "A positive", "O positive"]
+    names = ["Tom", "Elena", "Jonas", "Sam", "Maya", "Priya"]
+    hobbies = ["chess", "tea", "jazz", "golf", "yoga", "maps"]
+    write(
+        ws,
+        "MEMORY.md",
+        "".join(
+            f"- {n}'s blood type is {t}.\n- {n} likes {h}.\n- {n} was born in {1980 + i}.\n"
+            for i, (n, t, h) in enumerate(zip(names, types, hobbies, strict=True))
+        ),
+    )
+    write(ws, "2026-11-16.md", "- Priya started a new job at Northwind Clinic.\n")
+    for day in range(1, 7):
+        write(
+            ws, f"2026-10-0{day}.md", "- Priya had a long day at Northwind Clinic and felt tired.\n"
+        )
+    search = make_search(tmp_path, HashedEmbedder())
+    try:
+        hits = await search.search("What blood type does the Northwind Clinic employee have?")
+        # Together the two hold the whole question; each alone holds half of it.
+        pair = {hits[0].snippet, hits[1].snippet}
+        assert pair == {
+            "- Priya started a new job at Northwind Clinic.",
+            "- Priya's blood type is O positive.",
+        }
+    finally:
+        await search.close()
+
+
 async def test_a_chinese_two_hop_question_is_answered_through_the_bridging_name(tmp_path):
     ws = tmp_path / "ws"
     for month, name, city in ((6, "李伟", "成都"), (7, "张强", "西安"), (8, "王芳", "青岛")):

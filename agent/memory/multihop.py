@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -46,7 +46,8 @@ from clawgate.agent.memory.tokens import (
     words,
 )
 
-# First hits tried as bridges, and bridge words taken from each.
+# First hits tried as bridges (of the ranked order and of the first stage's), and bridge
+# words taken from each.
 BRIDGES = 3
 BRIDGE_WORDS = 6
 # A link must be in at most half of the chunks (idf >= ln 2): a word in most of
@@ -183,17 +184,22 @@ class Hop:
         rows: dict[int, ChunkRow],
         seen: dict[str, float],
         window: tuple[str, str] | None,
+        stage: Sequence[int] = (),
     ) -> Pair | None:
         """A first hit and a chunk linked to it that answer together what none answers
         alone; rows found on the way are added to `rows`. `seen`: the question's terms that
-        memory contains, by weight. Only when the best hit leaves one of them uncovered."""
+        memory contains, by weight. Only when the best hit leaves one of them uncovered.
+        `stage`: the first stage's order, whose first hits are tried as bridges too: the
+        reranker's lead prefers lines that answer, and for a question that names its
+        subject only through another fact those are the same fact of other people, while
+        the chunk naming what the question names leads the first stage."""
         if len(seen) < 2 or not ranked:
             return None
         missing = set(seen) - self.terms(rows[ranked[0]].text)
         if not missing:
             return None
         query = frozenset(seen)
-        first = [rows[c] for c in ranked[:BRIDGES]]
+        first = [rows[c] for c in dict.fromkeys([*ranked[:BRIDGES], *stage[:BRIDGES]])]
         links = {r.id: link_terms(r.text) for r in first}
         if not any(links.values()):
             return None

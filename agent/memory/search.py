@@ -34,7 +34,8 @@ For a query:
    Then the second stage (rerank.py): of the first 30 (gathered from 60 a side) a fitted
    linear model that adds line-level evidence picks the first 3; the rest keep the order
    of relevance as a gather of `pool` a side would give it (BM25 only from a side's first
-   `pool`). No recency within the 30. The second hop runs on that order.
+   `pool`). No recency within the 30. The second hop runs on that order, trying the
+   first stage's first hits as bridges too.
 7. min_score cut-off, then MMR (near-duplicates pushed down), and chunks of one file that
    touch or overlap are merged into one result.
 
@@ -308,7 +309,8 @@ class MemorySearch:
         ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight, first_stage)
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
         hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
-        pair = await hop.find(text, [c.id for c in ranked], rows, seen, window)
+        stage = sorted(first_stage, key=lambda c: -first_stage[c])
+        pair = await hop.find(text, [c.id for c in ranked], rows, seen, window, stage)
         if pair is not None:
             ranked = multihop.lead_with(pair, ranked, rows, today, self.config.half_life_days)
             both = terms(rows[pair.answer].text) | terms(rows[pair.bridge].text)
