@@ -162,6 +162,8 @@ async def measure(
     asked = questions(turns + 5, seed=size)
     runtime = AgentRuntime.build(config)
     await runtime.search.index.refresh()  # the build is not a turn's cost
+    index = runtime.search.index
+    await index.bm25.warm(index.words_state)  # as the gateway's warm-up reads it (warm.py)
     llm = TimedLLM(agent)
     runtime.loop.llm = llm
     steps = Steps()

@@ -8,6 +8,7 @@ keeps, and fusion.keyword_evidence gives the ones it left out that value rather 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 SIDES = ("chunks_fts", "chunks_tri", "cjk")  # the keyword sides: words, trigrams, substrings
+# The words table's rows for (words, limit, days) from memory (bm25.py), None: ask FTS5.
+WordsInMemory = Callable[
+    [Sequence[str], int, tuple[str, str] | None], list[tuple[int, float]] | None
+]
 MAX_NEEDLES = 24  # CJK words and bigrams looked for by substring
 
 
@@ -45,14 +50,16 @@ def gather_candidates(
     query_vector: np.ndarray | None,
     limits: tuple[int, int],
     days: tuple[tuple[str, str] | None, tuple[str, str] | None],
+    in_memory: WordsInMemory | None = None,
 ) -> Gathered:
     """Every candidate: `limits` (wide, pool) a side; `days` (window, dated): the window
-    every candidate must be in, and the days a question names, which add as many again."""
+    every candidate must be in, and the days a question names, which add as many again;
+    `in_memory`: the words table's BM25 without the statement, where it can."""
     window, dated = days
     found = Gathered()
-    _candidates(reader, vectors, plan, query_vector, limits, window, found)
+    _candidates(reader, vectors, plan, query_vector, limits, window, found, in_memory)
     if dated is not None:
-        _candidates(reader, vectors, plan, query_vector, limits, dated, found)
+        _candidates(reader, vectors, plan, query_vector, limits, dated, found, in_memory)
     ids = set(found.cosines).union(*found.raw.values())
     if dated is not None and not ids:
         # Only the date matched: the chunks of those days, newest first below.
@@ -72,10 +79,11 @@ def _candidates(
     limits: tuple[int, int],
     days: tuple[str, str] | None,
     into: Gathered,
+    in_memory: WordsInMemory | None,
 ) -> None:
     """Keyword and vector candidates (within `days` if given), gathered into `into`."""
     limit = limits[0]
-    keyword_candidates(reader, plan, limit, days, into.raw, (limits[1], into))
+    keyword_candidates(reader, plan, limit, days, into.raw, (limits[1], into), in_memory)
     if query_vector is None:
         return
     if days is None:
@@ -92,15 +100,20 @@ def keyword_candidates(
     days: tuple[str, str] | None,
     raw: dict[str, dict[int, float]],
     first: tuple[int, Gathered | None] = (0, None),
+    in_memory: WordsInMemory | None = None,
 ) -> None:
     """Keyword candidates by side into `raw`; with `first` (narrow, gathered), the ids
     among a side's first `narrow` into `gathered.first`, and where a side's list stopped at
     `limit` or ran past `narrow`, the value it stopped at into `gathered.cut`/`cut_first`."""
     narrow, into = first
     lists: list[tuple[str, list[tuple[int, float]]]] = []
-    for table, match in (("chunks_fts", plan.match), ("chunks_tri", plan.trigram)):
-        if match:
-            lists.append((table, reader.fts(table, match, limit, days)))
+    if plan.match:
+        words = in_memory(plan.words, limit, days) if in_memory is not None else None
+        if words is None:
+            words = reader.fts("chunks_fts", plan.match, limit, days)
+        lists.append(("chunks_fts", words))
+    if plan.trigram:
+        lists.append(("chunks_tri", reader.fts("chunks_tri", plan.trigram, limit, days)))
     needles = list(dict.fromkeys([*plan.short_cjk, *plan.cjk_bigrams]))[:MAX_NEEDLES]
     if needles:
         scored = []

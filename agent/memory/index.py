@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
+from clawgate.agent.memory.bm25 import Bm25Memory
 from clawgate.agent.memory.chunker import Chunk, chunk_file, content_hash
 from clawgate.agent.memory.embeddings import Embedder
 from clawgate.agent.memory.index_db import (
@@ -82,6 +83,8 @@ class MemoryIndex:
         self._freqs_generation = -1
         # How many times the state was read from the database (part of `state`).
         self._loads = 0
+        # The words table's BM25 in memory; numpy only with an embedder (bm25.py).
+        self.bm25 = Bm25Memory(db_path, enabled=embedder is not None)
 
     @classmethod
     def for_workspace(
@@ -123,6 +126,7 @@ class MemoryIndex:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        await self.bm25.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -452,6 +456,9 @@ class MemoryIndex:
         await self.refresh()
         total, freqs = await self.doc_freqs(terms)
         return await self.read(lambda reader: work(reader, total, freqs))
+
+    def words_state(self) -> tuple[int, int]:
+        return self._loads, self._generation  # the same pair, the same words table
 
     async def dated_between(self, first: str, last: str) -> list[int]:
         """Reader.dated_between, on its own."""

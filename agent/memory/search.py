@@ -47,10 +47,12 @@ that visit too: its confidence would be 0.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -175,12 +177,16 @@ class MemorySearch:
         # A local model embeds the query in the index's thread (see search).
         self._local = embedder if isinstance(embedder, LocalEmbedder) else None
         self._results: Results[list[SearchHit]] = Results()
+        self._reading_bm25: asyncio.Task[None] | None = None
 
     def today(self) -> date:
         """The owner's local date: what relative dates in a question count from."""
         return self._today()
 
     async def close(self) -> None:
+        if self._reading_bm25 is not None:
+            self._reading_bm25.cancel()
+            await asyncio.gather(self._reading_bm25, return_exceptions=True)
         if self._companions is not None:
             await self._companions.close()
         await self.index.close()
@@ -234,8 +240,9 @@ class MemorySearch:
                 if local is None:
                     return _Visit(weights, unseen, None, total)  # a remote model: on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
+            in_memory = partial(self.index.bm25.best, self.index.words_state())
             gathered = gather_candidates(
-                reader, self.index.vectors, plan, vector, (wide, pool), (window, dated)
+                reader, self.index.vectors, plan, vector, (wide, pool), (window, dated), in_memory
             )
             return _Visit(weights, unseen, vector, total, gathered, state=state)
 
@@ -243,15 +250,18 @@ class MemorySearch:
         # local model) and every candidate read. A remote model's embedding is an HTTP call
         # that must not hold the thread, so it is awaited between two visits instead.
         visited = await self.index.read_fresh(list(plan.words), visit)
+        if self.index.bm25.stale(self.index.words_state()):
+            self._read_bm25()  # this search asked FTS5; the next ones need not
         if visited.kept is not None:
             return list(visited.kept)
         weights_by_term, unseen, query_vec, total, gathered = visited[:5]
         if gathered is None:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
+            words = partial(self.index.bm25.best, self.index.words_state())
             gathered = await self.index.read(
                 lambda r: gather_candidates(
-                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated)
+                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated), words
                 )
             )
         raw, first, cosines, rows = gathered.raw, gathered.first, gathered.cosines, gathered.rows
@@ -324,6 +334,12 @@ class MemorySearch:
         if visited.state == self.index.state():  # nothing changed while it ran
             self._results.put(self._kept_under(visited.state, table), key, list(hits))
         return hits
+
+    def _read_bm25(self) -> None:
+        """Have the words table's BM25 read into memory in the background (bm25.py)."""
+        if self._reading_bm25 is None or self._reading_bm25.done():
+            warm = self.index.bm25.warm(self.index.words_state)
+            self._reading_bm25 = asyncio.create_task(warm)
 
     def _kept_under(self, state: Hashable | None, table: int | None = None) -> Hashable | None:
         """What a kept result depends on: the index's chunks and, since a companions table

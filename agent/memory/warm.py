@@ -24,6 +24,7 @@ async def warm_memory(search: MemorySearch) -> None:
     try:
         await search.index.refresh()
         await search.warm_companions()
+        await search.index.bm25.warm(search.index.words_state)
         embedder = search.index.embedder
         # A remote embedder would spend a paid call: it has nothing to load.
         if isinstance(embedder, LocalEmbedder):
