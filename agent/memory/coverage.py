@@ -54,6 +54,8 @@ def weighted_coverage(weights: dict[str, float], text: str) -> float:
 
 def _covered(weights: dict[str, float], text: str) -> float:
     found = terms(text)
+    if found.isdisjoint(weights):
+        return 0  # what the sum below gives: most lines of a candidate hold no query word
     return sum(w for term, w in weights.items() if term in found)
 
 

@@ -155,7 +155,8 @@ def order(
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)  # the union's size, without building it
 
 
 def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:
