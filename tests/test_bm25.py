@@ -132,3 +132,18 @@ def test_a_word_the_tokenizer_cuts_in_two_is_left_to_fts5():
     assert cut.tokens("naïve") == ("naiv",)
     assert cut.phrases(["maya", "dentists"]) == ["maya", "dentist"]
     assert cut.phrases(["maya", "e-mail"]) is None  # FTS5 would match a two-word phrase
+
+
+async def test_the_table_is_read_from_a_data_folder_whose_name_a_uri_would_misread(tmp_path):
+    workspace = tmp_path / "ws"
+    random_memory(workspace, random.Random(11), files=4)
+    data = tmp_path / "data #1 ?x=% 50%"
+    index = MemoryIndex.for_workspace(workspace, data, HashedEmbedder())
+    try:
+        await index.refresh()
+        await index.bm25.warm(index.words_state)
+        assert index.bm25.current(index.words_state())
+        assert await same_as_fts5(index, random.Random(2), 40) > 20
+    finally:
+        await index.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data #1 ?x=% 50%", "ws"]

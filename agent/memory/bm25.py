@@ -63,7 +63,9 @@ class Bm25Table:
         snapshot in one transaction: a writer's commit in between is not seen)."""
         import numpy as np
 
-        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, isolation_level=None)
+        # as_uri escapes what a URI would read otherwise ('?', '#', '%' in a folder's name).
+        uri = f"{db_path.resolve().as_uri()}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
         try:
             db.execute(
                 "CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks_fts, instance)"
@@ -190,19 +192,22 @@ class Bm25Memory:
         return self._enabled and not self.current(at)
 
     def current(self, at: tuple[int, int]) -> bool:
-        held = self._held
-        return held is not None and at[1] >= 0 and (held[0], held[1].generation) == at
+        return self._at(at) is not None
+
+    def _at(self, at: tuple[int, int]) -> Bm25Table | None:
+        held = self._held  # once: a read may replace it meanwhile (searches run in a thread)
+        if held is None or at[1] < 0 or (held[0], held[1].generation) != at:
+            return None
+        return held[1]
 
     def best(
         self, at: tuple[int, int], words: Sequence[str], limit: int, days: tuple[str, str] | None
     ) -> list[tuple[int, float]] | None:
         """Reader.fts("chunks_fts", the OR of `words`, limit, days)'s answer, or None when
         the table is not at `at` or a word is not one token (ask FTS5 then)."""
-        if not self.current(at):
-            return None
-        tokens = self._tokenizer.phrases(words)
-        assert self._held is not None
-        return None if tokens is None else self._held[1].best(tokens, limit, days)
+        table = self._at(at)
+        tokens = self._tokenizer.phrases(words) if table is not None else None
+        return None if table is None or tokens is None else table.best(tokens, limit, days)
 
     async def warm(self, state: State) -> None:
         """Read the table unless it is at `state()`; concurrent callers share one read. A

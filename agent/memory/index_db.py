@@ -53,8 +53,7 @@ INLINE_SECONDS = 0.0005
 # The words table's tokenizer; bm25.py cuts questions with the same one.
 WORDS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
-SCHEMA = (
-    """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -65,9 +64,7 @@ CREATE TABLE IF NOT EXISTS chunks(
     cjk TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, content='chunks', content_rowid='id', tokenize='"""
-    + WORDS_TOKENIZER
-    + """');
+    text, content='chunks', content_rowid='id', tokenize='{WORDS_TOKENIZER}');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri USING fts5(
     cjk, content='chunks', content_rowid='id', tokenize='trigram');
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
@@ -83,7 +80,6 @@ CREATE TABLE IF NOT EXISTS embeddings(
     hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY(hash, model)) WITHOUT ROWID;
 """
-)
 
 
 @dataclass(frozen=True)

@@ -258,10 +258,10 @@ class MemorySearch:
         if gathered is None:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
-            words = partial(self.index.bm25.best, self.index.words_state())
+            in_memory = partial(self.index.bm25.best, self.index.words_state())
             gathered = await self.index.read(
                 lambda r: gather_candidates(
-                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated), words
+                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated), in_memory
                 )
             )
         raw, first, cosines, rows = gathered.raw, gathered.first, gathered.cosines, gathered.rows
