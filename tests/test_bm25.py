@@ -4,10 +4,13 @@ read at; never read for a memory without an embedder."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import sqlite3
+import threading
 from pathlib import Path
 
-from clawgate.agent.memory.bm25 import Bm25Table, Tokenizer
+from clawgate.agent.memory.bm25 import Bm25Memory, Bm25Table, Tokenizer
 from clawgate.agent.memory.embeddings import HashedEmbedder
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.query import keyword_query
@@ -147,3 +150,39 @@ async def test_the_table_is_read_from_a_data_folder_whose_name_a_uri_would_misre
     finally:
         await index.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data #1 ?x=% 50%", "ws"]
+
+
+async def test_closing_stops_a_read_under_way(tmp_path, monkeypatch, caplog):
+    """A one-off command closes its index right after its search: the read that search
+    started is stopped, not waited for at the exit, and is no failure to report."""
+    started, ended = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def endless_read(db_path, opened):
+        db = sqlite3.connect(":memory:", check_same_thread=False)
+        try:
+            opened(db)
+            started.set()
+            db.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 1000000000)"
+                " SELECT count(*) FROM n"
+            ).fetchall()
+            outcome.append("finished")
+        except sqlite3.OperationalError as exc:
+            outcome.append(str(exc))
+            raise
+        finally:
+            db.close()
+            ended.set()
+
+    monkeypatch.setattr(Bm25Table, "read", staticmethod(endless_read))
+    memory = Bm25Memory(tmp_path / "index.sqlite")
+    warm = asyncio.create_task(memory.warm(lambda: (1, 1)))
+    assert await asyncio.to_thread(started.wait, 60)
+    await memory.close()
+    await asyncio.gather(warm, return_exceptions=True)
+    assert await asyncio.to_thread(ended.wait, 60)
+    assert outcome == ["interrupted"]
+    assert "could not be read" not in caplog.text
+    await memory.warm(lambda: (1, 1))  # closed: no read begins
+    assert outcome == ["interrupted"]

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 K1 = 1.2
 B = 0.75
 MAX_CACHED_WORDS = 20_000
+PROGRESS_STEPS = 10_000  # how often a read asks whether the index was closed
 
 
 @dataclass(frozen=True)
@@ -58,15 +59,19 @@ class Bm25Table:
     counts: np.ndarray
 
     @classmethod
-    def read(cls, db_path: Path) -> Bm25Table:
+    def read(
+        cls, db_path: Path, opened: Callable[[sqlite3.Connection], None] = lambda _db: None
+    ) -> Bm25Table:
         """The table as the database holds it now, on a read-only connection of its own (a
-        snapshot in one transaction: a writer's commit in between is not seen)."""
+        snapshot in one transaction: a writer's commit in between is not seen). `opened`
+        is handed the connection first (to stop the read by a progress handler)."""
         import numpy as np
 
         # as_uri escapes what a URI would read otherwise ('?', '#', '%' in a folder's name).
         uri = f"{db_path.resolve().as_uri()}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         try:
+            opened(db)
             db.execute(
                 "CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks_fts, instance)"
             )
@@ -187,6 +192,7 @@ class Bm25Memory:
         self._enabled = enabled
         self._held: tuple[int, Bm25Table] | None = None  # the loads it was read at, it
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         self._tokenizer = Tokenizer()
 
     def stale(self, at: tuple[int, int]) -> bool:
@@ -214,7 +220,7 @@ class Bm25Memory:
     async def warm(self, state: State) -> None:
         """Read the table unless it is at `state()`; concurrent callers share one read. A
         failure is logged: searches go on asking FTS5."""
-        if not self._enabled or self.current(state()):
+        if not self._enabled or self._closed or self.current(state()):
             return
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read(state))
@@ -222,15 +228,25 @@ class Bm25Memory:
 
     async def _read(self, state: State) -> None:
         loads = state()[0]
+
+        def opened(db: sqlite3.Connection) -> None:
+            # Consulted every few thousand steps of any statement: `close` stops the read
+            # wherever it is, even one about to begin (an interrupt would miss that one).
+            db.set_progress_handler(lambda: self._closed, PROGRESS_STEPS)
+
         try:
-            table = await asyncio.to_thread(Bm25Table.read, self._db_path)
+            table = await asyncio.to_thread(Bm25Table.read, self._db_path, opened)
         except (sqlite3.Error, OSError) as exc:
-            log.warning("memory index: the words table could not be read into memory: %s", exc)
+            if not self._closed:
+                log.warning("memory index: the words table could not be read into memory: %s", exc)
             return
         if state()[0] == loads:  # not read from a database the index has since reloaded
             self._held = (loads, table)
 
     async def close(self) -> None:
+        """Stops a read under way: a one-off command (`clawgate memory search`) does not
+        wait at its exit for a table it will not use."""
+        self._closed = True
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
