@@ -402,12 +402,11 @@ async def test_a_chunk_a_keyword_list_stopped_before_counts_as_holding_the_words
     for n in range(80):
         day = date.fromordinal(date(2026, 6, 1).toordinal() + n)
         write(ws, f"{day.isoformat()}.md", f"- Maya planned the week ahead, day {n}.\n")
-    seen: dict[str, tuple[float, float]] = {}
+    seen: dict[str, float] = {}  # each candidate's keyword evidence, by its text
 
     class Watching(Reranker):
         def order(self, cands, rows, weights, recency_weight=0.0, first=None):
-            for c in cands:
-                seen[rows[c.id].text.strip("- \n")] = (c.t, (first or {})[c.id])
+            seen.update((rows[c.id].text.strip("- \n"), c.t) for c in cands)
             return super().order(cands, rows, weights, recency_weight, first)
 
     index = MemoryIndex.for_workspace(ws, tmp_path / "data", default_embedder())
@@ -419,7 +418,7 @@ async def test_a_chunk_a_keyword_list_stopped_before_counts_as_holding_the_words
     fillers = [v for text, v in seen.items() if text != answer]
     assert answer in seen and len(fillers) >= 10
     # The same keyword evidence as the best filler: the wide list's last value is its first's.
-    assert seen[answer][0] == pytest.approx(max(t for t, _ in fillers))
+    assert seen[answer] == pytest.approx(max(fillers))
 
 
 def test_a_list_that_stopped_gives_its_last_value_to_the_chunks_holding_words_it_left_out():

@@ -69,7 +69,7 @@ class Bm25Table:
 
         # as_uri escapes what a URI would read otherwise ('?', '#', '%' in a folder's name).
         uri = f"{db_path.resolve().as_uri()}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
         try:
             opened(db)
             db.execute(
