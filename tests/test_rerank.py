@@ -15,7 +15,13 @@ from clawgate.agent.memory.embeddings import HashedEmbedder, default_embedder
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow
-from clawgate.agent.memory.rerank import FEATURES, WEIGHTS, Reranker, dominates
+from clawgate.agent.memory.rerank import (
+    FEATURES,
+    WEIGHTS,
+    Reranker,
+    dominated_sets,
+    dominates,
+)
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.kernel.config import MemorySearchConfig
 
@@ -72,6 +78,20 @@ def test_a_candidate_at_least_as_good_on_every_evidence_is_never_placed_below(re
                     checked += 1
                     assert position[a] < position[b], (evidence[a], evidence[b])
     assert checked > 1000
+
+
+def test_the_dominance_masks_are_every_pair_compared():
+    rng = random.Random(28)
+    for trial in range(2000):
+        # Coarse values (and -0.0 beside 0.0) so that equal tuples and ties on a feature
+        # are common; every other trial on a fine scale.
+        values = (0.0, -0.0, 0.25, 0.5, 1.0) if trial % 2 else None
+        x = [
+            tuple(rng.choice(values) if values else round(rng.random(), 3) for _ in FEATURES)
+            for _ in range(rng.randint(0, 32))
+        ]
+        pairwise = [sum(1 << j for j, b in enumerate(x) if dominates(a, b)) for a in x]
+        assert dominated_sets(x) == pairwise, x
 
 
 def test_the_model_decides_the_lead_and_the_first_stage_the_places_below():

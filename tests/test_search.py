@@ -366,6 +366,69 @@ async def test_mmr_keeps_near_duplicates_from_filling_the_top(tmp_path):
         await search.close()
 
 
+def test_merging_stops_only_when_no_later_pick_can_change_the_results():
+    """Issue #28: `_merge` takes MMR's picks one at a time and stops once k results stand
+    and no candidate left touches one; the results are those of merging every pick."""
+    import random
+
+    from clawgate.agent.memory.fusion import Candidate, mmr
+    from clawgate.agent.memory.index_db import ChunkRow
+    from clawgate.agent.memory.search import _merge
+
+    def merge_all(chosen, rows, k):  # every pick merged, as before the early stop
+        merged = []
+        for cand in chosen:
+            row = rows[cand.id]
+            for i, (head, start, end, parts) in enumerate(merged):
+                touching = row.start_line <= end + 2 and start <= row.end_line + 2
+                if parts[0].path == row.path and parts[0].date == row.date and touching:
+                    parts.append(row)
+                    merged[i] = (head, min(start, row.start_line), max(end, row.end_line), parts)
+                    break
+            else:
+                if len(merged) < k:
+                    merged.append((cand, row.start_line, row.end_line, [row]))
+        return [
+            (head.id, start, end, sorted(r.id for r in parts)) for head, start, end, parts in merged
+        ]
+
+    rng = random.Random(28)
+    words = "miso cat salmon food vet tuesday bill garden".split()
+    late_joins = 0
+    for _ in range(600):
+        rows, ranked = {}, []
+        for i in range(rng.randint(1, 25)):
+            start = rng.randint(1, 40)
+            path = rng.choice(("memory/2026-12-01.md", "memory/2026-12-02.md", "MEMORY.md"))
+            date = None if path == "MEMORY.md" else path[7:17]
+            text = " ".join(rng.choices(words, k=4))
+            rows[i] = ChunkRow(i, path, start, start + rng.randint(0, 3), date, text)
+            cand = Candidate(id=i, key=rng.random(), relevance=rng.random(), score=rng.random())
+            cand.tokens = frozenset(text.split())
+            ranked.append(cand)
+        k = rng.randint(1, 4)
+        everything = list(mmr(ranked, 0.7))
+        expected = merge_all(everything, rows, k)
+        hits = _merge(mmr(ranked, 0.7), ranked, rows, ("miso",), k)
+        got = [(h.start_line, h.end_line, h.path) for h in hits]
+        want = sorted(
+            ((s, e, rows[head].path, ranked[head].score) for head, s, e, _ in expected),
+            key=lambda x: -x[3],
+        )
+        assert got == [w[:3] for w in want]
+        full_at = next(
+            (
+                n
+                for n in range(len(everything))
+                if len(merge_all(everything[: n + 1], rows, k)) == k
+            ),
+            None,
+        )
+        if full_at is not None and expected != merge_all(everything[: full_at + 1], rows, k):
+            late_joins += 1  # a pick after the k-th result still joined one
+    assert late_joins > 20
+
+
 async def test_results_are_listed_by_the_score_they_show(tmp_path):
     """Issue #35: MMR pushes a near-duplicate down, but the list must still read by score."""
     ws = tmp_path / "ws"

@@ -29,7 +29,7 @@ def terms(text: str) -> frozenset[str]:
     """Content words (stemmed) and CJK characters: what confidence counts as covered."""
     if "\n" in text:
         # No word or CJK run spans a line, so a text's terms are its lines' together. Built
-        # from theirs (cached: entry_coverage and the reranker ask for each line's as well),
+        # from theirs (cached: Cover.entry and the reranker ask for each line's as well),
         # each line of a recall's candidates is split into words once, not twice.
         return frozenset().union(*map(terms, text.splitlines()))
     return split_terms(text)
@@ -44,34 +44,48 @@ def split_terms(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def weighted_coverage(weights: dict[str, float], text: str) -> float:
-    """The share of the query's words (by weight: rare words count more) in a text."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    return _covered(weights, text) / total
+class Cover:
+    """A question's words and their weights (idf: rare words count more), counted against
+    many texts.
 
+    A text's covered weight depends only on which of the question's words it holds, so the
+    sum for each such set is worked out once a question, in the weights' order (the float
+    that summing for each text would give), and a text costs a set intersection."""
 
-def _covered(weights: dict[str, float], text: str) -> float:
-    found = terms(text)
-    if found.isdisjoint(weights):
-        return 0  # what the sum below gives: most lines of a candidate hold no query word
-    return sum(w for term, w in weights.items() if term in found)
+    def __init__(self, weights: dict[str, float]) -> None:
+        self.weights = weights
+        self.total = sum(weights.values())
+        self._words = frozenset(weights)
+        self._sums: dict[frozenset[str], float] = {}
 
+    def weighted(self, text: str) -> float:
+        """The share of the question's words (by weight) in a text."""
+        if self.total <= 0:
+            return 0.0
+        return self._covered(text) / self.total
 
-def entry_coverage(weights: dict[str, float], text: str) -> float:
-    """A chunk's weighted coverage, averaged with that of its best line: a day's log holds
-    many separate entries, and one entry that holds the whole question beats words
-    scattered over several."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    whole = _covered(weights, text) / total
-    lines = text.splitlines()
-    if len(lines) < 2 or whole <= 0:
-        return whole
-    # Dividing by the same positive total keeps the order: the best line's share, as before.
-    return (whole + max(_covered(weights, line) for line in lines) / total) / 2
+    def entry(self, text: str) -> float:
+        """A chunk's weighted coverage, averaged with that of its best line: a day's log
+        holds many separate entries, and one entry that holds the whole question beats words
+        scattered over several."""
+        if self.total <= 0:
+            return 0.0
+        whole = self._covered(text) / self.total
+        lines = text.splitlines()
+        if len(lines) < 2 or whole <= 0:
+            return whole
+        # Dividing by the same positive total keeps the order: the best line's share.
+        return (whole + max(map(self._covered, lines)) / self.total) / 2
+
+    def _covered(self, text: str) -> float:
+        held = terms(text) & self._words
+        if not held:
+            return 0  # most lines of a candidate hold no word of the question
+        found = self._sums.get(held)
+        if found is None:
+            found = sum(w for term, w in self.weights.items() if term in held)
+            self._sums[held] = found
+        return found
 
 
 def coverage(query_terms: frozenset[str], text: str) -> float:

@@ -113,7 +113,7 @@ class Associations:
 
 def tie_breaks(weights: Mapping[str, float], texts: Mapping[int, str]) -> dict[int, float]:
     """Each chunk's extra relevance: EXPAND_TIE x its coverage of the associates, counted as
-    coverage.entry_coverage counts the question's words (set intersections: a search
+    coverage.Cover counts the question's words (set intersections: a search
     scores every candidate, and the associates are many)."""
     total = sum(weights.values())
     if total <= 0:

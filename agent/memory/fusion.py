@@ -31,7 +31,7 @@ values mean nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -159,18 +159,18 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return shared / (len(a) + len(b) - shared)  # the union's size, without building it
 
 
-def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:
-    """Maximal marginal relevance over the ordered candidates: only near-duplicates (token
-    overlap above MMR_SIMILAR) are pushed down, so a relevant chunk is not dropped because
-    another chunk of the same day or file came first."""
+def mmr(ranked: list[Candidate], lam: float) -> Iterator[Candidate]:
+    """Maximal marginal relevance over the ordered candidates, one pick at a time (a caller
+    that needs only the first few stops early): only near-duplicates (token overlap above
+    MMR_SIMILAR) are pushed down, so a relevant chunk is not dropped because another chunk
+    of the same day or file came first."""
     if not ranked:
-        return []
+        return
     top = max(c.key for c in ranked) or 1.0
-    chosen: list[Candidate] = []
     left = list(ranked)
     # Each candidate's largest overlap with a chosen one, updated with each new choice only.
     overlap = [0.0] * len(left)
-    while left and len(chosen) < k:
+    while left:
         best_i, best_value = 0, float("-inf")
         for i, c in enumerate(left):
             penalty = max(0.0, overlap[i] - MMR_SIMILAR) / (1 - MMR_SIMILAR)
@@ -179,8 +179,7 @@ def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:
                 best_i, best_value = i, value
         best = left.pop(best_i)
         overlap.pop(best_i)
-        chosen.append(best)
+        yield best
         overlap = [
             max(o, jaccard(c.tokens, best.tokens)) for o, c in zip(overlap, left, strict=True)
         ]
-    return chosen

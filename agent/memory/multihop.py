@@ -42,7 +42,6 @@ from clawgate.agent.memory.tokens import (
     cjk_runs,
     normalise,
     stem,
-    token_set,
     words,
 )
 
@@ -247,7 +246,6 @@ def lead_with(
         cand = by_id.get(chunk_id) or Candidate(
             id=chunk_id,
             recency=fusion.recency(row.date, today, half_life),
-            tokens=token_set(row.text),
         )
         cand.relevance = relevance
         cand.key = key + 2e-6 - rank * 1e-6

@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import ge
 
-from clawgate.agent.memory.coverage import terms, weighted_coverage
+from clawgate.agent.memory.coverage import Cover, terms
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index_db import ChunkRow
 
@@ -55,10 +54,10 @@ class Reranker:
         seen: Counter[str] = Counter()
         for c in cands:
             seen.update(terms(rows[c.id].text))
-        query = frozenset(weights)
+        query, counted = frozenset(weights), Cover(weights)
         out: list[tuple[float, ...]] = []
         for c in cands:
-            cover, specific = _best_line(rows[c.id].text, weights, query, seen)
+            cover, specific = _best_line(rows[c.id].text, counted, query, seen)
             found = (c.relevance / best, c.t, c.v, c.d, cover, specific)
             out.append(tuple(round(x, 9) for x in found))
         return out
@@ -120,24 +119,58 @@ def _respect_dominance(
 ) -> list[Candidate]:
     """The preferred order, except that a candidate waits until every candidate that
     dominates it is placed: each place takes the first candidate no unplaced one dominates."""
-    x = [evidence[c.id] for c in preferred]
-    # beats[i]: the candidates i dominates (each pair compared once; no numpy: a keyword-only
-    # memory never loads it).
-    beats: list[list[int]] = [[] for _ in x]
-    above = [0] * len(x)
-    for i, a in enumerate(x):
-        for j, b in enumerate(x):
-            if a != b and all(map(ge, a, b)):
-                beats[i].append(j)
-                above[j] += 1
-    left, placed = list(range(len(x))), []
+    beaten = dominated_sets([evidence[c.id] for c in preferred])
+    above = [0] * len(preferred)
+    for mask in beaten:
+        for j in _bits(mask):
+            above[j] += 1
+    left, placed = list(range(len(preferred))), []
     while left:
         pick = next(i for i in left if above[i] == 0)
         left.remove(pick)
         placed.append(preferred[pick])
-        for j in beats[pick]:
+        for j in _bits(beaten[pick]):
             above[j] -= 1
     return placed
+
+
+def dominated_sets(x: Sequence[tuple[float, ...]]) -> list[int]:
+    """For each evidence tuple, the ones it dominates as a bit mask (bit j: x[j]).
+
+    Per feature, the tuples at most as good on it form a prefix of that feature's sorted
+    order, so one pass builds every tuple's mask; a tuple dominates those at most as good on
+    all features, itself and its equals aside. n log n a feature instead of n^2 pairs (no
+    numpy: a keyword-only memory never loads it)."""
+    n = len(x)
+    if n == 0:
+        return []
+    full = (1 << n) - 1
+    dominated = [full] * n
+    for f in range(len(x[0])):
+        order = sorted(range(n), key=lambda i: x[i][f])
+        below, start = 0, 0
+        while start < n:  # each run of equal values shares the mask that includes it
+            end = start
+            value = x[order[start]][f]
+            while end < n and x[order[end]][f] == value:
+                below |= 1 << order[end]
+                end += 1
+            for i in order[start:end]:
+                dominated[i] &= below
+            start = end
+    equal: dict[tuple[float, ...], int] = {}
+    for i, a in enumerate(x):
+        equal[a] = equal.get(a, 0) | 1 << i
+    return [mask & ~equal[a] for mask, a in zip(dominated, x, strict=True)]
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
@@ -147,7 +180,7 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 
 def _best_line(
-    text: str, weights: dict[str, float], query: frozenset[str], seen: Counter[str]
+    text: str, weights: Cover, query: frozenset[str], seen: Counter[str]
 ) -> tuple[float, float]:
     """(coverage, specificity) of the line that holds the most of the question (by idf
     weight), the most specific first among equals. Specificity: the line's other words,
@@ -156,5 +189,5 @@ def _best_line(
     for line in text.splitlines():
         own = terms(line) - query
         specific = sum(1 / seen[t] for t in own) / len(own) if own else 0.0
-        best = max(best, (weighted_coverage(weights, line), specific))
+        best = max(best, (weights.weighted(line), specific))
     return best

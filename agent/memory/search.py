@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
 from functools import partial
@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
 from clawgate.agent.memory import fusion, multihop
-from clawgate.agent.memory.coverage import coverage, entry_coverage, terms
+from clawgate.agent.memory.coverage import Cover, coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
 from clawgate.agent.memory.expand import Companions
@@ -269,7 +269,8 @@ class MemorySearch:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
             return []
-        cover = {c: entry_coverage(weights_by_term, r.text) for c, r in rows.items()}
+        asking_weights = Cover(weights_by_term)
+        cover = {c: asking_weights.entry(r.text) for c, r in rows.items()}
         holding = [c for c, x in cover.items() if x > 0]
         bm25 = fusion.keyword_evidence(raw, cut=gathered.cut, holding=holding)
         narrow = fusion.keyword_evidence(raw, first, cut=gathered.cut_first, holding=holding)
@@ -288,7 +289,6 @@ class MemorySearch:
                     v=vector.get(chunk_id, 0.0),
                     d=1.0 if on_day else 0.0,
                     recency=fusion.recency(row.date, today, self.config.half_life_days),
-                    tokens=token_set(row.text),
                 )
             )
         fusion.weigh(cands, weights)
@@ -329,8 +329,10 @@ class MemorySearch:
         for cand in ranked:
             cand.score = cand.relevance / best * confidence
         ranked = [c for c in ranked if c.score >= floor and c.relevance > 0]
-        chosen = fusion.mmr(ranked, len(ranked), self.config.mmr_lambda)
-        hits = _merge(chosen, rows, plan.terms, k)
+        for cand in ranked:  # what MMR compares: only the candidates that passed the floor
+            cand.tokens = token_set(rows[cand.id].text)
+        chosen = fusion.mmr(ranked, self.config.mmr_lambda)
+        hits = _merge(chosen, ranked, rows, plan.terms, k)
         if visited.state == self.index.state():  # nothing changed while it ran
             self._results.put(self._kept_under(visited.state, table), key, list(hits))
         return hits
@@ -394,7 +396,8 @@ def _within(asked: DateRange, window: tuple[str, str] | None) -> tuple[str, str]
 
 
 def _merge(
-    chosen: list[Candidate],
+    chosen: Iterator[Candidate],
+    ranked: list[Candidate],
     rows: dict[int, ChunkRow],
     terms_: tuple[str, ...],
     k: int,
@@ -402,20 +405,33 @@ def _merge(
     """The first k results MMR chose, listed by score (stable) so the printed scores descend;
     a chunk of the same file and date that touches an
     earlier result (or is a blank line away) joins it, the result then spanning both,
-    instead of taking a place."""
+    instead of taking a place.
+
+    MMR's picks are taken one at a time (`chosen` orders `ranked`). Once k results stand and
+    no candidate left touches one of them, no later pick can change them (a result grows
+    only by a touching chunk), so the rest are never picked."""
     merged: list[tuple[Candidate, int, int, list[ChunkRow]]] = []
+    left = {c.id for c in ranked}
     for cand in chosen:
+        left.discard(cand.id)
         row = rows[cand.id]
         for i, (head, start, end, parts) in enumerate(merged):
             first = parts[0]
-            touching = row.start_line <= end + 2 and start <= row.end_line + 2
-            if first.path == row.path and first.date == row.date and touching:
+            if first.path == row.path and first.date == row.date and _touching(row, start, end):
                 parts.append(row)
                 merged[i] = (head, min(start, row.start_line), max(end, row.end_line), parts)
                 break
         else:
             if len(merged) < k:
                 merged.append((cand, row.start_line, row.end_line, [row]))
+        if len(merged) == k and not any(
+            parts[0].path == rows[c].path
+            and parts[0].date == rows[c].date
+            and _touching(rows[c], start, end)
+            for c in left
+            for _, start, end, parts in merged
+        ):
+            break
     hits = []
     for head, start, end, parts in merged:
         best = parts[0]
@@ -434,3 +450,8 @@ def _merge(
         )
     hits.sort(key=lambda hit: -hit.score)
     return hits
+
+
+def _touching(row: ChunkRow, start: int, end: int) -> bool:
+    """The chunk overlaps lines start..end or is at most a blank line away."""
+    return row.start_line <= end + 2 and start <= row.end_line + 2

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawgate.agent.memory.coverage import terms, weighted_coverage
+from clawgate.agent.memory.coverage import Cover, terms
 from clawgate.agent.memory.gather import MAX_NEEDLES
 from clawgate.agent.memory.index_db import best_matches, cjk_text
 from clawgate.agent.memory.query import keyword_query
@@ -268,11 +268,11 @@ class TranscriptIndex:
             f"SELECT id, session, seq, speaker, ts, path, text FROM messages WHERE id IN ({marks})",
             list(bm25),
         ).fetchall()
-        weights = dict.fromkeys(terms(query), 1.0)
+        weights = Cover(dict.fromkeys(terms(query), 1.0))
         scored = []
         for rowid, session, seq, speaker, ts, path, text in rows:
             # How much of the question the message (and its speaker) holds, then BM25.
-            cover = weighted_coverage(weights, f"{speaker} {text}") if weights else 1.0
+            cover = weights.weighted(f"{speaker} {text}") if weights.weights else 1.0
             value = cover * (0.5 + 0.5 * bm25[rowid])
             scored.append((value, rowid, ts, session, seq, speaker, path, text))
         # Newer messages (higher ids) first among equals.
