@@ -1,7 +1,8 @@
 """The memory search's shortcuts change no answer: a kept result is served only while the
 index, the arguments and the day are the same, a small index's reads run on the loop only
 while its connection is free, and recall decides the same snippets with and without them
-(the kept results, the reads on the loop, the vocabulary that ends a search early)."""
+(the kept results, the reads on the loop, the vocabulary that ends a search early, the
+chunks' lines it keeps as terms)."""
 
 from __future__ import annotations
 
@@ -201,3 +202,60 @@ async def test_recall_decides_the_same_with_and_without_every_shortcut(
     unheard = {terms(q) for q in ("xylophone marimba glockenspiel", "完全无关的句子")}
     assert unheard <= set(skipped)
     assert not any(question_terms & terms("was I early?") for question_terms in skipped)
+
+
+def test_a_chunks_kept_lines_count_as_its_text_does() -> None:
+    """Issue #28: the index keeps each chunk's lines as terms (vocabulary.Lines) so that a
+    search does not split its candidates into words again; counted from them, coverage,
+    confidence, the reranker's features and the word counts are exactly the text's."""
+    import random
+
+    from clawgate.agent.memory.coverage import Cover, coverage, split_terms
+    from clawgate.agent.memory.fusion import Candidate
+    from clawgate.agent.memory.index_db import ChunkRow
+    from clawgate.agent.memory.rerank import Reranker
+
+    rng = random.Random(28)
+    pieces = (
+        "Maya booked the dentist dentists booking studies study early Ears hi thanks the of "
+        "ＦＵＬＬ Café naïve 会议 明天 下午 的 好 Skoda 2027-01-19 x".split()
+    )
+    breaks = ("\n", "\n", "\n\n", "\r\n", "\r", "\x0c", " ")
+    texts = []
+    for _ in range(400):
+        parts = [rng.choice(pieces) for _ in range(rng.randint(0, 14))]
+        texts.append("".join(p + rng.choice(breaks) for p in parts).strip(" "))
+    vocabulary = Vocabulary()
+    vocabulary.reset(enumerate(texts))
+    lines = vocabulary.lines(range(len(texts)))
+    assert len(lines) > 300  # every text without a lone \r, \x0c: most of them
+    for n, text in enumerate(texts):
+        if n not in lines:
+            continue
+        question = frozenset(rng.sample(sorted(split_terms(" ".join(pieces))), 4))
+        weights = {t: rng.random() + 0.1 for t in question}
+        cover = Cover(weights)
+        assert cover.entry(text, lines[n]) == Cover(weights).entry(text)
+        assert cover.share(question, text, lines[n]) == coverage(question, text)
+
+    rows = {n: ChunkRow(n, "memory/x.md", 1, 1, None, t) for n, t in enumerate(texts)}
+    kept = {n: row._replace(lines=lines.get(n)) for n, row in rows.items()}
+    reranker = Reranker()
+    for _ in range(50):
+        head = [
+            Candidate(id=n, t=rng.random(), relevance=rng.random())
+            for n in rng.sample(sorted(rows), 30)
+        ]
+        weights = {
+            t: rng.random() + 0.1 for t in rng.sample(sorted(split_terms(" ".join(pieces))), 3)
+        }
+        assert reranker.features(head, kept, weights) == reranker.features(head, rows, weights)
+
+    # Removed again (by id, as the index drops them): the counts are those of what is left.
+    gone = rng.sample(range(len(texts)), 250)
+    vocabulary.remove((n, texts[n]) for n in gone)
+    left = [t for n, t in enumerate(texts) if n not in set(gone)]
+    held = set().union(*map(split_terms, left))
+    for term in split_terms(" ".join(pieces)):
+        assert vocabulary.holds_none(frozenset([term])) is (term not in held), term
+    assert not vocabulary.lines(gone)

@@ -5,6 +5,7 @@ more). Confidence, keyword evidence and the second hop (multihop.py) all count t
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import chain
 
 from clawgate.agent.memory.tokens import (
     CJK_STOP_CHARS,
@@ -22,6 +23,10 @@ CHITCHAT = frozenset(
     tonight doing going up again""".split()
 )
 CHITCHAT_CJK = frozenset("好谢哈嗯早晚安啦哦嘿呀嘛")
+
+# A chunk's lines (`str.splitlines`), each as the terms `terms` finds in it (interned:
+# vocabulary.py keeps them for every chunk of the index).
+Lines = tuple[tuple[str, ...], ...]
 
 
 @lru_cache(maxsize=8192)
@@ -50,7 +55,9 @@ class Cover:
 
     A text's covered weight depends only on which of the question's words it holds, so the
     sum for each such set is worked out once a question, in the weights' order (the float
-    that summing for each text would give), and a text costs a set intersection."""
+    that summing for each text would give), and a text costs a set intersection. A chunk
+    whose lines' terms the index keeps (`Lines`) is counted from them, not split into words
+    again."""
 
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
@@ -58,27 +65,42 @@ class Cover:
         self._words = frozenset(weights)
         self._sums: dict[frozenset[str], float] = {}
 
-    def weighted(self, text: str) -> float:
-        """The share of the question's words (by weight) in a text."""
+    def weighted(self, text: str, line: tuple[str, ...] | None = None) -> float:
+        """The share of the question's words (by weight) in a text (`line`: its terms)."""
         if self.total <= 0:
             return 0.0
-        return self._covered(text) / self.total
+        held = terms(text) if line is None else line
+        return self._covered(self._words.intersection(held)) / self.total
 
-    def entry(self, text: str) -> float:
+    def entry(self, text: str, lines: Lines | None = None) -> float:
         """A chunk's weighted coverage, averaged with that of its best line: a day's log
         holds many separate entries, and one entry that holds the whole question beats words
         scattered over several."""
         if self.total <= 0:
             return 0.0
-        whole = self._covered(text) / self.total
-        lines = text.splitlines()
-        if len(lines) < 2 or whole <= 0:
-            return whole
+        if lines is None:
+            whole = self._words & terms(text)
+        else:
+            held = [self._words.intersection(line) for line in lines]
+            whole = frozenset().union(*held)  # no term spans a line (terms)
+        share = self._covered(whole) / self.total
+        if share <= 0:
+            return share
+        if lines is None:
+            held = [self._words & terms(line) for line in text.splitlines()]
+        if len(held) < 2:
+            return share
         # Dividing by the same positive total keeps the order: the best line's share.
-        return (whole + max(map(self._covered, lines)) / self.total) / 2
+        return (share + max(map(self._covered, held)) / self.total) / 2
 
-    def _covered(self, text: str) -> float:
-        held = terms(text) & self._words
+    def share(self, query_terms: frozenset[str], text: str, lines: Lines | None = None) -> float:
+        """`coverage(query_terms, text)`, from the chunk's lines when given."""
+        if lines is None or not query_terms:
+            return coverage(query_terms, text)
+        return len(query_terms.intersection(chain.from_iterable(lines))) / len(query_terms)
+
+    def _covered(self, held: frozenset[str]) -> float:
+        """The weight of the question's words `held` (a subset of them)."""
         if not held:
             return 0  # most lines of a candidate hold no word of the question
         found = self._sums.get(held)

@@ -208,9 +208,7 @@ class MemoryIndex:
         self._generation = await self._read_generation(db)
         rows = await fetch(db, "SELECT path, size, mtime_ns, ino, hash FROM files")
         self._files = {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
-        await db.run(
-            lambda c: self.vocabulary.reset(r[0] for r in c.execute("SELECT text FROM chunks"))
-        )
+        await db.run(lambda c: self.vocabulary.reset(c.execute("SELECT id, text FROM chunks")))
         self.vectors.clear()
         self._missing.clear()
         if self.embedder is None:
@@ -276,9 +274,9 @@ class MemoryIndex:
         rows = await fetch(db, "SELECT id, text FROM chunks WHERE path = ?", (path,))
         gone = [r[0] for r in rows if r[0] not in keep]
         if gone:
-            texts = [r[1] for r in rows if r[0] not in keep]
+            dropped = [(r[0], r[1]) for r in rows if r[0] not in keep]
             await db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
-            await db.run(lambda _c: self.vocabulary.remove(texts))
+            await db.run(lambda _c: self.vocabulary.remove(dropped))
             self.vectors.remove(gone)
             for chunk_id in gone:
                 self._missing.pop(chunk_id, None)
@@ -298,7 +296,7 @@ class MemoryIndex:
             "VALUES (?,?,?,?,?,?,?,?)",
             params,
         )
-        await db.run(lambda _c: self.vocabulary.add(c.text for c in chunks))
+        await db.run(lambda _c: self.vocabulary.add((p[0], p[6]) for p in params))
         if self.embedder is not None:
             for n, chunk in enumerate(chunks):
                 self._missing[first + n] = chunk.hash

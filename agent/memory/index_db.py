@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from clawgate.agent.memory.chunker import CHUNKER_VERSION
+from clawgate.agent.memory.coverage import Lines
 from clawgate.agent.memory.tokens import cjk_runs
 from clawgate.kernel.storage import make_dirs
 
@@ -102,6 +103,8 @@ class ChunkRow(NamedTuple):
     end_line: int
     date: str | None
     text: str
+    # Its lines' terms, as the index keeps them (vocabulary.py); None: split the text.
+    lines: Lines | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import fsum
 
 from clawgate.agent.memory.coverage import Cover, terms
 from clawgate.agent.memory.fusion import Candidate
@@ -53,11 +54,12 @@ class Reranker:
         best = max((c.relevance for c in cands), default=0.0) or 1.0
         seen: Counter[str] = Counter()
         for c in cands:
-            seen.update(terms(rows[c.id].text))
+            row = rows[c.id]
+            seen.update(terms(row.text) if row.lines is None else set().union(*row.lines))
         query, counted = frozenset(weights), Cover(weights)
         out: list[tuple[float, ...]] = []
         for c in cands:
-            cover, specific = _best_line(rows[c.id].text, counted, query, seen)
+            cover, specific = _best_line(rows[c.id], counted, query, seen)
             found = (c.relevance / best, c.t, c.v, c.d, cover, specific)
             out.append(tuple(round(x, 9) for x in found))
         return out
@@ -180,14 +182,19 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 
 def _best_line(
-    text: str, weights: Cover, query: frozenset[str], seen: Counter[str]
+    row: ChunkRow, weights: Cover, query: frozenset[str], seen: Counter[str]
 ) -> tuple[float, float]:
     """(coverage, specificity) of the line that holds the most of the question (by idf
     weight), the most specific first among equals. Specificity: the line's other words,
-    each counted 1 / the number of candidates that hold it."""
+    each counted 1 / the number of candidates that hold it (summed exactly, so that the
+    order a set gives its words in plays no part)."""
     best = (0.0, 0.0)
-    for line in text.splitlines():
-        own = terms(line) - query
-        specific = sum(1 / seen[t] for t in own) / len(own) if own else 0.0
-        best = max(best, (weights.weighted(line), specific))
+    if row.lines is None:
+        lines = [(line, terms(line)) for line in row.text.splitlines()]
+    else:
+        lines = [("", held) for held in row.lines]
+    for line, held in lines:
+        own = [t for t in held if t not in query]
+        specific = fsum(1 / seen[t] for t in own) / len(own) if own else 0.0
+        best = max(best, (weights.weighted(line, held), specific))
     return best

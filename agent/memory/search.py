@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
 from clawgate.agent.memory import fusion, multihop
-from clawgate.agent.memory.coverage import Cover, coverage, terms
+from clawgate.agent.memory.coverage import Cover, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
 from clawgate.agent.memory.expand import Companions
@@ -240,11 +240,18 @@ class MemorySearch:
                 if local is None:
                     return _Visit(weights, unseen, None, total)  # a remote model: on the loop
                 vector = query_vector(local.embed_sync, query_text, unseen, weights)
+            gathered = gather(reader, vector)
+            return _Visit(weights, unseen, vector, total, gathered, state=state)
+
+        def gather(reader: Reader, vector: np.ndarray | None) -> Gathered:
             in_memory = partial(self.index.bm25.best, self.index.words_state())
-            gathered = gather_candidates(
+            found = gather_candidates(
                 reader, self.index.vectors, plan, vector, (wide, pool), (window, dated), in_memory
             )
-            return _Visit(weights, unseen, vector, total, gathered, state=state)
+            # In the index's thread, as the rows are read: the lines belong to these texts.
+            lines = self.index.vocabulary.lines(found.rows)
+            found.rows = {c: r._replace(lines=lines.get(c)) for c, r in found.rows.items()}
+            return found
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a
         # local model) and every candidate read. A remote model's embedding is an HTTP call
@@ -258,19 +265,14 @@ class MemorySearch:
         if gathered is None:
             assert embedder is not None
             query_vec = await query_vector_async(embedder, query_text, unseen, weights_by_term)
-            in_memory = partial(self.index.bm25.best, self.index.words_state())
-            gathered = await self.index.read(
-                lambda r: gather_candidates(
-                    r, self.index.vectors, plan, query_vec, (wide, pool), (window, dated), in_memory
-                )
-            )
+            gathered = await self.index.read(lambda r: gather(r, query_vec))
         raw, first, cosines, rows = gathered.raw, gathered.first, gathered.cosines, gathered.rows
         if window is not None:
             rows = {c: r for c, r in rows.items() if r.date and window[0] <= r.date <= window[1]}
         if not rows:
             return []
-        asking_weights = Cover(weights_by_term)
-        cover = {c: asking_weights.entry(r.text) for c, r in rows.items()}
+        counted = Cover(weights_by_term)
+        cover = {c: counted.entry(r.text, r.lines) for c, r in rows.items()}
         holding = [c for c, x in cover.items() if x > 0]
         bm25 = fusion.keyword_evidence(raw, cut=gathered.cut, holding=holding)
         narrow = fusion.keyword_evidence(raw, first, cut=gathered.cut_first, holding=holding)
@@ -302,7 +304,9 @@ class MemorySearch:
         for cand in cands:
             cand.relevance += ties.get(cand.id, 0.0)
         query_terms = terms(text)
-        confidence = max((coverage(query_terms, r.text) for r in rows.values()), default=0.0)
+        confidence = max(
+            (counted.share(query_terms, r.text, r.lines) for r in rows.values()), default=0.0
+        )
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
         recency_weight = 0.0 if asked else RECENCY_WEIGHT

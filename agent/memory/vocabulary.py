@@ -1,4 +1,5 @@
-"""Every content word the memory's chunks hold, as the confidence of a search counts them.
+"""Every content word the memory's chunks hold, as the confidence of a search counts them,
+and the terms of each chunk's lines.
 
 A search's confidence is the share of the question's content words (`coverage.terms`) the
 best candidate holds; a hit's score is its relevance scaled by it. When no chunk holds any
@@ -8,50 +9,83 @@ the vector side finds, so no hit can reach a positive score floor: auto-recall's
 it, kept in step with the index's chunks (MemoryIndex adds and removes their texts, and
 reads all of them again when it reloads its state); its updates run in the index's worker
 thread, where the reads that consult it run too.
+
+It also keeps each chunk's lines as their terms (`coverage.Lines`): what a search counts of
+its ~100 candidates (coverage.Cover, the reranker) is then split into words once, when the
+chunk is indexed, not at each search that brings it back. The terms are interned, so a
+chunk costs a tuple of pointers a line (~4 MB at 10,000 chunks, where a cache of every
+line's and chunk's term set would take ~30 MB).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 # Not `terms`: its cache (and that of the lines it is built from) would lose a search's hot
 # entries to the memory's every chunk.
-from clawgate.agent.memory.coverage import split_terms
+from clawgate.agent.memory.coverage import Lines, split_terms
 
 
 class Vocabulary:
-    """Chunks per content word; `ready` once it was filled from every chunk of the index."""
+    """Chunks per content word, and each chunk's `Lines`; `ready` once it was filled from
+    every chunk of the index."""
 
     def __init__(self) -> None:
         self._chunks: dict[str, int] = {}
+        self._lines: dict[int, Lines] = {}
         self.ready = False
 
-    def reset(self, texts: Iterable[str]) -> None:
-        self._chunks = {}
-        self.add(texts)
+    def reset(self, chunks: Iterable[tuple[int, str]]) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.add(chunks)
         self.ready = True
 
     def forget(self) -> None:
         """Unknown until the next `reset`: no question is decided by it meanwhile."""
-        self._chunks = {}
-        self.ready = False
+        self.__init__()  # type: ignore[misc]
 
-    def add(self, texts: Iterable[str]) -> None:
-        chunks = self._chunks
-        for text in texts:
-            for term in split_terms(text):
-                chunks[term] = chunks.get(term, 0) + 1
+    def add(self, chunks: Iterable[tuple[int, str]]) -> None:
+        """(chunk id, text) of chunks the index just took in."""
+        counts = self._chunks
+        for chunk_id, text in chunks:
+            lines = _split(text)
+            if lines is None:
+                held: Iterable[str] = split_terms(text)
+            else:
+                held = set().union(*lines)
+                self._lines[chunk_id] = lines
+            for term in held:
+                counts[term] = counts.get(term, 0) + 1
 
-    def remove(self, texts: Iterable[str]) -> None:
-        chunks = self._chunks
-        for text in texts:
-            for term in split_terms(text):
-                left = chunks.get(term, 0) - 1
+    def remove(self, chunks: Iterable[tuple[int, str]]) -> None:
+        """(chunk id, text) of chunks the index just dropped."""
+        counts = self._chunks
+        for chunk_id, text in chunks:
+            lines = self._lines.pop(chunk_id, None)
+            held = split_terms(text) if lines is None else set().union(*lines)
+            for term in held:
+                left = counts.get(term, 0) - 1
                 if left > 0:
-                    chunks[term] = left
+                    counts[term] = left
                 else:
-                    chunks.pop(term, None)
+                    counts.pop(term, None)
 
     def holds_none(self, question_terms: frozenset[str]) -> bool:
         """True only when it is known that no chunk holds any of these terms."""
         return self.ready and not any(term in self._chunks for term in question_terms)
+
+    def lines(self, chunk_ids: Iterable[int]) -> dict[int, Lines]:
+        """The lines of those chunks it keeps. Asked in the index's thread, where the
+        chunks are added and removed, together with the rows' texts: the lines are those of
+        the texts the same read returns."""
+        kept = self._lines
+        return {c: kept[c] for c in chunk_ids if c in kept}
+
+
+def _split(text: str) -> Lines | None:
+    if "\n" not in text and len(text.splitlines()) > 1:
+        # `terms` splits such a text whole, not by line (a line break other than \n): no
+        # lines kept, a search splits it itself.
+        return None
+    return tuple(tuple(map(sys.intern, split_terms(line))) for line in text.splitlines())
