@@ -4,6 +4,7 @@ more). Confidence, keyword evidence and the second hop (multihop.py) all count t
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import lru_cache
 from itertools import chain
 
@@ -65,7 +66,7 @@ class Cover:
         self._words = frozenset(weights)
         self._sums: dict[frozenset[str], float] = {}
 
-    def weighted(self, text: str, line: tuple[str, ...] | None = None) -> float:
+    def weighted(self, text: str, line: Collection[str] | None = None) -> float:
         """The share of the question's words (by weight) in a text (`line`: its terms)."""
         if self.total <= 0:
             return 0.0

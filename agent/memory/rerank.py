@@ -20,7 +20,7 @@ relevance and plays no part in this order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from math import fsum
 
@@ -189,6 +189,7 @@ def _best_line(
     each counted 1 / the number of candidates that hold it (summed exactly, so that the
     order a set gives its words in plays no part)."""
     best = (0.0, 0.0)
+    lines: list[tuple[str, Collection[str]]]
     if row.lines is None:
         lines = [(line, terms(line)) for line in row.text.splitlines()]
     else:
