@@ -6,7 +6,7 @@ Printed: wall and CPU time per recall (under the profiler, so higher than withou
 the `--top` functions by cumulative time. The profile covers the event loop's thread; the
 index's worker thread shows as the loop's wait (`select`/`poll`).
 
-Run: python bench/recall_profile.py [--chunks 100] [--queries 200] [--top 28]
+Run: python bench/recall_profile.py [--chunks 100] [--queries 200] [--top 28] [--lines 1]
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from turn_overhead import questions, write_notes  # the same notes and questions
 
 
-async def main_async(chunks: int, count: int, top: int) -> None:
+async def main_async(chunks: int, count: int, top: int, lines: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp) / "ws"
-        write_notes(workspace, chunks)
+        write_notes(workspace, chunks, lines)
         index = MemoryIndex.for_workspace(workspace, Path(tmp) / "data", default_embedder())
         search = MemorySearch(index, MemorySearchConfig())
         await index.refresh()
@@ -65,8 +65,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--top", type=int, default=28)
+    parser.add_argument("--lines", type=int, default=1, help="lines a chunk (turn_overhead.py)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.chunks, args.queries, args.top))
+    asyncio.run(main_async(args.chunks, args.queries, args.top, args.lines))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,13 @@ bench/model_call.py), so the fake's CPU is not ours. Last, the wall time of
 `clawgate --help`.
 
 Run: python bench/turn_overhead.py [--turns 200] [--no-recall] [--litellm] [--sizes 100,10000]
+     [--lines 1]
 
 --no-recall turns memory.auto_recall off, to see the turn without the memory search that
 otherwise runs on every owner turn. --sizes lists memory sizes in chunks: memory/ is filled
 with that many chunks of synthetic notes (bench/search.py's corpus, indexed before the
-turns are timed; 0: the onboarding template alone), one block of rows per size. Every turn
+turns are timed; 0: the onboarding template alone), one block of rows per size; --lines 10
+makes each chunk ten 12-word entries (~1.3 KB), the shape of a day's log. Every turn
 asks a different question (none repeats within a run, so no cache is flattered): most in
 the notes' words, so auto-recall searches the memory and finds things, one in five in
 words the memory does not hold (a new topic), as a chat would. "cpu" is the process's CPU
@@ -107,16 +109,23 @@ class Steps:
         return turn
 
 
-def write_notes(workspace: Path, chunks: int) -> None:
-    """`chunks` sections of synthetic notes under memory/ (none for 0)."""
+def write_notes(workspace: Path, chunks: int, lines: int = 1) -> None:
+    """`chunks` sections of synthetic notes under memory/ (none for 0): a heading and one
+    45-word line each, or with `lines` > 1 that many entries of 12 words, as a day's log
+    holds (up to 10 lines a section is one chunk; more, and the chunker cuts it in two)."""
     rng = random.Random(7)
     vocab = vocabulary(rng)
     memory = workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
+
+    def body() -> str:
+        if lines <= 1:
+            return sentence(rng, vocab, 45)
+        return "\n".join(f"- {sentence(rng, vocab, 12)}" for _ in range(lines))
+
     for day in range(chunks // CHUNKS_PER_FILE if chunks >= CHUNKS_PER_FILE else 0):
         sections = [
-            f"## {n:02d} {sentence(rng, vocab, 2)}\n{sentence(rng, vocab, 45)}\n"
-            for n in range(CHUNKS_PER_FILE)
+            f"## {n:02d} {sentence(rng, vocab, 2)}\n{body()}\n" for n in range(CHUNKS_PER_FILE)
         ]
         (memory / f"notes-{day:04d}.md").write_text("\n".join(sections))
     if 0 < chunks < CHUNKS_PER_FILE:
@@ -146,7 +155,14 @@ def questions(count: int, seed: int) -> list[str]:
 
 
 async def measure(
-    size: int, turns: int, url: str, root: Path, recall: bool, direct: bool, chunks: int
+    size: int,
+    turns: int,
+    url: str,
+    root: Path,
+    recall: bool,
+    direct: bool,
+    chunks: int,
+    lines: int = 1,
 ) -> tuple[list[float], list[float], list[float], dict[str, list[float]]]:
     agent = AgentConfig(
         model="openai/fake", api_base=url, api_key="x", max_retries=0, direct_http=direct
@@ -158,7 +174,7 @@ async def measure(
         memory=MemoryConfig(auto_recall=recall),
     )
     onboard(root / "data" / f"config{size}-{chunks}.toml", workspace=config.workspace)
-    write_notes(config.workspace, chunks)
+    write_notes(config.workspace, chunks, lines)
     asked = questions(turns + 5, seed=size)
     runtime = AgentRuntime.build(config)
     await runtime.search.index.refresh()  # the build is not a turn's cost
@@ -231,7 +247,7 @@ def cli_help_time() -> float:
 
 
 async def main_async(
-    turns: int, recall: bool, direct: bool, sizes: list[int], help_time: bool = True
+    turns: int, recall: bool, direct: bool, sizes: list[int], help_time: bool, lines: int
 ) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     async with model_server() as url:
@@ -247,7 +263,7 @@ async def main_async(
             for chunks in sizes:
                 for size in (10, 1_000, 10_000):
                     inside, outside, cpu, per_step = await measure(
-                        size, turns, url, Path(tmp), recall, direct, chunks
+                        size, turns, url, Path(tmp), recall, direct, chunks, lines
                     )
                     medians = " ".join(
                         f"{statistics.median(per_step[step]) * 1000:>8.2f}" for step in STEPS
@@ -274,10 +290,13 @@ def main() -> None:
     parser.add_argument(
         "--sizes", default="100,10000", help="memory sizes in chunks, comma-separated (0: none)"
     )
+    parser.add_argument(
+        "--lines", type=int, default=1, help="lines a chunk, 12 words each (1: one of 45 words)"
+    )
     parser.add_argument("--no-help", dest="help_time", action="store_false")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    asyncio.run(main_async(args.turns, args.recall, args.direct, sizes, args.help_time))
+    asyncio.run(main_async(args.turns, args.recall, args.direct, sizes, args.help_time, args.lines))
 
 
 if __name__ == "__main__":
