@@ -249,7 +249,9 @@ def test_a_chunks_kept_lines_count_as_its_text_does() -> None:
         weights = {
             t: rng.random() + 0.1 for t in rng.sample(sorted(split_terms(" ".join(pieces))), 3)
         }
-        assert reranker.features(head, kept, weights) == reranker.features(head, rows, weights)
+        expected = reranker.features(head, rows, weights)
+        assert reranker.features(head, kept, weights) == expected
+        assert reranker.features(head, kept, Cover(weights)) == expected  # as a search asks
 
     # Removed again (by id, as the index drops them): the counts are those of what is left.
     gone = rng.sample(range(len(texts)), 250)

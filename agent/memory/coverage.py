@@ -63,15 +63,21 @@ class Cover:
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
         self.total = sum(weights.values())
-        self._words = frozenset(weights)
+        self.words = frozenset(weights)
         self._sums: dict[frozenset[str], float] = {}
+        # By the identity of a chunk's Lines (kept here, so the id stays theirs): the
+        # question's words it holds, whole and by line; the reranker asks for them again.
+        self._held: dict[int, tuple[Lines, frozenset[str], list[frozenset[str]]]] = {}
 
-    def weighted(self, text: str, line: Collection[str] | None = None) -> float:
-        """The share of the question's words (by weight) in a text (`line`: its terms)."""
+    def weighted(self, text: str) -> float:
+        """The share of the question's words (by weight) in a text."""
+        return self.share_of(self.words & terms(text))
+
+    def share_of(self, held: frozenset[str]) -> float:
+        """The share (by weight) of these words of the question."""
         if self.total <= 0:
             return 0.0
-        held = terms(text) if line is None else line
-        return self._covered(self._words.intersection(held)) / self.total
+        return self._covered(held) / self.total
 
     def entry(self, text: str, lines: Lines | None = None) -> float:
         """A chunk's weighted coverage, averaged with that of its best line: a day's log
@@ -80,15 +86,14 @@ class Cover:
         if self.total <= 0:
             return 0.0
         if lines is None:
-            whole = self._words & terms(text)
+            whole = self.words & terms(text)
         else:
-            held = [self._words.intersection(line) for line in lines]
-            whole = frozenset().union(*held)  # no term spans a line (terms)
+            whole, held = self._held_by(lines)
         share = self._covered(whole) / self.total
         if share <= 0:
             return share
         if lines is None:
-            held = [self._words & terms(line) for line in text.splitlines()]
+            held = [self.words & terms(line) for line in text.splitlines()]
         if len(held) < 2:
             return share
         # Dividing by the same positive total keeps the order: the best line's share.
@@ -98,7 +103,25 @@ class Cover:
         """`coverage(query_terms, text)`, from the chunk's lines when given."""
         if lines is None or not query_terms:
             return coverage(query_terms, text)
+        if query_terms <= self.words:
+            return len(query_terms & self._held_by(lines)[0]) / len(query_terms)
         return len(query_terms.intersection(chain.from_iterable(lines))) / len(query_terms)
+
+    def lines(
+        self, text: str, lines: Lines | None = None
+    ) -> list[tuple[Collection[str], frozenset[str]]]:
+        """Each line's terms, with the question's words among them."""
+        if lines is None:
+            return [(held, self.words & held) for held in map(terms, text.splitlines())]
+        return list(zip(lines, self._held_by(lines)[1], strict=True))
+
+    def _held_by(self, lines: Lines) -> tuple[frozenset[str], list[frozenset[str]]]:
+        found = self._held.get(id(lines))
+        if found is None:
+            held = [self.words.intersection(line) for line in lines]
+            found = (lines, frozenset().union(*held), held)  # no term spans a line (terms)
+            self._held[id(lines)] = found
+        return found[1], found[2]
 
     def _covered(self, held: frozenset[str]) -> float:
         """The weight of the question's words `held` (a subset of them)."""

@@ -20,7 +20,7 @@ relevance and plays no part in this order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import fsum
 
@@ -48,18 +48,24 @@ class Reranker:
             raise ValueError("a reranker needs one non-negative weight per feature")
 
     def features(
-        self, cands: Sequence[Candidate], rows: Mapping[int, ChunkRow], weights: dict[str, float]
+        self,
+        cands: Sequence[Candidate],
+        rows: Mapping[int, ChunkRow],
+        weights: dict[str, float] | Cover,
     ) -> list[tuple[float, ...]]:
-        """Each candidate's evidence, in FEATURES order."""
+        """Each candidate's evidence, in FEATURES order (`weights`: the question's words'
+        idf, or the search's Cover of them)."""
         best = max((c.relevance for c in cands), default=0.0) or 1.0
         seen: Counter[str] = Counter()
         for c in cands:
             row = rows[c.id]
             seen.update(terms(row.text) if row.lines is None else set().union(*row.lines))
-        query, counted = frozenset(weights), Cover(weights)
+        counted = weights if isinstance(weights, Cover) else Cover(weights)
+        # What a word adds to a line's specificity: nothing for the question's own words.
+        each = {t: 1 / n for t, n in seen.items()} | dict.fromkeys(counted.words, 0.0)
         out: list[tuple[float, ...]] = []
         for c in cands:
-            cover, specific = _best_line(rows[c.id], counted, query, seen)
+            cover, specific = _best_line(rows[c.id], counted, each)
             found = (c.relevance / best, c.t, c.v, c.d, cover, specific)
             out.append(tuple(round(x, 9) for x in found))
         return out
@@ -68,7 +74,7 @@ class Reranker:
         self,
         cands: list[Candidate],
         rows: Mapping[int, ChunkRow],
-        weights: dict[str, float],
+        weights: dict[str, float] | Cover,
         recency_weight: float = 0.0,
         first: Mapping[int, float] | None = None,
     ) -> list[Candidate]:
@@ -181,21 +187,14 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
 
 
-def _best_line(
-    row: ChunkRow, weights: Cover, query: frozenset[str], seen: Counter[str]
-) -> tuple[float, float]:
+def _best_line(row: ChunkRow, weights: Cover, each: dict[str, float]) -> tuple[float, float]:
     """(coverage, specificity) of the line that holds the most of the question (by idf
     weight), the most specific first among equals. Specificity: the line's other words,
     each counted 1 / the number of candidates that hold it (summed exactly, so that the
-    order a set gives its words in plays no part)."""
+    order a set gives its words in plays no part; the question's words add 0.0)."""
     best = (0.0, 0.0)
-    lines: list[tuple[str, Collection[str]]]
-    if row.lines is None:
-        lines = [(line, terms(line)) for line in row.text.splitlines()]
-    else:
-        lines = [("", held) for held in row.lines]
-    for line, held in lines:
-        own = [t for t in held if t not in query]
-        specific = fsum(1 / seen[t] for t in own) / len(own) if own else 0.0
-        best = max(best, (weights.weighted(line, held), specific))
+    for held, asked in weights.lines(row.text, row.lines):
+        own = len(held) - len(asked)
+        specific = fsum(map(each.__getitem__, held)) / own if own else 0.0
+        best = max(best, (weights.share_of(asked), specific))
     return best

@@ -320,7 +320,7 @@ class MemorySearch:
             + ties.get(c.id, 0.0)
             for c in ranked
         }
-        ranked = self.reranker.order(ranked, rows, weights_by_term, recency_weight, first_stage)
+        ranked = self.reranker.order(ranked, rows, counted, recency_weight, first_stage)
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
         hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
         stage = sorted(first_stage, key=lambda c: -first_stage[c])
