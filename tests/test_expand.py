@@ -15,6 +15,7 @@ from clawgate.agent.memory.expand import (
     tie_breaks,
 )
 from clawgate.agent.memory.index import MemoryIndex
+from clawgate.agent.memory.index_db import ChunkRow
 from clawgate.agent.memory.search import MemorySearch
 from clawgate.kernel.config import MemorySearchConfig
 
@@ -58,10 +59,12 @@ def test_a_light_query_word_brings_lighter_associates():
 
 def test_tie_breaks_are_bounded_and_follow_the_associates():
     weights = {"practice": 2.0, "switch": 1.0}
-    ties = tie_breaks(weights, {1: ANSWER, 2: "Maya: call the dentist\nMaya: a bill", 3: ""})
+    texts = {1: ANSWER, 2: "Maya: call the dentist\nMaya: a bill", 3: ""}
+    rows = {c: ChunkRow(c, "memory/x.md", 1, 2, None, text) for c, text in texts.items()}
+    ties = tie_breaks(weights, rows)
     assert ties[1] == EXPAND_TIE
     assert ties[2] == ties[3] == 0.0
-    assert tie_breaks({}, {1: ANSWER}) == {}
+    assert tie_breaks({}, rows) == {}
 
 
 async def test_no_table_for_an_empty_or_too_large_memory():

@@ -36,7 +36,8 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from clawgate.agent.memory.coverage import CHITCHAT, terms
+from clawgate.agent.memory.coverage import CHITCHAT, Cover
+from clawgate.agent.memory.index_db import ChunkRow
 from clawgate.agent.memory.tokens import STOPWORDS, normalise, stem, words
 
 EXPAND_TIE = 0.1  # at most this much relevance (of 1) from the associates
@@ -111,26 +112,14 @@ class Associations:
         }
 
 
-def tie_breaks(weights: Mapping[str, float], texts: Mapping[int, str]) -> dict[int, float]:
+def tie_breaks(weights: Mapping[str, float], rows: Mapping[int, ChunkRow]) -> dict[int, float]:
     """Each chunk's extra relevance: EXPAND_TIE x its coverage of the associates, counted as
-    coverage.Cover counts the question's words (set intersections: a search
-    scores every candidate, and the associates are many)."""
-    total = sum(weights.values())
-    if total <= 0:
+    coverage.Cover counts the question's words (the whole chunk and its best line; from
+    the lines' terms the index keeps, where it does)."""
+    if sum(weights.values()) <= 0:
         return {}
-    keys = frozenset(weights)
-
-    def share(text: str) -> float:
-        return sum(weights[t] for t in terms(text) & keys) / total
-
-    found = {}
-    for chunk_id, text in texts.items():
-        whole = share(text)
-        lines = text.splitlines()
-        if len(lines) > 1 and whole > 0:
-            whole = (whole + max(share(line) for line in lines)) / 2
-        found[chunk_id] = EXPAND_TIE * whole
-    return found
+    associates = Cover(dict(weights))
+    return {c: EXPAND_TIE * associates.entry(r.text, r.lines) for c, r in rows.items()}
 
 
 def _line_terms(text: str) -> list[str]:
@@ -168,7 +157,7 @@ class Companions:
         query: Mapping[str, float],
         unseen: list[str],
         memory: tuple[int, Callable[[], Awaitable[list[str]]]],
-        texts: Mapping[int, str],
+        rows: Mapping[int, ChunkRow],
     ) -> dict[int, float]:
         """Extra relevance by chunk from the words that go with the question's in this
         memory (`memory`: its chunk count and how to read its texts); none for a question
@@ -176,7 +165,7 @@ class Companions:
         table = await self.get(*memory)
         if table is None or unseen:
             return {}
-        return tie_breaks(table.weights(query), texts)
+        return tie_breaks(table.weights(query), rows)
 
     async def close(self) -> None:
         """Stop a build still running (its thread finishes on its own)."""

@@ -298,8 +298,7 @@ class MemorySearch:
         ties: dict[int, float] = {}
         table = None  # a dated question's ties use no table: kept under the current one
         if self._companions is not None and not asked:
-            texts = {c: r.text for c, r in rows.items()}
-            ties = await self._companions.ties(weights_by_term, unseen, (total, self._texts), texts)
+            ties = await self._companions.ties(weights_by_term, unseen, (total, self._texts), rows)
             table = self._companions.version  # the table just used: no await since
         for cand in cands:
             cand.relevance += ties.get(cand.id, 0.0)
