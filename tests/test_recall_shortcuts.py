@@ -261,3 +261,44 @@ def test_a_chunks_kept_lines_count_as_its_text_does() -> None:
     for term in split_terms(" ".join(pieces)):
         assert vocabulary.holds_none(frozenset([term])) is (term not in held), term
     assert not vocabulary.lines(gone)
+
+
+async def test_the_kept_lines_follow_the_chunks_through_edits(tmp_path: Path) -> None:
+    """Issue #28: as files are added, edited, cut and removed (chunk ids freed and taken
+    again), the index's kept lines stay those of each chunk's current text."""
+    from clawgate.agent.memory.coverage import split_terms
+
+    workspace = tmp_path / "ws"
+    index = MemoryIndex.for_workspace(workspace, tmp_path / "data", HashedEmbedder())
+
+    async def check() -> None:
+        await index.refresh()
+        found = await index.read(lambda r: r.chunks(range(1, 1000)))
+        assert found
+        kept = index.vocabulary.lines(range(1, 1000))
+        assert kept.keys() == found.keys()  # none kept for a chunk no longer indexed
+        for chunk_id, text in ((c, row.text) for c, row in found.items()):
+            expected = [split_terms(line) for line in text.splitlines()]
+            assert [frozenset(line) for line in kept[chunk_id]] == expected, text
+
+    try:
+        write_memory_file(
+            workspace, "MEMORY.md", "# Memory\n\n- Ann's sister Rita lives in Lisbon.\n"
+        )
+        write_memory_file(workspace, "2027-01-19.md", "- 18:00 Called Rita about the flat.\n")
+        await check()
+        write_memory_file(
+            workspace,
+            "2027-01-19.md",
+            "- 18:00 Called Rita about the flat.\n- 19:00 Booked the vet.\n",
+        )
+        await check()
+        (workspace / "memory" / "2027-01-19.md").unlink()  # its chunk ids are freed
+        write_memory_file(workspace, "2027-01-20.md", "- 08:00 Maya's dentist is Dr Haddad now.\n")
+        await check()
+        write_memory_file(workspace, "MEMORY.md", "# Memory\n\n- Rita moved to Porto.\n")
+        await check()
+        assert index.vocabulary.holds_none(frozenset(["lisbon", "vet"]))  # counted out again
+        assert not index.vocabulary.holds_none(frozenset(["porto"]))
+    finally:
+        await index.close()
