@@ -463,9 +463,9 @@ class MemoryIndex:
         return await self.read(lambda r: r.dated_between(first, last))
 
     async def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
-        """Reader.chunks, on its own."""
+        """Reader.chunks, on its own, with their kept lines (Vocabulary.with_lines)."""
         ids = list(ids)
-        return await self.read(lambda r: r.chunks(ids))
+        return await self.read(lambda r: self.vocabulary.with_lines(r.chunks(ids)))
 
     async def status(self) -> IndexStatus:
         db = await self._conn()

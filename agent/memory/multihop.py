@@ -194,7 +194,7 @@ class Hop:
         the chunk naming what the question names leads the first stage."""
         if len(seen) < 2 or not ranked:
             return None
-        missing = set(seen) - self.terms(rows[ranked[0]].text)
+        missing = set(seen) - self._terms(rows[ranked[0]])
         if not missing:
             return None
         query = frozenset(seen)
@@ -216,15 +216,21 @@ class Hop:
             if window is None or (row.date and window[0] <= row.date <= window[1]):
                 rows[chunk_id] = row
         found = (hits | set(ranked)) & set(rows)
-        single = max(covered(seen, self.terms(rows[c].text)) for c in found)
+        single = max(covered(seen, self._terms(rows[c])) for c in found)
         second = [t for c in sorted(found) for t in self._lines(rows[c])]
         bridges = [t for r in first for t in self._lines(r)]
         return best_pair(bridges, second, seen, idf, single, scores)
 
+    def _terms(self, row: ChunkRow) -> frozenset[str]:
+        """A chunk's terms: from the lines the index keeps, or split from its text."""
+        return self.terms(row.text) if row.lines is None else frozenset().union(*row.lines)
+
     def _lines(self, row: ChunkRow) -> list[Text]:
+        split = row.text.splitlines()
+        held = map(self.terms, split) if row.lines is None else map(frozenset, row.lines)
         return [
-            Text(row.id, self.terms(line), link_terms(line))
-            for line in row.text.splitlines()
+            Text(row.id, terms, link_terms(line))
+            for line, terms in zip(split, held, strict=True)
             if line.strip()
         ]
 

@@ -248,9 +248,7 @@ class MemorySearch:
             found = gather_candidates(
                 reader, self.index.vectors, plan, vector, (wide, pool), (window, dated), in_memory
             )
-            # In the index's thread, as the rows are read: the lines belong to these texts.
-            lines = self.index.vocabulary.lines(found.rows)
-            found.rows = {c: r._replace(lines=lines.get(c)) for c, r in found.rows.items()}
+            found.rows = self.index.vocabulary.with_lines(found.rows)
             return found
 
         # One visit of the index's thread: freshness, word counts, the query's vector (a

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 # Not `terms`: its cache (and that of the lines it is built from) would lose a search's hot
 # entries to the memory's every chunk.
 from clawgate.agent.memory.coverage import Lines, split_terms
+from clawgate.agent.memory.index_db import ChunkRow
 
 
 class Vocabulary:
@@ -76,11 +77,16 @@ class Vocabulary:
         return self.ready and not any(term in self._chunks for term in question_terms)
 
     def lines(self, chunk_ids: Iterable[int]) -> dict[int, Lines]:
-        """The lines of those chunks it keeps. Asked in the index's thread, where the
-        chunks are added and removed, together with the rows' texts: the lines are those of
-        the texts the same read returns."""
+        """The lines of those chunks it keeps."""
         kept = self._lines
         return {c: kept[c] for c in chunk_ids if c in kept}
+
+    def with_lines(self, rows: dict[int, ChunkRow]) -> dict[int, ChunkRow]:
+        """The rows, each with its kept lines. Asked in the index's thread, where chunks are
+        added and removed, in the read that returned the rows: the lines are those of these
+        texts."""
+        kept = self._lines
+        return {c: r._replace(lines=kept.get(c)) for c, r in rows.items()}
 
 
 def _split(text: str) -> Lines | None:
