@@ -425,13 +425,7 @@ def _merge(
         else:
             if len(merged) < k:
                 merged.append((cand, row.start_line, row.end_line, [row]))
-        if len(merged) == k and not any(
-            parts[0].path == rows[c].path
-            and parts[0].date == rows[c].date
-            and _touching(rows[c], start, end)
-            for c in left
-            for _, start, end, parts in merged
-        ):
+        if len(merged) == k and not _may_grow(merged, [rows[c] for c in left]):
             break
     hits = []
     for head, start, end, parts in merged:
@@ -451,6 +445,20 @@ def _merge(
         )
     hits.sort(key=lambda hit: -hit.score)
     return hits
+
+
+def _may_grow(
+    merged: list[tuple[Candidate, int, int, list[ChunkRow]]], left: list[ChunkRow]
+) -> bool:
+    """Whether a chunk left touches a result of the same file and date."""
+    spans: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
+    for _, start, end, parts in merged:
+        spans.setdefault((parts[0].path, parts[0].date), []).append((start, end))
+    return any(
+        _touching(row, start, end)
+        for row in left
+        for start, end in spans.get((row.path, row.date), ())
+    )
 
 
 def _touching(row: ChunkRow, start: int, end: int) -> bool:
