@@ -8,6 +8,7 @@ import asyncio
 import random
 import sqlite3
 import threading
+from functools import partial
 from pathlib import Path
 
 from clawgate.agent.memory.bm25 import Bm25Memory, Bm25Table, Tokenizer
@@ -64,6 +65,11 @@ async def same_as_fts5(index: MemoryIndex, rng: random.Random, count: int) -> in
         assert mine is not None, question
         theirs = await index.fts("chunks_fts", plan.match, limit, days)
         assert mine == theirs, (question, limit, days)
+        # The words' chunk counts (a question's idf) from the table, as the statement counts.
+        counted = await index.read(
+            partial(index.bm25.doc_freqs, index.words_state(), words=list(plan.words))
+        )
+        assert counted == await index.read(lambda r, w=list(plan.words): r.doc_freqs(w)), question
         compared += 1
     return compared
 

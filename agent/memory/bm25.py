@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clawgate.agent.memory.index_db import WORDS_TOKENIZER, read_generation
+from clawgate.agent.memory.index_db import WORDS_TOKENIZER, Reader, read_generation
 
 if TYPE_CHECKING:
     import numpy as np
@@ -216,6 +216,17 @@ class Bm25Memory:
         table = self._at(at)
         tokens = self._tokenizer.phrases(words) if table is not None else None
         return None if table is None or tokens is None else table.best(tokens, limit, days)
+
+    def doc_freqs(self, at: tuple[int, int], reader: Reader, words: list[str]) -> list[int]:
+        """Reader.doc_freqs(words): how many rows hold each word's one token, from the
+        table when it is at `at` (the span of a token's postings is its rows); else, or
+        when a word is not one token, the statement's count."""
+        table = self._at(at)
+        tokens = self._tokenizer.phrases(words) if table is not None and words else None
+        if table is None or tokens is None:
+            return reader.doc_freqs(words)
+        spans = [table.spans.get(token, (0, 0)) for token in tokens]
+        return [end - start for start, end in spans]
 
     async def warm(self, state: State) -> None:
         """Read the table unless it is at `state()`; concurrent callers share one read. A

@@ -390,7 +390,8 @@ class MemoryIndex:
             known = self._total
 
             def count(r: Reader) -> tuple[int, list[int]]:
-                return (r.chunk_count() if known is None else known), r.doc_freqs(unknown)
+                counts = self.bm25.doc_freqs(self.words_state(), r, unknown)
+                return (r.chunk_count() if known is None else known), counts
 
             total, found = await self.read(count)
             self._total = total
@@ -430,7 +431,7 @@ class MemoryIndex:
                     return generation, disk, None
                 reader = Reader(connection)
                 total = reader.chunk_count() if cached_total is None else cached_total
-                counted = reader.doc_freqs(unknown) if unknown else []
+                counted = self.bm25.doc_freqs(self.words_state(), reader, unknown)
                 freqs = known | dict(zip(unknown, counted, strict=True))
                 return generation, disk, (total, counted, work(reader, total, freqs))
 
