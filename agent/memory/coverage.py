@@ -65,9 +65,6 @@ class Cover:
         self.total = sum(weights.values())
         self.words = frozenset(weights)
         self._sums: dict[frozenset[str], float] = {}
-        # By the identity of a chunk's Lines (kept here, so the id stays theirs): the
-        # question's words it holds, whole and by line; the reranker asks for them again.
-        self._held: dict[int, tuple[Lines, frozenset[str], list[frozenset[str]]]] = {}
 
     def weighted(self, text: str) -> float:
         """The share of the question's words (by weight) in a text."""
@@ -88,7 +85,10 @@ class Cover:
         if lines is None:
             whole = self.words & terms(text)
         else:
-            whole, held = self._held_by(lines)
+            # Sets made and dropped here, not kept for the search: a thousand of them alive
+            # at once would have the garbage collector trace its oldest generation.
+            held = [self.words.intersection(line) for line in lines]
+            whole = frozenset().union(*held)  # no term spans a line (terms)
         share = self._covered(whole) / self.total
         if share <= 0:
             return share
@@ -103,8 +103,6 @@ class Cover:
         """`coverage(query_terms, text)`, from the chunk's lines when given."""
         if lines is None or not query_terms:
             return coverage(query_terms, text)
-        if query_terms <= self.words:
-            return len(query_terms & self._held_by(lines)[0]) / len(query_terms)
         return len(query_terms.intersection(chain.from_iterable(lines))) / len(query_terms)
 
     def lines(
@@ -113,15 +111,7 @@ class Cover:
         """Each line's terms, with the question's words among them."""
         if lines is None:
             return [(held, self.words & held) for held in map(terms, text.splitlines())]
-        return list(zip(lines, self._held_by(lines)[1], strict=True))
-
-    def _held_by(self, lines: Lines) -> tuple[frozenset[str], list[frozenset[str]]]:
-        found = self._held.get(id(lines))
-        if found is None:
-            held = [self.words.intersection(line) for line in lines]
-            found = (lines, frozenset().union(*held), held)  # no term spans a line (terms)
-            self._held[id(lines)] = found
-        return found[1], found[2]
+        return [(line, self.words.intersection(line)) for line in lines]
 
     def _covered(self, held: frozenset[str]) -> float:
         """The weight of the question's words `held` (a subset of them)."""
