@@ -236,7 +236,7 @@ def test_a_chunks_kept_lines_count_as_its_text_does() -> None:
         weights = {t: rng.random() + 0.1 for t in question}
         cover = Cover(weights)
         assert cover.entry(text, lines[n]) == Cover(weights).entry(text)
-        assert cover.share(question, text, lines[n]) == coverage(question, text)
+        assert coverage(question, text, lines[n]) == coverage(question, text)
 
     rows = {n: ChunkRow(n, "memory/x.md", 1, 1, None, t) for n, t in enumerate(texts)}
     kept = {n: row._replace(lines=lines.get(n)) for n, row in rows.items()}

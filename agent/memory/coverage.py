@@ -4,7 +4,7 @@ more). Confidence, keyword evidence and the second hop (multihop.py) all count t
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 from itertools import chain
 
@@ -99,19 +99,11 @@ class Cover:
         # Dividing by the same positive total keeps the order: the best line's share.
         return (share + max(map(self._covered, held)) / self.total) / 2
 
-    def share(self, query_terms: frozenset[str], text: str, lines: Lines | None = None) -> float:
-        """`coverage(query_terms, text)`, from the chunk's lines when given."""
-        if lines is None or not query_terms:
-            return coverage(query_terms, text)
-        return len(query_terms.intersection(chain.from_iterable(lines))) / len(query_terms)
-
     def lines(
         self, text: str, lines: Lines | None = None
     ) -> list[tuple[Collection[str], frozenset[str]]]:
         """Each line's terms, with the question's words among them."""
-        if lines is None:
-            return [(held, self.words & held) for held in map(terms, text.splitlines())]
-        return [(line, self.words.intersection(line)) for line in lines]
+        return [(held, self.words.intersection(held)) for held in line_terms(text, lines)]
 
     def _covered(self, held: frozenset[str]) -> float:
         """The weight of the question's words `held` (a subset of them)."""
@@ -124,7 +116,19 @@ class Cover:
         return found
 
 
-def coverage(query_terms: frozenset[str], text: str) -> float:
+def coverage(query_terms: frozenset[str], text: str, lines: Lines | None = None) -> float:
+    """The share of the question's terms a text holds (`lines`: its kept lines' terms)."""
     if not query_terms:
         return 0.0
-    return len(query_terms & terms(text)) / len(query_terms)
+    held = terms(text) if lines is None else chain.from_iterable(lines)
+    return len(query_terms.intersection(held)) / len(query_terms)
+
+
+def chunk_terms(text: str, lines: Lines | None) -> frozenset[str]:
+    """`terms(text)`, from the chunk's kept lines when given (no term spans a line)."""
+    return terms(text) if lines is None else frozenset().union(*lines)
+
+
+def line_terms(text: str, lines: Lines | None) -> Iterable[Collection[str]]:
+    """Each line's `terms`, the kept ones when given."""
+    return map(terms, text.splitlines()) if lines is None else lines

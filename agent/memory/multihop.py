@@ -31,6 +31,7 @@ from datetime import date
 from functools import lru_cache
 
 from clawgate.agent.memory import fusion
+from clawgate.agent.memory.coverage import chunk_terms, line_terms
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index import MemoryIndex
 from clawgate.agent.memory.index_db import ChunkRow
@@ -162,18 +163,14 @@ def _roles(a: Text, b: Text, weights: Mapping[str, float]) -> tuple[int, int]:
 
 
 class Hop:
-    """The second hop of one search: the index (document frequencies, rows), the query-term
-    extractor search.py counts coverage with, and its keyword search for chunks holding one of
-    the missing words and one of the linking words ((missing, links) -> {chunk id: 0..1})."""
+    """The second hop of one search: the index (document frequencies, rows) and the search's
+    keyword search for chunks holding one of the missing words and one of the linking words
+    ((missing, links) -> {chunk id: 0..1}). Terms are counted as coverage.py counts them."""
 
     def __init__(
-        self,
-        index: MemoryIndex,
-        terms: Callable[[str], frozenset[str]],
-        keyword: Callable[[str, str], Awaitable[dict[int, float]]],
+        self, index: MemoryIndex, keyword: Callable[[str, str], Awaitable[dict[int, float]]]
     ) -> None:
         self.index = index
-        self.terms = terms
         self.keyword = keyword
 
     async def find(
@@ -194,7 +191,7 @@ class Hop:
         the chunk naming what the question names leads the first stage."""
         if len(seen) < 2 or not ranked:
             return None
-        missing = set(seen) - self._terms(rows[ranked[0]])
+        missing = set(seen) - chunk_terms(rows[ranked[0]].text, rows[ranked[0]].lines)
         if not missing:
             return None
         query = frozenset(seen)
@@ -216,21 +213,16 @@ class Hop:
             if window is None or (row.date and window[0] <= row.date <= window[1]):
                 rows[chunk_id] = row
         found = (hits | set(ranked)) & set(rows)
-        single = max(covered(seen, self._terms(rows[c])) for c in found)
+        single = max(covered(seen, chunk_terms(rows[c].text, rows[c].lines)) for c in found)
         second = [t for c in sorted(found) for t in self._lines(rows[c])]
         bridges = [t for r in first for t in self._lines(r)]
         return best_pair(bridges, second, seen, idf, single, scores)
 
-    def _terms(self, row: ChunkRow) -> frozenset[str]:
-        """A chunk's terms: from the lines the index keeps, or split from its text."""
-        return self.terms(row.text) if row.lines is None else frozenset().union(*row.lines)
-
     def _lines(self, row: ChunkRow) -> list[Text]:
-        split = row.text.splitlines()
-        held = map(self.terms, split) if row.lines is None else map(frozenset, row.lines)
+        held = map(frozenset, line_terms(row.text, row.lines))
         return [
             Text(row.id, terms, link_terms(line))
-            for line, terms in zip(split, held, strict=True)
+            for line, terms in zip(row.text.splitlines(), held, strict=True)
             if line.strip()
         ]
 

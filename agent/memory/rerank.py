@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import fsum
 
-from clawgate.agent.memory.coverage import Cover, terms
+from clawgate.agent.memory.coverage import Cover, chunk_terms
 from clawgate.agent.memory.fusion import Candidate
 from clawgate.agent.memory.index_db import ChunkRow
 
@@ -58,8 +58,7 @@ class Reranker:
         best = max((c.relevance for c in cands), default=0.0) or 1.0
         seen: Counter[str] = Counter()
         for c in cands:
-            row = rows[c.id]
-            seen.update(terms(row.text) if row.lines is None else set().union(*row.lines))
+            seen.update(chunk_terms(rows[c.id].text, rows[c.id].lines))
         counted = weights if isinstance(weights, Cover) else Cover(weights)
         # What a word adds to a line's specificity: nothing for the question's own words.
         each = {t: 1 / n for t, n in seen.items()} | dict.fromkeys(counted.words, 0.0)

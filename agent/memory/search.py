@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
 from clawgate.agent.memory import fusion, multihop
-from clawgate.agent.memory.coverage import Cover, terms
+from clawgate.agent.memory.coverage import Cover, coverage, terms
 from clawgate.agent.memory.dates import DateRange, query_range, strip_dates
 from clawgate.agent.memory.embeddings import LocalEmbedder
 from clawgate.agent.memory.expand import Companions
@@ -302,7 +302,7 @@ class MemorySearch:
             cand.relevance += ties.get(cand.id, 0.0)
         query_terms = terms(text)
         confidence = max(
-            (counted.share(query_terms, r.text, r.lines) for r in rows.values()), default=0.0
+            (coverage(query_terms, r.text, r.lines) for r in rows.values()), default=0.0
         )
         if any(c.d for c in cands):
             confidence = max(confidence, DATE_CONFIDENCE)
@@ -319,7 +319,7 @@ class MemorySearch:
         }
         ranked = self.reranker.order(ranked, rows, counted, recency_weight, first_stage)
         seen = {t: w for t, w in weights_by_term.items() if t not in {stem(u) for u in unseen}}
-        hop = multihop.Hop(self.index, terms, lambda m, b: self._keyword_ids(m, b, pool, window))
+        hop = multihop.Hop(self.index, lambda m, b: self._keyword_ids(m, b, pool, window))
         stage = sorted(first_stage, key=lambda c: -first_stage[c])
         pair = await hop.find(text, [c.id for c in ranked], rows, seen, window, stage)
         if pair is not None:
